@@ -1,0 +1,116 @@
+// The agent's settings: command-line flags over environment variables over the config file over defaults.
+import { parse as parseToml } from 'smol-toml';
+
+export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
+export const DEFAULT_RUN_FOLDER = '/tmp/ankaios/';
+export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
+export const AGENT_NAME_PATTERN = /^[a-zA-Z0-9_-]+$/;
+
+/** A setting the user got wrong; the message says which and how to mend it. */
+export class ConfigError extends Error {
+  constructor(message: string, readonly showHelp = false) {
+    super(message);
+  }
+}
+
+/** A PEM item: a file to read, or its content given in the config file. */
+export type PemSource = { readonly path: string } | { readonly content: string; readonly key: string };
+
+export interface AgentConfig {
+  readonly name: string;
+  readonly serverUrl: string;
+  readonly runFolder: string;
+  readonly security: { readonly insecure: true } | { readonly insecure: false; readonly ca: PemSource; readonly cert: PemSource; readonly key: PemSource };
+}
+
+export interface Flags {
+  readonly name?: string;
+  readonly serverUrl?: string;
+  readonly runFolder?: string;
+  readonly insecure?: boolean;
+  readonly caPem?: string;
+  readonly crtPem?: string;
+  readonly keyPem?: string;
+}
+
+export interface ConfigFile {
+  readonly name?: string;
+  readonly server_url?: string;
+  readonly run_folder?: string;
+  readonly insecure?: boolean;
+  readonly ca_pem?: string;
+  readonly crt_pem?: string;
+  readonly key_pem?: string;
+  readonly ca_pem_content?: string;
+  readonly crt_pem_content?: string;
+  readonly key_pem_content?: string;
+}
+
+const FILE_KEYS: Record<keyof ConfigFile | 'version', 'string' | 'boolean'> = {
+  version: 'string', name: 'string', server_url: 'string', run_folder: 'string', insecure: 'boolean',
+  ca_pem: 'string', crt_pem: 'string', key_pem: 'string',
+  ca_pem_content: 'string', crt_pem_content: 'string', key_pem_content: 'string',
+};
+
+/** Parses and checks the TOML agent config; `where` names it in error messages. */
+export function parseConfigFile(text: string, where: string): ConfigFile {
+  let doc: Record<string, unknown>;
+  try {
+    doc = parseToml(text) as Record<string, unknown>;
+  } catch (err) {
+    throw new ConfigError(`Cannot parse the agent config '${where}': ${(err as Error).message.split('\n')[0]}`);
+  }
+  for (const [key, value] of Object.entries(doc)) {
+    const type = FILE_KEYS[key as keyof typeof FILE_KEYS];
+    if (!type) throw new ConfigError(`Unknown key '${key}' in the agent config '${where}' (known keys: ${Object.keys(FILE_KEYS).join(', ')}).`);
+    if (typeof value !== type) throw new ConfigError(`The key '${key}' in the agent config '${where}' must be a ${type}.`);
+  }
+  if (doc.version !== 'v1') {
+    throw new ConfigError(`The agent config '${where}' must say version = 'v1'${doc.version === undefined ? '' : `, not '${String(doc.version)}'`}.`);
+  }
+  for (const item of ['ca_pem', 'crt_pem', 'key_pem'] as const) {
+    if (doc[item] !== undefined && doc[`${item}_content`] !== undefined) {
+      throw new ConfigError(`The agent config '${where}' gives both '${item}' and '${item}_content': keep one.`);
+    }
+  }
+  return doc as ConfigFile;
+}
+
+const truthy = (v: string | undefined): boolean | undefined =>
+  v === undefined || v === '' ? undefined : !['0', 'false', 'no', 'off'].includes(v.toLowerCase());
+
+/** Combines flags, environment and config file; throws ConfigError on anything wrong. */
+export function resolveConfig(flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile = {}): AgentConfig {
+  const name = flags.name ?? file.name;
+  if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
+  if (!AGENT_NAME_PATTERN.test(name)) {
+    throw new ConfigError(`Invalid agent name '${name}': use only letters, digits, '-' and '_'.`);
+  }
+  const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
+  if (!/^https?:\/\/[^/]+\/?$/.test(serverUrl)) {
+    throw new ConfigError(`Invalid server URL '${serverUrl}': it must start with http:// or https:// and name host and port.`);
+  }
+  const runFolder = flags.runFolder ?? file.run_folder ?? DEFAULT_RUN_FOLDER;
+  const insecure = flags.insecure || truthy(env.ANKAGENT_INSECURE) || file.insecure || false;
+  if (insecure) return { name, serverUrl, runFolder, security: { insecure: true } };
+
+  const pem = (flag: string | undefined, envName: string, item: 'ca_pem' | 'crt_pem' | 'key_pem'): PemSource | undefined => {
+    const path = flag ?? env[envName] ?? file[item];
+    if (path) return { path };
+    const content = file[`${item}_content`];
+    return content ? { content, key: `${item}_content` } : undefined;
+  };
+  const ca = pem(flags.caPem, 'ANKAGENT_CA_PEM', 'ca_pem');
+  const cert = pem(flags.crtPem, 'ANKAGENT_CRT_PEM', 'crt_pem');
+  const key = pem(flags.keyPem, 'ANKAGENT_KEY_PEM', 'key_pem');
+  if (!ca && !cert && !key) {
+    // swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1
+    throw new ConfigError(
+      'No way to reach the server is given: either --insecure (-k) for plain text, or --ca_pem, --crt_pem and --key_pem for mTLS.',
+      true,
+    );
+  }
+  const missing = [['--ca_pem', ca], ['--crt_pem', cert], ['--key_pem', key]].filter(([, v]) => !v).map(([f]) => f);
+  if (missing.length > 0) throw new ConfigError(`mTLS needs all three PEM files; missing: ${missing.join(', ')}.`, true);
+  return { name, serverUrl, runFolder, security: { insecure: false, ca: ca!, cert: cert!, key: key! } };
+}

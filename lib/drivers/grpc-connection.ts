@@ -1,0 +1,81 @@
+// The gRPC driver: one ConnectAgent stream per subscription.
+import * as grpc from '@grpc/grpc-js';
+import { fromBinary, toBinary } from '@bufbuild/protobuf';
+import { Observable } from 'rxjs';
+import { type FromServer, FromServerSchema, type ToServer, ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
+
+export const CONNECT_AGENT_PATH = '/grpc_api.AgentConnection/ConnectAgent';
+/** Real Ankaios server certificates are issued for this name, whatever host the URL names. */
+export const SERVER_CERT_NAME = 'ank-server';
+
+export type Security =
+  | { readonly insecure: true }
+  | { readonly insecure: false; readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
+
+export interface ConnectionOptions {
+  /** `http://host:port` or `https://host:port`. */
+  readonly serverUrl: string;
+  readonly security: Security;
+  /** HTTP/2 keepalive ping interval: a half-open connection is noticed after about twice this. */
+  readonly keepaliveMs?: number;
+}
+
+/** The server ended the stream with a gRPC status; `code` tells why. */
+export class ConnectionError extends Error {
+  constructor(message: string, readonly code: grpc.status) {
+    super(message);
+  }
+}
+
+export function grpcTarget(serverUrl: string): string {
+  const m = /^(https?):\/\/([^/]+)\/?$/.exec(serverUrl.trim());
+  if (!m) throw new Error(`The server URL '${serverUrl}' must start with http:// or https:// and name host and port.`);
+  return m[2];
+}
+
+function credentials(security: Security): grpc.ChannelCredentials {
+  return security.insecure ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(security.ca, security.key, security.cert);
+}
+
+/**
+ * Opens the bidirectional ConnectAgent stream when subscribed: writes every message of `outbound$`
+ * (half-closing when it completes), emits every message from the server, completes when the server
+ * ends the stream and errors with a ConnectionError when it fails. Unsubscribing cancels the call.
+ */
+export function connectAgent(options: ConnectionOptions, outbound$: Observable<ToServer>): Observable<FromServer> {
+  return new Observable<FromServer>((subscriber) => {
+    const keepalive = options.keepaliveMs ?? 5000;
+    const client = new grpc.Client(grpcTarget(options.serverUrl), credentials(options.security), {
+      'grpc.keepalive_time_ms': keepalive,
+      'grpc.keepalive_timeout_ms': keepalive,
+      'grpc.keepalive_permit_without_calls': 1,
+      ...(options.security.insecure ? {} : { 'grpc.ssl_target_name_override': SERVER_CERT_NAME, 'grpc.default_authority': SERVER_CERT_NAME }),
+    });
+    const call = client.makeBidiStreamRequest<ToServer, FromServer>(
+      CONNECT_AGENT_PATH,
+      (m) => Buffer.from(toBinary(ToServerSchema, m)),
+      (b) => fromBinary(FromServerSchema, b),
+    );
+    let ended = false;
+    call.on('data', (m: FromServer) => subscriber.next(m));
+    call.on('error', (e: grpc.ServiceError) => {
+      ended = true;
+      subscriber.error(new ConnectionError(e.details || e.message, e.code));
+    });
+    call.on('end', () => {
+      ended = true;
+      subscriber.complete();
+    });
+    // When the outbound stream completes (after Goodbye), half-close and let the server end the call.
+    const writing = outbound$.subscribe({
+      next: (m) => !ended && call.write(m),
+      error: (e: unknown) => subscriber.error(e),
+      complete: () => !ended && call.end(),
+    });
+    return () => {
+      writing.unsubscribe();
+      if (!ended) call.cancel();
+      client.close();
+    };
+  });
+}

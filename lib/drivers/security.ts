@@ -1,0 +1,45 @@
+// Reads and checks the PEM files for mTLS, naming the file in every error.
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { type AgentConfig, ConfigError, type PemSource } from '../config.js';
+import type { Security } from './grpc-connection.js';
+
+type Item = 'CA certificate' | 'agent certificate' | 'agent key';
+
+function read(source: PemSource, item: Item): { pem: Buffer; where: string } {
+  if ('content' in source) return { pem: Buffer.from(source.content), where: `'${source.key}' of the agent config` };
+  const where = `file '${source.path}'`;
+  try {
+    const pem = readFileSync(source.path);
+    if (item === 'agent key' && (statSync(source.path).mode & 0o077) !== 0) {
+      const mode = (statSync(source.path).mode & 0o777).toString(8);
+      throw new ConfigError(`The ${item} ${where} is readable by group or others (mode ${mode}): restrict it with 'chmod 600 ${source.path}'.`);
+    }
+    return { pem, where };
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError(`Cannot read the ${item} ${where}: ${(err as Error).message}`);
+  }
+}
+
+function load(source: PemSource, item: Item): Buffer {
+  const { pem, where } = read(source, item);
+  try {
+    if (item === 'agent key') createPrivateKey(pem);
+    else new X509Certificate(pem);
+  } catch {
+    throw new ConfigError(`The ${item} ${where} is not a valid PEM ${item === 'agent key' ? 'private key' : 'certificate'}.`);
+  }
+  return pem;
+}
+
+/** swdd~agent-provides-file-paths-to-communication-middleware~1 */
+export function loadSecurity(security: AgentConfig['security']): Security {
+  if (security.insecure) return { insecure: true };
+  return {
+    insecure: false,
+    ca: load(security.ca, 'CA certificate'),
+    cert: load(security.cert, 'agent certificate'),
+    key: load(security.key, 'agent key'),
+  };
+}

@@ -1,0 +1,62 @@
+// Execution states of workloads (seed 001 `swdd~api-workload-states-supported-states~1`).
+
+type Variant<S extends string, Sub extends string> = { readonly state: S; readonly substate: Sub };
+
+export type ExecutionState = { readonly additionalInfo: string } & (
+  | Variant<'AgentDisconnected', 'AgentDisconnected'>
+  | Variant<'Pending', 'Initial' | 'WaitingToStart' | 'Starting' | 'StartingFailed'>
+  | Variant<'Running', 'Ok'>
+  | Variant<'Stopping', 'Stopping' | 'WaitingToStop' | 'RequestedAtRuntime' | 'DeleteFailed'>
+  | Variant<'Succeeded', 'Ok'>
+  | Variant<'Failed', 'ExecFailed' | 'Unknown' | 'Lost'>
+  | Variant<'NotScheduled', 'NotScheduled'>
+  | Variant<'Removed', 'Removed'>
+);
+
+export type StateName = ExecutionState['state'];
+export type Substate = ExecutionState['substate'];
+
+const make = <E extends ExecutionState>(state: E['state'], substate: E['substate']) =>
+  (additionalInfo = ''): ExecutionState => ({ state, substate, additionalInfo }) as ExecutionState;
+
+export const ExecutionState = {
+  agentDisconnected: make('AgentDisconnected', 'AgentDisconnected'),
+  initial: make('Pending', 'Initial'),
+  waitingToStart: make('Pending', 'WaitingToStart'),
+  starting: make('Pending', 'Starting'),
+  startingFailed: make('Pending', 'StartingFailed'),
+  running: make('Running', 'Ok'),
+  stopping: make('Stopping', 'Stopping'),
+  waitingToStop: make('Stopping', 'WaitingToStop'),
+  stoppingRequested: make('Stopping', 'RequestedAtRuntime'),
+  deleteFailed: make('Stopping', 'DeleteFailed'),
+  succeeded: make('Succeeded', 'Ok'),
+  failed: make('Failed', 'ExecFailed'),
+  unknown: make('Failed', 'Unknown'),
+  lost: make('Failed', 'Lost'),
+  notScheduled: make('NotScheduled', 'NotScheduled'),
+  removed: make('Removed', 'Removed'),
+} as const;
+
+/** `Pending(Starting)`, with the additional info after a colon when there is one. */
+export function formatState(s: ExecutionState): string {
+  const name = s.state === s.substate ? s.state : `${s.state}(${s.substate})`;
+  return s.additionalInfo ? `${name}: ${s.additionalInfo}` : name;
+}
+
+export const is = (s: ExecutionState | undefined, state: StateName, substate?: Substate): boolean =>
+  s !== undefined && s.state === state && (substate === undefined || s.substate === substate);
+
+export const sameState = (a: ExecutionState, b: ExecutionState): boolean =>
+  a.state === b.state && a.substate === b.substate && a.additionalInfo === b.additionalInfo;
+
+/**
+ * swdd~api-workload-state-transitions~1: a workload that is `stopping` or `waiting to stop`
+ * stays so when it reports running, succeeded or failed, so the state does not flip while the
+ * stop is under way.
+ */
+export function transition(current: ExecutionState | undefined, incoming: ExecutionState): ExecutionState {
+  const stopping = is(current, 'Stopping', 'Stopping') || is(current, 'Stopping', 'WaitingToStop');
+  const settled = ['Running', 'Succeeded', 'Failed'].includes(incoming.state);
+  return stopping && settled ? current! : incoming;
+}

@@ -1,0 +1,37 @@
+// swdd~functions-required-by-runtime-connector~1: what the core needs from a runtime.
+import type { Observable } from 'rxjs';
+import type { ExecutionState } from './execution-state.js';
+import type { WorkloadInstanceName, WorkloadSpec } from './workload.js';
+
+/** A workload a previous run of this agent left on the runtime (a reusable workload). */
+export interface ExistingWorkload {
+  readonly instanceName: WorkloadInstanceName;
+  readonly runtime: string;
+  readonly id: string;
+  readonly state: ExecutionState;
+}
+
+export interface CreateOptions {
+  /** Host folder holding the workload's Control Interface FIFOs, when it has one. */
+  readonly controlInterfacePath?: string;
+  /** Host files to bind-mount read-only: host path → mount point in the workload. */
+  readonly fileMounts?: ReadonlyArray<{ readonly hostPath: string; readonly mountPoint: string }>;
+}
+
+/**
+ * Every method returns a cold observable: nothing happens until it is subscribed, and
+ * unsubscribing cancels it. Failures are errors whose message says what went wrong.
+ */
+export interface RuntimeConnector {
+  readonly name: string;
+  /** Workloads this agent started earlier on this runtime (swdd~agent-existing-workloads-finds-list~1). */
+  listReusableWorkloads(agentName: string): Observable<readonly ExistingWorkload[]>;
+  /** Creates and starts the workload; emits its id once, then completes. */
+  createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string>;
+  /** Emits the id of the workload with this instance name, or undefined. */
+  getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined>;
+  /** The state checker: the workload's execution state, each time it changes. */
+  checkState(id: string, instanceName: WorkloadInstanceName): Observable<ExecutionState>;
+  /** Stops and removes the workload; completes when it is gone. */
+  deleteWorkload(id: string): Observable<void>;
+}

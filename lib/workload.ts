@@ -1,0 +1,63 @@
+// Workload objects as the agent uses them, independent of the wire format.
+
+export interface WorkloadInstanceName {
+  readonly workloadName: string;
+  readonly agentName: string;
+  /** SHA-256 of the runtime config (swdd~api-workload-execution-instance-naming~1). */
+  readonly id: string;
+}
+
+/** `<workloadName>.<id>.<agentName>`: the name containers and folders carry. */
+export const instanceKey = (n: WorkloadInstanceName): string => `${n.workloadName}.${n.id}.${n.agentName}`;
+
+export const sameInstance = (a: WorkloadInstanceName, b: WorkloadInstanceName): boolean =>
+  a.workloadName === b.workloadName && a.id === b.id && a.agentName === b.agentName;
+
+/** Parses `<workloadName>.<id>.<agentName>`; undefined when the text is not of that form. */
+export function parseInstanceKey(key: string): WorkloadInstanceName | undefined {
+  const m = /^([^.]+)\.([^.]*)\.([^.]+)$/.exec(key);
+  return m ? { workloadName: m[1], id: m[2], agentName: m[3] } : undefined;
+}
+
+export type AddCondition = 'Running' | 'Succeeded' | 'Failed';
+export type DeleteCondition = 'Running' | 'NotPendingNorRunning';
+export type RestartPolicy = 'Never' | 'OnFailure' | 'Always';
+export type ReadWrite = 'Nothing' | 'Read' | 'Write' | 'ReadWrite';
+
+export type AccessRule =
+  | { readonly kind: 'state'; readonly operation: ReadWrite; readonly filterMasks: readonly string[] }
+  | { readonly kind: 'log'; readonly workloadNames: readonly string[] };
+
+export interface ControlInterfaceAccess {
+  readonly allowRules: readonly AccessRule[];
+  readonly denyRules: readonly AccessRule[];
+}
+
+export interface WorkloadFile {
+  readonly mountPoint: string;
+  readonly data?: string;
+  readonly binaryData?: string;
+}
+
+/** A workload the server assigned to this agent (an AddedWorkload). */
+export interface WorkloadSpec {
+  readonly instanceName: WorkloadInstanceName;
+  readonly runtime: string;
+  readonly runtimeConfig: string;
+  readonly restartPolicy: RestartPolicy;
+  readonly dependencies: Readonly<Record<string, AddCondition>>;
+  readonly tags: Readonly<Record<string, string>>;
+  readonly controlInterfaceAccess: ControlInterfaceAccess;
+  readonly files: readonly WorkloadFile[];
+}
+
+/** A workload the server removes from this agent, with the conditions its dependents set. */
+export interface DeletedWorkload {
+  readonly instanceName: WorkloadInstanceName;
+  readonly dependencies: Readonly<Record<string, DeleteCondition>>;
+}
+
+/** swdd~api-workload-needs-control-interface~1 */
+export const needsControlInterface = (spec: WorkloadSpec): boolean => spec.controlInterfaceAccess.allowRules.length > 0;
+
+export const noAccess: ControlInterfaceAccess = { allowRules: [], denyRules: [] };

@@ -1,0 +1,60 @@
+// An in-memory runtime for the tests of pure stream logic (never for integration tests).
+import { EMPTY, NEVER, Observable, defer, of } from 'rxjs';
+import type { ExecutionState } from '../../lib/execution-state.js';
+import type { ExistingWorkload, RuntimeConnector } from '../../lib/runtime-connector.js';
+import type { WorkloadInstanceName, WorkloadSpec } from '../../lib/workload.js';
+
+export interface FakeBehaviour {
+  existing?: () => Observable<readonly ExistingWorkload[]>;
+  /** `attempt` counts the creates of this workload name, from 1. */
+  create?: (spec: WorkloadSpec, attempt: number) => Observable<string>;
+  delete?: (id: string) => Observable<void>;
+  states?: (id: string) => Observable<ExecutionState>;
+  workloadId?: (name: WorkloadInstanceName) => Observable<string | undefined>;
+}
+
+export class FakeRuntime implements RuntimeConnector {
+  /** What the core asked for, in order: `create <instance>`, `delete <id>`, `list`, `id <instance>`, `watch <id>`. */
+  readonly calls: string[] = [];
+  private readonly attempts = new Map<string, number>();
+
+  constructor(private readonly behaviour: FakeBehaviour = {}, readonly name = 'fake') {}
+
+  listReusableWorkloads(): Observable<readonly ExistingWorkload[]> {
+    return defer(() => {
+      this.calls.push('list');
+      return this.behaviour.existing?.() ?? of([]);
+    });
+  }
+
+  createWorkload(spec: WorkloadSpec): Observable<string> {
+    return defer(() => {
+      const key = spec.instanceName.workloadName;
+      const attempt = (this.attempts.get(key) ?? 0) + 1;
+      this.attempts.set(key, attempt);
+      this.calls.push(`create ${spec.instanceName.workloadName}`);
+      return this.behaviour.create?.(spec, attempt) ?? of(`id-${spec.instanceName.workloadName}-${attempt}`);
+    });
+  }
+
+  getWorkloadId(name: WorkloadInstanceName): Observable<string | undefined> {
+    return defer(() => {
+      this.calls.push(`id ${name.workloadName}`);
+      return this.behaviour.workloadId?.(name) ?? of(`id-${name.workloadName}-existing`);
+    });
+  }
+
+  checkState(id: string): Observable<ExecutionState> {
+    return defer(() => {
+      this.calls.push(`watch ${id}`);
+      return this.behaviour.states?.(id) ?? NEVER;
+    });
+  }
+
+  deleteWorkload(id: string): Observable<void> {
+    return defer(() => {
+      this.calls.push(`delete ${id}`);
+      return this.behaviour.delete?.(id) ?? EMPTY;
+    });
+  }
+}

@@ -1,0 +1,288 @@
+import { expect } from 'chai';
+import { EMPTY, NEVER, map, of, throwError } from 'rxjs';
+import { ExecutionState, formatState } from '../../lib/execution-state.js';
+import type { WorkloadState } from '../../lib/messages.js';
+import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
+import { type ControlDeps, MAX_RETRIES, type WorkloadCommand, controlWorkload } from '../../streams/control-workload.js';
+import { FakeRuntime } from '../helpers/fake-runtime.js';
+import { stateOf, workload } from '../helpers/fixtures.js';
+import { record, testScheduler } from '../helpers/virtual-time.js';
+
+const depsFor = (runtime: FakeRuntime): ControlDeps => ({
+  runtimes: new Map([['fake', runtime]]),
+  prepare: () => of({}),
+  release: () => EMPTY,
+});
+/** `workload: Pending(Starting): info` — easy to compare and to read when a test fails. */
+const show = (s: WorkloadState) => `${s.instanceName.workloadName}@${s.instanceName.id.slice(0, 4)}: ${formatState(s.executionState)}`;
+const at = (spec: WorkloadSpec, state: ExecutionState) => show(stateOf(spec, state));
+
+const nginx = workload('nginx');
+const nginx2 = workload('nginx', { config: 'image: nginx:2' });
+const create = (spec: WorkloadSpec = nginx): WorkloadCommand => ({ kind: 'create', spec });
+const update = (spec?: WorkloadSpec): WorkloadCommand => ({ kind: 'update', spec });
+const del = (spec: WorkloadSpec = nginx): WorkloadCommand => ({ kind: 'delete', instanceName: spec.instanceName });
+const boom = () => throwError(() => new Error('boom'));
+
+describe('controlWorkload (the WorkloadControlLoop)', () => {
+  it('swdd~agent-workload-control-loop-executes-create~3, swdd~workload-control-loop-sends-workload-states~2: reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
+      const runtime = new FakeRuntime({ states: () => cold('--r--s', { r: ExecutionState.running(), s: ExecutionState.succeeded() }) });
+      const out$ = controlWorkload(cold('a', { a: create() }), depsFor(runtime));
+      expectObservable(out$.pipe(map(show))).toBe('a-b--c', {
+        a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+        b: at(nginx, ExecutionState.running()),
+        c: at(nginx, ExecutionState.succeeded()),
+      });
+    });
+  });
+
+  describe('restart policies', () => {
+    const cases: Array<[RestartPolicy, ExecutionState, boolean]> = [
+      ['Always', ExecutionState.succeeded(), true],
+      ['Always', ExecutionState.failed("Exit code: '1'"), true],
+      ['OnFailure', ExecutionState.failed("Exit code: '1'"), true],
+      ['OnFailure', ExecutionState.succeeded(), false],
+      ['Never', ExecutionState.failed("Exit code: '1'"), false],
+      ['Never', ExecutionState.succeeded(), false],
+      ['Always', ExecutionState.lost(), false],
+      ['Always', ExecutionState.unknown(), false],
+    ];
+    for (const [policy, state, restarts] of cases) {
+      it(`swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~agent-supports-restart-policies~1: ${policy} ${restarts ? 'restarts' : 'does not restart'} on ${formatState(state)}`, () => {
+        const scheduler = testScheduler();
+        scheduler.run(({ cold, flush }) => {
+          const spec = workload('job', { restartPolicy: policy });
+          const runtime = new FakeRuntime({ states: (id) => (id === 'id-job-1' ? cold('-x', { x: state }) : NEVER) });
+          const out = record(controlWorkload(cold('a', { a: create(spec) }), depsFor(runtime)).pipe(map(show)), scheduler);
+          flush();
+          const expected = [at(spec, ExecutionState.starting('Triggered at runtime.')), at(spec, state)];
+          if (restarts) expected.push(at(spec, ExecutionState.starting('Triggered at runtime.')));
+          expect(out.values.map(([, v]) => v)).to.deep.equal(expected);
+          expect(runtime.calls).to.deep.equal(restarts
+            ? ['create job', 'watch id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2']
+            : ['create job', 'watch id-job-1']);
+        });
+      });
+    }
+
+    it('swdd~workload-control-loop-restarts-workloads-using-update~1, swdd~workload-control-loop-handles-workload-restarts~2: a restart deletes without reporting Stopping/Removed and creates with the stored config', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const spec = workload('job', { restartPolicy: 'Always' });
+        const runtime = new FakeRuntime({
+          states: (id) => (id === 'id-job-1' ? cold('--s', { s: ExecutionState.succeeded() }) : cold('-r', { r: ExecutionState.running() })),
+          delete: () => cold('---|'),
+        });
+        expectObservable(controlWorkload(cold('a', { a: create(spec) }), depsFor(runtime)).pipe(map(show))).toBe('a-b--cd', {
+          a: at(spec, ExecutionState.starting('Triggered at runtime.')),
+          b: at(spec, ExecutionState.succeeded()),
+          c: at(spec, ExecutionState.starting('Triggered at runtime.')),
+          d: at(spec, ExecutionState.running()),
+        });
+      });
+    });
+  });
+
+  describe('retries of a failing create', () => {
+    it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-limits-retry-attempts~1, swdd~agent-workload-control-loop-retry-limit-set-execution-state~2: retries every second, 20 times, keeping Pending(Starting), then Pending(StartingFailed) "No more retries: <cause>"', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({ create: boom });
+        const out = record(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        const expected: Array<[number, string]> = [[0, at(nginx, ExecutionState.starting('Triggered at runtime.'))]];
+        for (let retry = 1; retry <= MAX_RETRIES; retry++) {
+          expected.push([(retry - 1) * 1000, at(nginx, ExecutionState.starting(`Retry ${retry} of ${MAX_RETRIES}: boom`))]);
+        }
+        expected.push([MAX_RETRIES * 1000, at(nginx, ExecutionState.startingFailed('No more retries: boom'))]);
+        expect(out.values).to.deep.equal(expected);
+        expect(runtime.calls.filter((c) => c.startsWith('create'))).to.have.length(1 + MAX_RETRIES);
+      });
+    });
+
+    it('swdd~agent-workload-control-loop-executes-retry~1: a retry that succeeds stores the new id and watches its state', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime({
+          create: (spec, attempt) => (attempt < 3 ? boom() : of('the-id')),
+          states: (id) => (id === 'the-id' ? cold('r', { r: ExecutionState.running() }) : NEVER),
+        });
+        expectObservable(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 996ms c 999ms d', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.starting('Retry 1 of 20: boom')),
+          c: at(nginx, ExecutionState.starting('Retry 2 of 20: boom')),
+          d: at(nginx, ExecutionState.running()),
+        });
+      });
+    });
+
+    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1, swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1, swdd~agent-workload-control-loop-update-create-failed-allows-retry~1: an update stops the retries of the old config and starts counting anew', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({ create: boom });
+        const out = record(controlWorkload(cold('a 2499ms b', { a: create(), b: update(nginx2) }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        const old = out.values.filter(([, v]) => v.startsWith(show(stateOf(nginx, ExecutionState.removed())).split(':')[0]));
+        expect(old.map(([t]) => t)).to.deep.equal([0, 0, 1000, 2000, 2500], 'no retry of the old config after the update');
+        expect(old.at(-1)![1]).to.equal(at(nginx, ExecutionState.removed()));
+        const fresh = out.values.filter(([, v]) => v.startsWith(at(nginx2, ExecutionState.removed()).split(':')[0]));
+        expect(fresh.slice(0, 3)).to.deep.equal([
+          [2500, at(nginx2, ExecutionState.starting('Triggered at runtime.'))],
+          [2500, at(nginx2, ExecutionState.starting('Retry 1 of 20: boom'))],
+          [3500, at(nginx2, ExecutionState.starting('Retry 2 of 20: boom'))],
+        ]);
+      });
+    });
+
+    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1: a delete stops the retries', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({ create: boom });
+        const out = record(controlWorkload(cold('a 1499ms b', { a: create(), b: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(out.values.at(-1)).to.deep.equal([1500, at(nginx, ExecutionState.removed())]);
+        expect(runtime.calls.filter((c) => c.startsWith('create'))).to.have.length(2);
+        expect(out.done()).to.equal(true);
+      });
+    });
+  });
+
+  describe('delete', () => {
+    it('swdd~agent-workload-control-loop-executes-delete~2, swdd~agent-workload-obj-delete-command~1: reports Stopping(RequestedAtRuntime), deletes, reports Removed and ends', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime({ states: () => cold('r', { r: ExecutionState.running() }), delete: () => cold('---|') });
+        expectObservable(controlWorkload(cold('a 9ms b', { a: create(), b: del() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 6ms c--(d|)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.running()),
+          c: at(nginx, ExecutionState.stoppingRequested()),
+          d: at(nginx, ExecutionState.removed()),
+        });
+      });
+    });
+
+    it('swdd~agent-workload-control-loop-delete-failed-allows-retry~1: a failed delete reports Stopping(DeleteFailed) and the next delete is tried', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        let deletes = 0;
+        const runtime = new FakeRuntime({ delete: () => (++deletes === 1 ? throwError(() => new Error('busy')) : EMPTY) });
+        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: { kind: 'update' }, c: del() }), depsFor(runtime)).pipe(map(show))).toBe('a-(bc)-(de|)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.stoppingRequested()),
+          c: at(nginx, ExecutionState.deleteFailed('busy')),
+          d: at(nginx, ExecutionState.stoppingRequested()),
+          e: at(nginx, ExecutionState.removed()),
+        });
+      });
+    });
+
+    it('swdd~agent-workload-control-loop-delete-broken-allowed~1: a delete with nothing on the runtime ends the loop, reporting Removed', () => {
+      const runtime = new FakeRuntime();
+      testScheduler().run(({ cold, expectObservable }) => {
+        expectObservable(controlWorkload(cold('a', { a: del() }), depsFor(runtime)).pipe(map(show))).toBe('(a|)', {
+          a: at(nginx, ExecutionState.removed()),
+        });
+      });
+      expect(runtime.calls).to.deep.equal([]);
+    });
+  });
+
+  describe('update', () => {
+    it('swdd~agent-workload-control-loop-executes-update~2, swdd~agent-workload-obj-update-command~1: deletes the old config (Stopping, Removed) and creates the new one', () => {
+      let runtime!: FakeRuntime;
+      testScheduler().run(({ cold, expectObservable }) => {
+        runtime = new FakeRuntime({ delete: () => cold('--|') });
+        expectObservable(controlWorkload(cold('a-b', { a: create(), b: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a-b-(cd)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.stoppingRequested()),
+          c: at(nginx, ExecutionState.removed()),
+          d: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
+        });
+      });
+      expect(runtime.calls).to.deep.equal(['create nginx', 'watch id-nginx-1', 'delete id-nginx-1', 'create nginx', 'watch id-nginx-2']);
+    });
+
+    it('swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old workload could not be deleted; a later update tries again', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        let deletes = 0;
+        const runtime = new FakeRuntime({ delete: () => (++deletes === 1 ? throwError(() => new Error('busy')) : EMPTY) });
+        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: update(nginx2), c: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a-(bc)-(def)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.stoppingRequested()),
+          c: at(nginx, ExecutionState.deleteFailed('busy')),
+          d: at(nginx, ExecutionState.stoppingRequested()),
+          e: at(nginx, ExecutionState.removed()),
+          f: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
+        });
+      });
+    });
+
+    it('swdd~agent-workload-control-loop-update-broken-allowed~1: with no old workload on the runtime the update goes on with the create', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime();
+        expectObservable(controlWorkload(cold('a', { a: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a', {
+          a: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
+        });
+      });
+    });
+
+    it('swdd~agent-workload-control-loop-executes-update-delete-only~1: an update without a new workload only deletes; the create comes later', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime();
+        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: update(), c: create(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a-(bc)-d', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.stoppingRequested()),
+          c: at(nginx, ExecutionState.removed()),
+          d: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
+        });
+      });
+    });
+
+    it('swdd~workload-control-loop-checks-workload-state-validity~1: states of the old instance arriving after an update are not reported', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime({
+          states: (id) => (id === 'id-nginx-1' ? cold('----r', { r: ExecutionState.running() }) : NEVER),
+        });
+        expectObservable(controlWorkload(cold('a-b', { a: create(), b: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a-(bcd)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.stoppingRequested()),
+          c: at(nginx, ExecutionState.removed()),
+          d: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
+        });
+      });
+    });
+  });
+
+  describe('resume and existing workloads', () => {
+    it('swdd~agent-workload-control-loop-executes-resume~1: asks the runtime for the id, watches its state and creates nothing', () => {
+      let runtime!: FakeRuntime;
+      testScheduler().run(({ cold, expectObservable }) => {
+        runtime = new FakeRuntime({ states: () => cold('-r', { r: ExecutionState.running() }) });
+        expectObservable(controlWorkload(cold('a', { a: { kind: 'resume', spec: nginx } }), depsFor(runtime)).pipe(map(show))).toBe('-a', {
+          a: at(nginx, ExecutionState.running()),
+        });
+      });
+      expect(runtime.calls).to.deep.equal(['id nginx', 'watch id-nginx-existing']);
+    });
+
+    it('swdd~agent-workload-control-loop-executes-resume~1: a workload to resume that is gone is reported Failed(Lost)', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime({ workloadId: () => of(undefined) });
+        expectObservable(controlWorkload(cold('a', { a: { kind: 'resume', spec: nginx } }), depsFor(runtime)).pipe(map(show))).toBe('a', {
+          a: at(nginx, ExecutionState.lost('The workload to resume was not found.')),
+        });
+      });
+    });
+
+    it('swdd~agent-delete-old-workload~2: a workload of an earlier run is deleted by id with Stopping(RequestedAtRuntime) then Removed', () => {
+      let runtime!: FakeRuntime;
+      testScheduler().run(({ cold, expectObservable }) => {
+        runtime = new FakeRuntime({ delete: () => cold('-|') });
+        const existing = { instanceName: nginx.instanceName, runtime: 'fake', id: 'old-id', state: ExecutionState.succeeded() };
+        expectObservable(controlWorkload(cold('a', { a: { kind: 'removeExisting', existing, final: true } }), depsFor(runtime)).pipe(map(show))).toBe('a(b|)', {
+          a: at(nginx, ExecutionState.stoppingRequested()),
+          b: at(nginx, ExecutionState.removed()),
+        });
+      });
+      expect(runtime.calls).to.deep.equal(['delete old-id']);
+    });
+  });
+});
+

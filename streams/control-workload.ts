@@ -1,0 +1,253 @@
+// The WorkloadControlLoop: executes the commands for one workload strictly in order and watches
+// the workload's state in between, restarting it by its restart policy and retrying failed creates.
+import {
+  BehaviorSubject, EMPTY, Observable, SchedulerLike, Subject, concat, concatMap, defer, filter, map,
+  merge, mergeMap, of, takeUntil, takeWhile, tap, timer, catchError, endWith, asyncScheduler, ignoreElements,
+  concatWith,
+} from 'rxjs';
+import { ExecutionState } from '../lib/execution-state.js';
+import type { WorkloadState } from '../lib/messages.js';
+import { needsRestart } from '../lib/restart-policy.js';
+import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../lib/runtime-connector.js';
+import { type WorkloadInstanceName, type WorkloadSpec, sameInstance } from '../lib/workload.js';
+
+export type WorkloadCommand =
+  | { readonly kind: 'create'; readonly spec: WorkloadSpec }
+  | { readonly kind: 'resume'; readonly spec: WorkloadSpec }
+  /** Delete the current workload, then create `spec`; without `spec` only delete (update delete only). */
+  | { readonly kind: 'update'; readonly spec?: WorkloadSpec }
+  | { readonly kind: 'delete'; readonly instanceName: WorkloadInstanceName }
+  /** Delete a workload found from an earlier run of the agent; `final` when nothing follows it. */
+  | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly final: boolean }
+  /** Sent by the loop to itself. */
+  | { readonly kind: 'retry' }
+  | { readonly kind: 'restart' };
+
+/** Commands after which the loop ends. */
+export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || (c.kind === 'removeExisting' && c.final);
+
+export const MAX_RETRIES = 20;
+export const RETRY_INTERVAL_MS = 1000;
+
+export interface ControlDeps {
+  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  /** Prepares the host side of a workload (Control Interface, files) before it is created. */
+  readonly prepare: (spec: WorkloadSpec) => Observable<CreateOptions>;
+  /** Undoes `prepare` once the workload is gone. */
+  readonly release: (spec: WorkloadSpec) => Observable<never>;
+  readonly scheduler?: SchedulerLike;
+}
+
+type Output = WorkloadState | { readonly command: WorkloadCommand };
+const END = Symbol('end of loop');
+
+const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState =>
+  ({ instanceName, executionState });
+const causeOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/**
+ * swdd~agent-create-workload~1, swdd~agent-resume-workload~2: one loop per workload, fed by `commands$`.
+ * Each command runs to its end before the next starts; what follows it (watching the state, waiting
+ * for a retry) lasts until the next command arrives.
+ */
+export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: ControlDeps): Observable<WorkloadState> {
+  return defer(() => {
+    const loop = new ControlLoop(deps);
+    const internal$ = new Subject<WorkloadCommand>();
+    const arrivals$ = new BehaviorSubject(0);
+    return merge(commands$, internal$).pipe(
+      tap(() => arrivals$.next(arrivals$.value + 1)),
+      concatMap((command, index) => {
+        const superseded$ = arrivals$.pipe(filter((n) => n > index + 1));
+        return concat(loop.execute(command), defer(() => loop.follow()).pipe(takeUntil(superseded$)));
+      }),
+      takeWhile((out): out is Output => out !== END),
+      tap((out) => 'command' in out && internal$.next(out.command)),
+      filter((out): out is WorkloadState => !('command' in out)),
+    );
+  });
+}
+
+/** The workload one loop manages, and the steps it can take on it. */
+class ControlLoop {
+  /** The config the loop manages (used for retries and restarts). */
+  private spec?: WorkloadSpec;
+  /** The runtime's id of the workload, once created or resumed. */
+  private id?: string;
+  private retries = 0;
+  /** Why the last create failed, while a retry is due. */
+  private failure?: string;
+  private ended = false;
+
+  constructor(private readonly deps: ControlDeps) {}
+
+  execute(command: WorkloadCommand): Observable<Output | typeof END> {
+    switch (command.kind) {
+      case 'create': return this.create(command.spec);
+      case 'resume': return this.resume(command.spec);
+      case 'update': return this.update(command.spec);
+      case 'delete': return this.delete(command.instanceName);
+      case 'removeExisting': return this.removeExisting(command.existing, command.final);
+      case 'retry': return this.retry();
+      case 'restart': return this.restart();
+    }
+  }
+
+  /** What runs until the next command: the state watch, or the wait for the next retry. */
+  follow(): Observable<Output | typeof END> {
+    const { spec, id } = this;
+    if (this.ended) return of(END);
+    if (spec && id !== undefined) return this.watch(spec, id);
+    if (spec && this.failure !== undefined) {
+      // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1
+      return timer(RETRY_INTERVAL_MS, this.deps.scheduler ?? asyncScheduler).pipe(map(() => ({ command: { kind: 'retry' } as const })));
+    }
+    return EMPTY;
+  }
+
+  /** swdd~agent-workload-control-loop-executes-create~3 */
+  private create(spec: WorkloadSpec): Observable<Output> {
+    this.spec = spec;
+    this.retries = 0;
+    return concat(of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.'))), this.attempt(spec));
+  }
+
+  /** swdd~agent-workload-control-loop-executes-retry~1, swdd~agent-workload-control-loop-limits-retry-attempts~1 */
+  private retry(): Observable<Output> {
+    if (!this.spec || this.failure === undefined) return EMPTY;
+    this.retries += 1;
+    return this.attempt(this.spec);
+  }
+
+  private attempt(spec: WorkloadSpec): Observable<Output> {
+    this.failure = undefined;
+    const runtime = this.deps.runtimes.get(spec.runtime);
+    if (!runtime) return of(report(spec.instanceName, ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`)));
+    return this.deps.prepare(spec).pipe(
+      mergeMap((options) => runtime.createWorkload(spec, options)),
+      tap((id) => (this.id = id)),
+      ignoreElements(),
+      catchError((err: unknown) => of(this.createFailed(spec, causeOf(err)))),
+    );
+  }
+
+  /**
+   * swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1,
+   * swdd~agent-workload-control-loop-retry-limit-set-execution-state~2
+   */
+  private createFailed(spec: WorkloadSpec, cause: string): WorkloadState {
+    if (this.retries >= MAX_RETRIES) return report(spec.instanceName, ExecutionState.startingFailed(`No more retries: ${cause}`));
+    this.failure = cause;
+    return report(spec.instanceName, ExecutionState.starting(`Retry ${this.retries + 1} of ${MAX_RETRIES}: ${cause}`));
+  }
+
+  /** swdd~agent-workload-control-loop-executes-resume~1 */
+  private resume(spec: WorkloadSpec): Observable<Output> {
+    this.spec = spec;
+    const runtime = this.deps.runtimes.get(spec.runtime);
+    if (!runtime) return of(report(spec.instanceName, ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`)));
+    return runtime.getWorkloadId(spec.instanceName).pipe(
+      catchError(() => of(undefined)),
+      mergeMap((id) => {
+        this.id = id;
+        return id === undefined ? of(report(spec.instanceName, ExecutionState.lost('The workload to resume was not found.'))) : EMPTY;
+      }),
+    );
+  }
+
+  /**
+   * swdd~agent-workload-control-loop-executes-update~2, swdd~agent-workload-control-loop-executes-update-delete-only~1,
+   * swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1,
+   * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1
+   */
+  private update(next: WorkloadSpec | undefined): Observable<Output> {
+    this.failure = undefined;
+    return concat(this.removeCurrent({ report: true }), this.thenCreate(next));
+  }
+
+  /** swdd~agent-workload-control-loop-executes-delete~2, swdd~agent-workload-control-loop-delete-broken-allowed~1 */
+  private delete(instanceName: WorkloadInstanceName): Observable<Output> {
+    this.failure = undefined;
+    const managed = this.spec !== undefined;
+    return concat(
+      this.removeCurrent({ report: true }),
+      defer(() => {
+        this.ended = true;
+        // Never created (its create was still waiting): say so, so its pending state goes away.
+        return managed ? EMPTY : of(report(instanceName, ExecutionState.removed()));
+      }),
+    );
+  }
+
+  /** swdd~workload-control-loop-restarts-workloads-using-update~1: delete without reporting, create again. */
+  private restart(): Observable<Output> {
+    const spec = this.spec;
+    if (!spec) return EMPTY;
+    return concat(this.removeCurrent({ report: false }), this.thenCreate(spec));
+  }
+
+  /** swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there. */
+  private thenCreate(spec: WorkloadSpec | undefined): Observable<Output> {
+    return defer(() => (spec && this.id === undefined ? this.create(spec) : EMPTY));
+  }
+
+  /**
+   * Deletes the managed workload (when there is one) and releases its host side. On failure the
+   * loop keeps the workload so the next command can try again
+   * (swdd~agent-workload-control-loop-delete-failed-allows-retry~1).
+   */
+  private removeCurrent({ report: reporting }: { report: boolean }): Observable<Output> {
+    const { spec, id } = this;
+    if (!spec) return EMPTY;
+    // swdd~agent-workload-control-loop-update-broken-allowed~1: nothing on the runtime to delete.
+    if (id === undefined) {
+      this.spec = undefined;
+      return concat(this.deps.release(spec), reporting ? of(report(spec.instanceName, ExecutionState.removed())) : EMPTY);
+    }
+    const runtime = this.deps.runtimes.get(spec.runtime)!;
+    const gone$ = defer(() => {
+      this.spec = undefined;
+      this.id = undefined;
+      return concat(this.deps.release(spec), reporting ? of(report(spec.instanceName, ExecutionState.removed())) : EMPTY);
+    });
+    return concat(
+      reporting ? of(report(spec.instanceName, ExecutionState.stoppingRequested())) : EMPTY,
+      runtime.deleteWorkload(id).pipe(
+        ignoreElements(),
+        concatWith(gone$),
+        catchError((err: unknown) => of(report(spec.instanceName, ExecutionState.deleteFailed(causeOf(err))))),
+      ),
+    );
+  }
+
+  /** swdd~agent-delete-old-workload~2: a workload of an earlier run, deleted by its id. */
+  private removeExisting(existing: ExistingWorkload, final: boolean): Observable<Output> {
+    const runtime = this.deps.runtimes.get(existing.runtime);
+    const name = existing.instanceName;
+    const deleted$ = runtime
+      ? runtime.deleteWorkload(existing.id).pipe(
+          ignoreElements(),
+          endWith(report(name, ExecutionState.removed())),
+          catchError((err: unknown) => of(report(name, ExecutionState.deleteFailed(causeOf(err))))),
+        )
+      : of(report(name, ExecutionState.deleteFailed(`Unknown runtime '${existing.runtime}'`)));
+    if (final) this.ended = true;
+    return concat(of(report(name, ExecutionState.stoppingRequested())), deleted$);
+  }
+
+  /**
+   * swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-checks-workload-state-validity~1,
+   * swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~workload-control-loop-handles-workload-restarts~2
+   */
+  private watch(spec: WorkloadSpec, id: string): Observable<Output> {
+    const runtime = this.deps.runtimes.get(spec.runtime)!;
+    return runtime.checkState(id, spec.instanceName).pipe(
+      filter(() => this.spec !== undefined && sameInstance(this.spec.instanceName, spec.instanceName)),
+      mergeMap((state): Output[] => {
+        const reported = report(spec.instanceName, state);
+        return needsRestart(spec.restartPolicy, state) ? [reported, { command: { kind: 'restart' } }] : [reported];
+      }),
+      catchError(() => of(report(spec.instanceName, ExecutionState.unknown('The state checker failed.')))),
+    );
+  }
+}

@@ -1,0 +1,170 @@
+// The RuntimeManager: turns the workload lists from the server into operations for the scheduler and,
+// for workloads left by an earlier run of the agent, into immediate commands.
+import { Observable, OperatorFunction, catchError, concatMap, defer, forkJoin, map, of } from 'rxjs';
+import { ExecutionState, is } from '../lib/execution-state.js';
+import type { Logger } from '../lib/logger.js';
+import type { FromServer, WorkloadState } from '../lib/messages.js';
+import type { ExistingWorkload, RuntimeConnector } from '../lib/runtime-connector.js';
+import type { DeletedWorkload, WorkloadSpec } from '../lib/workload.js';
+import { sameInstance } from '../lib/workload.js';
+import type { WorkloadOperation } from '../lib/workload-operation.js';
+import type { WorkloadCommand } from './control-workload.js';
+
+export interface AddressedCommand {
+  readonly workloadName: string;
+  readonly command: WorkloadCommand;
+}
+
+/** What one message from the server amounts to. */
+export interface Plan {
+  readonly commands: AddressedCommand[];
+  readonly operations: WorkloadOperation[];
+  readonly reports: WorkloadState[];
+}
+
+export type WorkloadLists = Extract<FromServer, { kind: 'serverHello' | 'updateWorkload' }>;
+
+export interface ManagerDeps {
+  readonly agentName: string;
+  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  readonly log?: Logger;
+}
+
+const noDependents = (spec: WorkloadSpec): DeletedWorkload => ({ instanceName: spec.instanceName, dependencies: {} });
+const unknownRuntime = (spec: WorkloadSpec): WorkloadState => ({
+  instanceName: spec.instanceName,
+  executionState: ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`),
+});
+
+/**
+ * swdd~agent-handles-update-workload-requests~1: one plan per message, in message order. The workloads
+ * this agent manages (created, resumed, or waiting to be) are remembered between messages.
+ */
+export function manageWorkloads(deps: ManagerDeps): OperatorFunction<WorkloadLists, Plan> {
+  return (messages$) => defer(() => {
+    const managed = new Map<string, WorkloadSpec>();
+    return messages$.pipe(
+      concatMap((message) => message.kind === 'serverHello'
+        ? listExisting(deps).pipe(map((existing) => planInitial(managed, message.added, existing, deps)))
+        : of(planUpdate(managed, message.added, message.deleted, deps))),
+    );
+  });
+}
+
+/**
+ * swdd~agent-existing-workloads-finds-list~1, swdd~agent-facade-forwards-list-reusable-workloads-call~1:
+ * asks every runtime before anything starts; a runtime that fails to answer counts as having none.
+ */
+function listExisting(deps: ManagerDeps): Observable<ExistingWorkload[]> {
+  const lists = [...deps.runtimes.values()].map((runtime) => runtime.listReusableWorkloads(deps.agentName).pipe(
+    catchError((err: unknown) => {
+      deps.log?.warn(`Could not list the existing workloads of runtime '${runtime.name}': ${String(err)}`);
+      return of([] as ExistingWorkload[]);
+    }),
+  ));
+  return lists.length === 0 ? of([]) : forkJoin(lists).pipe(map((all) => all.flat()));
+}
+
+/**
+ * swdd~agent-initial-list-existing-workloads~1: the complete list of this agent's workloads, at the
+ * start and after every reconnect.
+ */
+export function planInitial(
+  managed: Map<string, WorkloadSpec>, added: readonly WorkloadSpec[], existing: readonly ExistingWorkload[], deps: ManagerDeps,
+): Plan {
+  const plan: Plan = { commands: [], operations: [], reports: [] };
+  const wanted = new Map(added.map((spec) => [spec.instanceName.workloadName, spec]));
+
+  // Workloads managed since before a reconnect that the server no longer lists.
+  for (const [name, spec] of managed) {
+    if (!wanted.has(name)) {
+      plan.operations.push({ kind: 'delete', deleted: noDependents(spec) });
+      managed.delete(name);
+    }
+  }
+  // swdd~agent-existing-workloads-delete-unneeded~1: found, not managed and not wanted.
+  for (const e of existing) {
+    const name = e.instanceName.workloadName;
+    if (!wanted.has(name) && !managed.has(name)) {
+      plan.commands.push({ workloadName: name, command: { kind: 'removeExisting', existing: e, final: true } });
+    }
+  }
+  for (const spec of added) {
+    const name = spec.instanceName.workloadName;
+    const current = managed.get(name);
+    if (!deps.runtimes.has(spec.runtime)) {
+      // swdd~agent-skips-unknown-runtime~1
+      if (current) plan.operations.push({ kind: 'delete', deleted: noDependents(current) });
+      managed.delete(name);
+      plan.reports.push(unknownRuntime(spec));
+      continue;
+    }
+    managed.set(name, spec);
+    if (current) {
+      // Still managed from before a reconnect: keep it when unchanged.
+      if (!sameInstance(current.instanceName, spec.instanceName)) {
+        plan.operations.push({ kind: 'update', spec, deleted: noDependents(current) });
+      }
+      continue;
+    }
+    const found = existing.filter((e) => e.instanceName.workloadName === name);
+    const reusable = found.find((e) => sameInstance(e.instanceName, spec.instanceName) && is(e.state, 'Running'));
+    // swdd~agent-existing-workloads-replace-updated~2: delete at once, create respecting the dependencies.
+    for (const e of found) {
+      if (e !== reusable) plan.commands.push({ workloadName: name, command: { kind: 'removeExisting', existing: e, final: false } });
+    }
+    if (reusable) {
+      // swdd~agent-existing-workloads-resume-existing~2
+      plan.commands.push({ workloadName: name, command: { kind: 'resume', spec } });
+    } else {
+      // swdd~agent-existing-workloads-starts-new-if-not-found~1
+      plan.operations.push({ kind: 'create', spec });
+    }
+  }
+  return plan;
+}
+
+/** Handling subsequent UpdateWorkload messages. */
+export function planUpdate(
+  managed: Map<string, WorkloadSpec>, added: readonly WorkloadSpec[], deleted: readonly DeletedWorkload[], deps: ManagerDeps,
+): Plan {
+  const plan: Plan = { commands: [], operations: [], reports: [] };
+  const deletedByName = new Map(deleted.map((d) => [d.instanceName.workloadName, d]));
+  const addedNames = new Set(added.map((spec) => spec.instanceName.workloadName));
+
+  // swdd~agent-handle-deleted-before-added-workloads~1
+  for (const d of deleted) {
+    const name = d.instanceName.workloadName;
+    if (addedNames.has(name)) continue; // swdd~agent-updates-deleted-and-added-workloads~1: an update, below.
+    if (managed.has(name)) {
+      // swdd~agent-deletes-workload~1
+      plan.operations.push({ kind: 'delete', deleted: d });
+      managed.delete(name);
+    } else {
+      // Never run here (e.g. an unknown runtime): clear the state it was reported with.
+      deps.log?.debug(`Deleted workload '${name}' is not managed by this agent.`);
+      plan.reports.push({ instanceName: d.instanceName, executionState: ExecutionState.removed() });
+    }
+  }
+  for (const spec of added) {
+    const name = spec.instanceName.workloadName;
+    const current = managed.get(name);
+    const old = deletedByName.get(name) ?? (current && noDependents(current));
+    if (!deps.runtimes.has(spec.runtime)) {
+      // swdd~agent-skips-unknown-runtime~1: the rest of the message goes on.
+      if (current && old) plan.operations.push({ kind: 'delete', deleted: old });
+      managed.delete(name);
+      plan.reports.push(unknownRuntime(spec));
+      continue;
+    }
+    managed.set(name, spec);
+    if (current && old) {
+      // swdd~agent-updates-deleted-and-added-workloads~1, swdd~agent-update-on-add-known-workload~1
+      plan.operations.push({ kind: 'update', spec, deleted: old });
+    } else {
+      // swdd~agent-added-creates-workload~1, swdd~agent-add-on-update-missing-workload~1
+      plan.operations.push({ kind: 'create', spec });
+    }
+  }
+  return plan;
+}

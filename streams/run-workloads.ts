@@ -1,0 +1,94 @@
+// The agent's workload core: from the server's messages to the states of its own workloads.
+import {
+  Observable, OperatorFunction, Subject, defer, filter, groupBy, map, merge, mergeMap, observeOn, queueScheduler,
+  share, tap,
+} from 'rxjs';
+import type { FromServer, WorkloadState } from '../lib/messages.js';
+import { WorkloadScheduler } from '../lib/scheduler.js';
+import { WorkloadStateStore } from '../lib/state-store.js';
+import type { WorkloadOperation } from '../lib/workload-operation.js';
+import { operationTarget } from '../lib/workload-operation.js';
+import { type ControlDeps, type WorkloadCommand, controlWorkload, endsLoop } from './control-workload.js';
+import { applyHysteresis } from './hysteresis.js';
+import { type AddressedCommand, type ManagerDeps, type Plan, type WorkloadLists, manageWorkloads } from './manage-workloads.js';
+
+export type WorkloadDeps = ManagerDeps & ControlDeps;
+
+type Event = { readonly plan: Plan } | { readonly states: readonly WorkloadState[] };
+interface Decision {
+  readonly commands: readonly AddressedCommand[];
+  readonly reports: readonly WorkloadState[];
+}
+
+/**
+ * Emits every change of the execution states of the agent's own workloads, after hysteresis
+ * (swdd~agent-sends-workload-states-of-its-workloads-to-server~2).
+ */
+export function runWorkloads(fromServer$: Observable<FromServer>, deps: WorkloadDeps): Observable<readonly WorkloadState[]> {
+  return defer(() => {
+    const ownStates$ = new Subject<readonly WorkloadState[]>();
+    const messages$ = fromServer$.pipe(share());
+    const plans$ = messages$.pipe(
+      filter((m): m is WorkloadLists => m.kind === 'serverHello' || m.kind === 'updateWorkload'),
+      manageWorkloads(deps),
+    );
+    // swdd~agent-handles-update-workload-state-requests~1: other agents' states. Our own come straight
+    // from our loops, so the server's echo of them (possibly older) is not needed.
+    const othersStates$ = messages$.pipe(
+      filter((m) => m.kind === 'updateWorkloadState'),
+      map((m) => m.states.filter((s) => s.instanceName.agentName !== deps.agentName)),
+    );
+    const decisions$ = merge(
+      plans$.pipe(map((plan): Event => ({ plan }))),
+      merge(othersStates$, ownStates$).pipe(map((states): Event => ({ states }))),
+    ).pipe(
+      // A decision is dispatched completely before the decisions it causes are taken.
+      observeOn(queueScheduler),
+      decide(),
+      share(),
+    );
+    const loopStates$ = decisions$.pipe(mergeMap((d) => d.commands), runControlLoops(deps));
+    return merge(decisions$.pipe(map((d) => d.reports)), loopStates$.pipe(map((s) => [s]))).pipe(
+      applyHysteresis(),
+      // swdd~agent-manager-receives-workload-states-of-its-workloads~1: own states feed the scheduler too.
+      tap((states) => ownStates$.next(states)),
+    );
+  });
+}
+
+/** The WorkloadStateStore and the WorkloadScheduler, fed by plans and by state changes. */
+function decide(): OperatorFunction<Event, Decision> {
+  return (events$) => defer(() => {
+    const store = new WorkloadStateStore();
+    const scheduler = new WorkloadScheduler(store);
+    return events$.pipe(map((event): Decision => {
+      if ('plan' in event) {
+        const scheduled = scheduler.schedule(event.plan.operations);
+        return { commands: [...event.plan.commands, ...scheduled.ready.map(toCommand)], reports: [...event.plan.reports, ...scheduled.reports] };
+      }
+      const scheduled = scheduler.statesChanged(store.update(event.states));
+      return { commands: scheduled.ready.map(toCommand), reports: scheduled.reports };
+    }));
+  });
+}
+
+/** swdd~agent-executes-create-workload-operation~1 … swdd~agent-executes-update-delete-only-workload-operation~1 */
+export function toCommand(op: WorkloadOperation): AddressedCommand {
+  const command: WorkloadCommand = (() => {
+    switch (op.kind) {
+      case 'create': return { kind: 'create', spec: op.spec };
+      case 'update': return { kind: 'update', spec: op.spec };
+      case 'updateDeleteOnly': return { kind: 'update' };
+      case 'delete': return { kind: 'delete', instanceName: op.deleted.instanceName };
+    }
+  })();
+  return { workloadName: operationTarget(op), command };
+}
+
+/** One control loop per workload name; a loop's group closes with the command that ends it. */
+export function runControlLoops(deps: ControlDeps): OperatorFunction<AddressedCommand, WorkloadState> {
+  return (commands$) => commands$.pipe(
+    groupBy((c) => c.workloadName, { duration: (group) => group.pipe(filter((c) => endsLoop(c.command))) }),
+    mergeMap((group) => controlWorkload(group.pipe(map((c) => c.command)), deps)),
+  );
+}
