@@ -40,7 +40,7 @@ export const ExecutionState = {
 
 /** `Pending(Starting)`, with the additional info after a colon when there is one. */
 export function formatState(s: ExecutionState): string {
-  const name = s.state === s.substate ? s.state : `${s.state}(${s.substate})`;
+  const name = s.state === s.substate && s.state !== 'Stopping' ? s.state : `${s.state}(${s.substate})`;
   return s.additionalInfo ? `${name}: ${s.additionalInfo}` : name;
 }
 

@@ -74,6 +74,7 @@ export function planInitial(
 ): Plan {
   const plan: Plan = { commands: [], operations: [], reports: [] };
   const wanted = new Map(added.map((spec) => [spec.instanceName.workloadName, spec]));
+  const wasManaged = new Set(managed.keys());
 
   // Workloads managed since before a reconnect that the server no longer lists.
   for (const [name, spec] of managed) {
@@ -85,7 +86,7 @@ export function planInitial(
   // swdd~agent-existing-workloads-delete-unneeded~1: found, not managed and not wanted.
   for (const e of existing) {
     const name = e.instanceName.workloadName;
-    if (!wanted.has(name) && !managed.has(name)) {
+    if (!wanted.has(name) && !wasManaged.has(name)) {
       plan.commands.push({ workloadName: name, command: { kind: 'removeExisting', existing: e, final: true } });
     }
   }

@@ -1,7 +1,7 @@
 // The agent's workload core: from the server's messages to the states of its own workloads.
 import {
   Observable, OperatorFunction, Subject, defer, filter, groupBy, map, merge, mergeMap, observeOn, queueScheduler,
-  share, tap,
+  share, tap, ignoreElements,
 } from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
 import { WorkloadScheduler } from '../lib/scheduler.js';
@@ -48,11 +48,10 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
       share(),
     );
     const loopStates$ = decisions$.pipe(mergeMap((d) => d.commands), runControlLoops(deps));
-    return merge(decisions$.pipe(map((d) => d.reports)), loopStates$.pipe(map((s) => [s]))).pipe(
-      applyHysteresis(),
-      // swdd~agent-manager-receives-workload-states-of-its-workloads~1: own states feed the scheduler too.
-      tap((states) => ownStates$.next(states)),
-    );
+    const states$ = merge(decisions$.pipe(map((d) => d.reports)), loopStates$.pipe(map((s) => [s]))).pipe(applyHysteresis(), share());
+    // swdd~agent-manager-receives-workload-states-of-its-workloads~1: own states feed the scheduler too,
+    // after they went out, so that a state is always reported before the states it causes.
+    return merge(states$, states$.pipe(tap((states) => ownStates$.next(states)), ignoreElements()));
   });
 }
 

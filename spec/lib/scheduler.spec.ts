@@ -1,0 +1,126 @@
+import { expect } from 'chai';
+import { ExecutionState } from '../../lib/execution-state.js';
+import { WorkloadScheduler } from '../../lib/scheduler.js';
+import { WorkloadStateStore } from '../../lib/state-store.js';
+import { deleted, stateOf, workload } from '../helpers/fixtures.js';
+
+const S = ExecutionState;
+const setup = () => {
+  const store = new WorkloadStateStore();
+  const scheduler = new WorkloadScheduler(store);
+  const change = (...states: ReturnType<typeof stateOf>[]) => scheduler.statesChanged(store.update(states));
+  return { store, scheduler, change };
+};
+
+const storage = workload('storage_provider', { dependencies: { init_storage: 'Succeeded' } });
+const init = workload('init_storage');
+const logger = workload('logger', { dependencies: { storage_provider: 'Running' } });
+
+describe('WorkloadScheduler', () => {
+  it('swdd~agent-handles-new-workload-operations: a create without dependencies is ready at once', () => {
+    const { scheduler } = setup();
+    expect(scheduler.schedule([{ kind: 'create', spec: init }])).to.deep.equal({ ready: [{ kind: 'create', spec: init }], reports: [] });
+  });
+
+  it('swdd~agent-enqueues-unfulfilled-create~1: a create with unmet add conditions waits and reports Pending(WaitingToStart) once', () => {
+    const { scheduler, change } = setup();
+    const out = scheduler.schedule([{ kind: 'create', spec: storage }]);
+    expect(out.ready).to.deep.equal([]);
+    expect(out.reports).to.deep.equal([stateOf(storage, S.waitingToStart())]);
+    // swdd~agent-keeps-workloads-with-unfulfilled-workload-dependencies-in-queue~1: not reported again
+    expect(change(stateOf(init, S.running()))).to.deep.equal({ ready: [], reports: [] });
+    expect(scheduler.waiting).to.equal(1);
+  });
+
+  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~workload-ready-to-create-on-fulfilled-dependencies~1: a waiting create is released when its dependency reaches the condition', () => {
+    const { scheduler, change } = setup();
+    scheduler.schedule([{ kind: 'create', spec: storage }]);
+    expect(change(stateOf(init, S.succeeded())).ready).to.deep.equal([{ kind: 'create', spec: storage }]);
+    expect(scheduler.waiting).to.equal(0);
+  });
+
+  it('a dependency on a workload of another agent is released by that agent\'s state', () => {
+    const { scheduler, change } = setup();
+    const remote = workload('remote_db', { agent: 'agent_B' });
+    const app = workload('app', { dependencies: { remote_db: 'Running' } });
+    scheduler.schedule([{ kind: 'create', spec: app }]);
+    expect(change(stateOf(remote, S.running())).ready).to.deep.equal([{ kind: 'create', spec: app }]);
+  });
+
+  it('swdd~agent-enqueues-unfulfilled-delete~1, swdd~workload-ready-to-delete-on-fulfilled-dependencies~1: a delete waits with Stopping(WaitingToStop) until its dependents meet the delete conditions', () => {
+    const { scheduler, change } = setup();
+    change(stateOf(logger, S.running()));
+    const op = { kind: 'delete', deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
+    expect(scheduler.schedule([op])).to.deep.equal({ ready: [], reports: [stateOf(storage, S.waitingToStop())] });
+    expect(change(stateOf(logger, S.stoppingRequested())).ready).to.deep.equal([op]);
+  });
+
+  it('a delete whose dependents have no state is ready (they are gone)', () => {
+    const { scheduler } = setup();
+    const op = { kind: 'delete', deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
+    expect(scheduler.schedule([op]).ready).to.deep.equal([op]);
+  });
+
+  it('swdd~agent-enqueues-update-with-unfulfilled-delete~1: an update with unmet delete conditions waits whole, reporting Stopping(WaitingToStop)', () => {
+    const { scheduler, change } = setup();
+    change(stateOf(logger, S.running()));
+    const next = workload('storage_provider', { config: 'v2', dependencies: { init_storage: 'Succeeded' } });
+    const op = { kind: 'update', spec: next, deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
+    expect(scheduler.schedule([op])).to.deep.equal({ ready: [], reports: [stateOf(storage, S.waitingToStop())] });
+    change(stateOf(init, S.succeeded()));
+    expect(change(stateOf(logger, S.succeeded())).ready).to.deep.equal([op]);
+  });
+
+  it('swdd~agent-handles-update-with-fulfilled-delete~1, swdd~agent-shall-not-enqueue-update-delete-only-workload-operation~1: an update with met delete but unmet add conditions deletes now and waits to create', () => {
+    const { scheduler, change } = setup();
+    const next = workload('storage_provider', { config: 'v2', dependencies: { init_storage: 'Succeeded' } });
+    const op = { kind: 'update', spec: next, deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
+    expect(scheduler.schedule([op])).to.deep.equal({
+      ready: [{ kind: 'updateDeleteOnly', spec: next, deleted: op.deleted }],
+      reports: [stateOf(next, S.waitingToStart())],
+    });
+    expect(change(stateOf(init, S.succeeded())).ready).to.deep.equal([{ kind: 'create', spec: next }]);
+  });
+
+  it('an update with all conditions met is ready whole', () => {
+    const { scheduler } = setup();
+    const next = workload('init_storage', { config: 'v2' });
+    const op = { kind: 'update', spec: next, deleted: deleted(init) } as const;
+    expect(scheduler.schedule([op]).ready).to.deep.equal([op]);
+  });
+
+  it('a new operation replaces the waiting one of the same workload; an update of a never-started create is a create', () => {
+    const { scheduler } = setup();
+    scheduler.schedule([{ kind: 'create', spec: storage }]);
+    const next = workload('storage_provider', { config: 'v2', dependencies: { init_storage: 'Succeeded' } });
+    const out = scheduler.schedule([{ kind: 'update', spec: next, deleted: deleted(storage) }]);
+    expect(out.reports).to.deep.equal([stateOf(storage, S.removed()), stateOf(next, S.waitingToStart())]);
+    expect(scheduler.waiting).to.equal(1);
+    const del = { kind: 'delete', deleted: deleted(next) } as const;
+    expect(scheduler.schedule([del]).ready).to.deep.equal([del]);
+    expect(scheduler.waiting).to.equal(0);
+  });
+
+  it('re-evaluates only the operations waiting on a changed workload', () => {
+    const { scheduler, store } = setup();
+    const specs = Array.from({ length: 1000 }, (_, i) => workload(`w${i}`, { dependencies: { [`dep${i}`]: 'Running' } }));
+    scheduler.schedule(specs.map((spec) => ({ kind: 'create', spec }) as const));
+    let lookups = 0;
+    const statesOf = store.statesOf.bind(store);
+    store.statesOf = (name) => (lookups++, statesOf(name));
+    scheduler.statesChanged(store.update([stateOf(workload('dep7'), S.running())]));
+    expect(lookups).to.be.at.most(2, 'the 999 others are not looked at');
+    expect(scheduler.waiting).to.equal(999);
+  });
+});
+
+describe('WorkloadStateStore', () => {
+  it('swdd~agent-manager-stores-all-workload-states~1: stores states; Removed means not stored', () => {
+    const store = new WorkloadStateStore();
+    expect([...store.update([stateOf(init, S.running()), stateOf(logger, S.starting())])]).to.deep.equal(['init_storage', 'logger']);
+    expect(store.statesOf('init_storage')).to.deep.equal([S.running()]);
+    store.update([stateOf(init, S.removed())]);
+    expect(store.statesOf('init_storage')).to.deep.equal([]);
+    expect(store.all()).to.deep.equal([stateOf(logger, S.starting())]);
+  });
+});

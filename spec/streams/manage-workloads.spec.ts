@@ -1,0 +1,113 @@
+import { expect } from 'chai';
+import { ExecutionState } from '../../lib/execution-state.js';
+import type { ExistingWorkload } from '../../lib/runtime-connector.js';
+import type { WorkloadSpec } from '../../lib/workload.js';
+import { type ManagerDeps, planInitial, planUpdate } from '../../streams/manage-workloads.js';
+import { FakeRuntime } from '../helpers/fake-runtime.js';
+import { AGENT, deleted, stateOf, workload } from '../helpers/fixtures.js';
+
+const deps: ManagerDeps = { agentName: AGENT, runtimes: new Map([['fake', new FakeRuntime()]]) };
+const existing = (spec: WorkloadSpec, state = ExecutionState.running()): ExistingWorkload =>
+  ({ instanceName: spec.instanceName, runtime: 'fake', id: `old-${spec.instanceName.workloadName}`, state });
+
+const a = workload('a');
+const b = workload('b');
+const c = workload('c');
+const aChanged = workload('a', { config: 'image: a:2' });
+
+describe('RuntimeManager: the initial list of workloads', () => {
+  it('swdd~agent-existing-workloads-starts-new-if-not-found~1: creates what is not found', () => {
+    const plan = planInitial(new Map(), [a, b], [], deps);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: a }, { kind: 'create', spec: b }]);
+    expect(plan.commands).to.deep.equal([]);
+  });
+
+  it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-stores-running-workload~1: resumes a found workload with the same instance name that runs', () => {
+    const managed = new Map<string, WorkloadSpec>();
+    const plan = planInitial(managed, [a], [existing(a)], deps);
+    expect(plan.commands).to.deep.equal([{ workloadName: 'a', command: { kind: 'resume', spec: a } }]);
+    expect(plan.operations).to.deep.equal([]);
+    expect([...managed.keys()]).to.deep.equal(['a']);
+  });
+
+  it('swdd~agent-existing-workloads-replace-updated~2: replaces a found workload whose config changed: deleted at once, created respecting dependencies', () => {
+    const found = existing(a);
+    const plan = planInitial(new Map(), [aChanged], [found], deps);
+    expect(plan.commands).to.deep.equal([{ workloadName: 'a', command: { kind: 'removeExisting', existing: found, final: false } }]);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: aChanged }]);
+  });
+
+  it('swdd~agent-existing-workloads-replace-updated~2: replaces a found workload that does not run', () => {
+    const found = existing(a, ExecutionState.succeeded());
+    const plan = planInitial(new Map(), [a], [found], deps);
+    expect(plan.commands).to.deep.equal([{ workloadName: 'a', command: { kind: 'removeExisting', existing: found, final: false } }]);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: a }]);
+  });
+
+  it('swdd~agent-existing-workloads-delete-unneeded~1: deletes found workloads that are not in the list', () => {
+    const found = existing(c);
+    const plan = planInitial(new Map(), [a], [found], deps);
+    expect(plan.commands).to.deep.equal([{ workloadName: 'c', command: { kind: 'removeExisting', existing: found, final: true } }]);
+  });
+
+  it('after a reconnect: keeps unchanged workloads, updates changed ones, deletes the ones no longer listed', () => {
+    const managed = new Map([['a', a], ['b', b]]);
+    const plan = planInitial(managed, [aChanged, c], [existing(a), existing(b)], deps);
+    expect(plan.operations).to.deep.equal([
+      { kind: 'delete', deleted: deleted(b) },
+      { kind: 'update', spec: aChanged, deleted: deleted(a) },
+      { kind: 'create', spec: c },
+    ]);
+    expect(plan.commands).to.deep.equal([]);
+  });
+
+  it('swdd~agent-skips-unknown-runtime~1: a workload with an unknown runtime is reported Pending(StartingFailed) and not managed', () => {
+    const odd = workload('odd', { runtime: 'docker' });
+    const managed = new Map<string, WorkloadSpec>();
+    const plan = planInitial(managed, [odd, a], [], deps);
+    expect(plan.reports).to.deep.equal([stateOf(odd, ExecutionState.startingFailed("Unknown runtime 'docker'"))]);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: a }]);
+    expect(managed.has('odd')).to.equal(false);
+  });
+});
+
+describe('RuntimeManager: subsequent UpdateWorkload', () => {
+  it('swdd~agent-transforms-update-workload-message-to-workload-operations~1, swdd~agent-handle-deleted-before-added-workloads~1: deletes come before adds', () => {
+    const managed = new Map([['a', a], ['b', b]]);
+    const plan = planUpdate(managed, [c], [deleted(b)], deps);
+    expect(plan.operations).to.deep.equal([{ kind: 'delete', deleted: deleted(b) }, { kind: 'create', spec: c }]);
+    expect([...managed.keys()]).to.deep.equal(['a', 'c']);
+  });
+
+  it('swdd~agent-updates-deleted-and-added-workloads~1: a workload in both lists is an update carrying the delete conditions', () => {
+    const managed = new Map([['a', a]]);
+    const d = deleted(a, { b: 'Running' });
+    expect(planUpdate(managed, [aChanged], [d], deps).operations).to.deep.equal([{ kind: 'update', spec: aChanged, deleted: d }]);
+  });
+
+  it('swdd~agent-update-on-add-known-workload~1: an added workload that already runs is an update', () => {
+    const managed = new Map([['a', a]]);
+    expect(planUpdate(managed, [aChanged], [], deps).operations).to.deep.equal([{ kind: 'update', spec: aChanged, deleted: deleted(a) }]);
+  });
+
+  it('swdd~agent-add-on-update-missing-workload~1, swdd~agent-added-creates-workload~1: an update of an unknown workload is a create', () => {
+    expect(planUpdate(new Map(), [aChanged], [deleted(a)], deps).operations).to.deep.equal([{ kind: 'create', spec: aChanged }]);
+  });
+
+  it('swdd~agent-deletes-workload~1: a deleted workload that is not added again is deleted', () => {
+    const managed = new Map([['a', a]]);
+    expect(planUpdate(managed, [], [deleted(a)], deps).operations).to.deep.equal([{ kind: 'delete', deleted: deleted(a) }]);
+    expect(managed.size).to.equal(0);
+  });
+
+  it('swdd~agent-uses-specified-runtime~1, swdd~agent-skips-unknown-runtime~1: an unknown runtime is reported and the rest of the message goes on', () => {
+    const odd = workload('odd', { runtime: 'docker' });
+    const plan = planUpdate(new Map(), [odd, b], [], deps);
+    expect(plan.reports).to.deep.equal([stateOf(odd, ExecutionState.startingFailed("Unknown runtime 'docker'"))]);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: b }]);
+  });
+
+  it('a delete of a workload never run here clears its state with Removed', () => {
+    expect(planUpdate(new Map(), [], [deleted(a)], deps).reports).to.deep.equal([stateOf(a, ExecutionState.removed())]);
+  });
+});

@@ -1,0 +1,158 @@
+import { expect } from 'chai';
+import { EMPTY, NEVER, Observable, map, of } from 'rxjs';
+import type { TestScheduler } from 'rxjs/testing';
+import { ExecutionState, formatState } from '../../lib/execution-state.js';
+import type { FromServer, WorkloadState } from '../../lib/messages.js';
+import { runWorkloads } from '../../streams/run-workloads.js';
+import { type FakeBehaviour, FakeRuntime } from '../helpers/fake-runtime.js';
+import { AGENT, deleted, stateOf, workload } from '../helpers/fixtures.js';
+import { testScheduler } from '../helpers/virtual-time.js';
+
+const S = ExecutionState;
+const show = (s: WorkloadState) => `${s.instanceName.workloadName}: ${formatState(s.executionState)}`;
+
+/** Runs the core on `messages` and returns `[time, "workload: State"]` for every state it reports. */
+function run(scheduler: TestScheduler, messages$: Observable<FromServer>, behaviour: FakeBehaviour) {
+  const runtime = new FakeRuntime(behaviour);
+  const out: Array<[number, string]> = [];
+  runWorkloads(messages$, {
+    agentName: AGENT, runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY,
+  }).pipe(map((states) => states.map(show))).subscribe((states) => states.forEach((s) => out.push([scheduler.now(), s])));
+  return { out, runtime };
+}
+
+// The dependency example of seed 002, on one agent.
+const init = workload('init_storage');
+const storage = workload('storage_provider', { dependencies: { init_storage: 'Succeeded' } });
+const logger = workload('logger', { dependencies: { storage_provider: 'Running' } });
+const errorHandler = workload('error_handler', { dependencies: { storage_provider: 'Failed' } });
+
+describe('runWorkloads (the workload core)', () => {
+  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~agent-handles-new-workload-operations, swdd~agent-enqueues-unfulfilled-create~1: the dependency example starts in the order its dependencies demand', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const states: Record<string, Observable<ExecutionState>> = {
+        'id-init_storage-1': cold('r-s', { r: S.running(), s: S.succeeded() }),
+        'id-storage_provider-1': cold('r----f', { r: S.running(), f: S.failed("Exit code: '1'") }),
+        'id-logger-1': cold('r', { r: S.running() }),
+        'id-error_handler-1': cold('-s', { s: S.succeeded() }),
+      };
+      const { out } = run(scheduler, cold('a', { a: { kind: 'serverHello', added: [logger, storage, init, errorHandler] } }),
+        { states: (id) => states[id] ?? NEVER });
+      flush();
+      expect(out).to.deep.equal([
+        [0, 'logger: Pending(WaitingToStart)'],
+        [0, 'storage_provider: Pending(WaitingToStart)'],
+        [0, 'error_handler: Pending(WaitingToStart)'],
+        [0, 'init_storage: Pending(Starting): Triggered at runtime.'],
+        [0, 'init_storage: Running(Ok)'],
+        [2, 'init_storage: Succeeded(Ok)'],
+        [2, 'storage_provider: Pending(Starting): Triggered at runtime.'],
+        [2, 'storage_provider: Running(Ok)'],
+        [2, 'logger: Pending(Starting): Triggered at runtime.'],
+        [2, 'logger: Running(Ok)'],
+        [7, "storage_provider: Failed(ExecFailed): Exit code: '1'"],
+        [7, 'error_handler: Pending(Starting): Triggered at runtime.'],
+        [8, 'error_handler: Succeeded(Ok)'],
+      ]);
+    });
+  });
+
+  it('swdd~agent-handles-update-workload-state-requests~1, swdd~agent-manager-stores-all-workload-states~1: a dependency on another agent\'s workload is released by the server\'s UpdateWorkloadState', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const db = workload('db', { agent: 'agent_B' });
+      const app = workload('app', { dependencies: { db: 'Running' } });
+      const { out, runtime } = run(scheduler, cold('a--b', {
+        a: { kind: 'serverHello', added: [app] },
+        b: { kind: 'updateWorkloadState', states: [stateOf(db, S.running())] },
+      }), {});
+      flush();
+      expect(out).to.deep.equal([[0, 'app: Pending(WaitingToStart)'], [3, 'app: Pending(Starting): Triggered at runtime.']]);
+      expect(runtime.calls).to.include('create app');
+    });
+  });
+
+  it('swdd~agent-enqueues-unfulfilled-delete~1, swdd~agent-manager-hysteresis_on-workload-states-of-its-workloads~1: a dependency waits to be deleted until its dependent is gone, and stays Stopping(WaitingToStop) while it keeps running', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const db = workload('db');
+      const app = workload('app', { dependencies: { db: 'Running' } });
+      const { out } = run(scheduler, cold('a-b---c', {
+        a: { kind: 'serverHello', added: [db, app] },
+        b: { kind: 'updateWorkload', added: [], deleted: [deleted(db, { app: 'NotPendingNorRunning' })] },
+        c: { kind: 'updateWorkload', added: [], deleted: [deleted(app)] },
+      }), {
+        states: (id) => (id === 'id-db-1' ? cold('r---x', { r: S.running(), x: S.failed("Exit code: '3'") }) : cold('r', { r: S.running() })),
+        delete: () => cold('-|'),
+      });
+      flush();
+      expect(out.filter(([, s]) => s.startsWith('db'))).to.deep.equal([
+        [0, 'db: Pending(Starting): Triggered at runtime.'],
+        [0, 'db: Running(Ok)'],
+        [2, 'db: Stopping(WaitingToStop)'],
+        // the container fails at 4: hysteresis keeps Stopping(WaitingToStop)
+        // app's Stopping(RequestedAtRuntime) at 6 already meets DEL_COND_NOT_PENDING_NOR_RUNNING
+        [6, 'db: Stopping(RequestedAtRuntime)'],
+        [7, 'db: Removed'],
+      ]);
+      expect(out.filter(([, s]) => s.startsWith('app')).slice(-2)).to.deep.equal([
+        [6, 'app: Stopping(RequestedAtRuntime)'],
+        [7, 'app: Removed'],
+      ]);
+    });
+  });
+
+  it('swdd~agent-initial-list-existing-workloads~1, swdd~agent-existing-workloads-finds-list~1: workloads of an earlier run are listed before anything starts, then resumed, replaced or deleted', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const keep = workload('keep');
+      const changedOld = workload('changed', { config: 'old' });
+      const changedNew = workload('changed', { config: 'new' });
+      const gone = workload('gone');
+      const found = [keep, changedOld, gone].map((w) => ({ instanceName: w.instanceName, runtime: 'fake', id: `old-${w.instanceName.workloadName}`, state: S.running() }));
+      const { out, runtime } = run(scheduler, cold('a', { a: { kind: 'serverHello', added: [keep, changedNew] } }), {
+        existing: () => cold('--(l|)', { l: found }),
+        states: (id) => (id === 'old-keep' ? cold('r', { r: S.running() }) : NEVER),
+        workloadId: (n) => of(`old-${n.workloadName}`),
+      });
+      flush();
+      expect(runtime.calls[0]).to.equal('list');
+      expect(runtime.calls).to.include.members(['id keep', 'watch old-keep', 'delete old-changed', 'create changed', 'delete old-gone']);
+      expect(runtime.calls).not.to.include('create keep');
+      expect(runtime.calls.indexOf('delete old-changed')).to.be.below(runtime.calls.indexOf('create changed'));
+      expect(out.every(([t]) => t >= 2), 'nothing before the list arrived').to.equal(true);
+      expect(out.map(([, s]) => s)).to.include.members([
+        'keep: Running(Ok)', 'changed: Stopping(RequestedAtRuntime)', 'changed: Removed',
+        'changed: Pending(Starting): Triggered at runtime.', 'gone: Stopping(RequestedAtRuntime)', 'gone: Removed',
+      ]);
+    });
+  });
+
+  it('swdd~agent-skips-unknown-runtime~1, swdd~agent-supports-multiple-runtime-connectors~1: an unknown runtime is reported and no retry follows', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const odd = workload('odd', { runtime: 'docker' });
+      const { out } = run(scheduler, cold('a', { a: { kind: 'serverHello', added: [odd, init] } }), {});
+      flush();
+      expect(out).to.deep.equal([
+        [0, "odd: Pending(StartingFailed): Unknown runtime 'docker'"],
+        [0, 'init_storage: Pending(Starting): Triggered at runtime.'],
+      ]);
+    });
+  });
+
+  it('swdd~agent-stores-workload-states-of-its-workloads~1: the server\'s echo of the agent\'s own states does not override them', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const app = workload('app', { dependencies: { init_storage: 'Succeeded' } });
+      const { out } = run(scheduler, cold('a-b', {
+        a: { kind: 'serverHello', added: [app] },
+        b: { kind: 'updateWorkloadState', states: [stateOf(init, S.succeeded())] },
+      }), {});
+      flush();
+      // init_storage is this agent's workload name but not managed: the echo is ignored, app keeps waiting
+      expect(out).to.deep.equal([[0, 'app: Pending(WaitingToStart)']]);
+    });
+  });
+});
