@@ -76,10 +76,10 @@ function readConfigFile(): ConfigFile {
 function configure(): { config: AgentConfig; security: ReturnType<typeof loadSecurity> } {
   try {
     if (cli.input.length > 0) throw new ConfigError(`Unexpected argument '${cli.input[0]}'.`, true);
-    const f = cli.flags;
-    const pem = (v: unknown) => v as string | undefined;
+    // meow hands the `--ca_pem` style flags over camel-cased.
+    const f = cli.flags as typeof cli.flags & { caPem?: string; crtPem?: string; keyPem?: string };
     const config = resolveConfig(
-      { name: f.name, serverUrl: f.serverUrl, runFolder: f.runFolder, insecure: f.insecure, caPem: pem(f.ca_pem), crtPem: pem(f.crt_pem), keyPem: pem(f.key_pem) },
+      { name: f.name, serverUrl: f.serverUrl, runFolder: f.runFolder, insecure: f.insecure, caPem: f.caPem, crtPem: f.crtPem, keyPem: f.keyPem },
       process.env,
       readConfigFile(),
     );

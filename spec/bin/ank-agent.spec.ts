@@ -1,0 +1,243 @@
+// The real bin, spawned as a user would run it.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { expect } from 'chai';
+import { FakeAnkaiosServer } from '../helpers/fake-server.js';
+
+const BIN = path.resolve('bin/ank-agent.js');
+const tmp = mkdtempSync(path.join(tmpdir(), 'ank-agent-cli-'));
+const RUN = path.join(tmp, 'run');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the agent to its end (it must end by itself). */
+function runToEnd(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Starts the agent and resolves once its stderr shows `pattern`. */
+function startUntil(args: string[], pattern: RegExp, env: Record<string, string> = {}): Promise<{ child: ChildProcess; stderr: () => string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+  let stderr = '';
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not seen: ${pattern}; stderr: ${stderr}`)), 10_000);
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      if (pattern.test(stderr)) {
+        clearTimeout(timer);
+        resolve({ child, stderr: () => stderr, exited });
+      }
+    });
+  });
+}
+
+const expectFailure = (run: Run, message: string | RegExp) => {
+  expect(run.code, run.stderr).to.equal(1);
+  if (typeof message === 'string') expect(run.stderr).to.include(message);
+  else expect(run.stderr).to.match(message);
+  expect(run.stderr).not.to.match(/\n\s+at /, 'no stack trace');
+};
+
+describe('ank-agent (the command line)', () => {
+  it('--help shows the usage and exits 0', async () => {
+    const run = await runToEnd(['--help']);
+    expect(run.code).to.equal(0);
+    expect(run.stdout).to.include('--server-url').and.include('--insecure').and.include('--ca_pem');
+  });
+
+  it('swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1: neither --insecure nor PEM files: exits non-zero with the reason and the help', async () => {
+    const run = await runToEnd(['-n', 'agent_A']);
+    expectFailure(run, 'either --insecure (-k) for plain text, or --ca_pem, --crt_pem and --key_pem');
+    expect(run.stderr).to.include('Usage');
+  });
+
+  it('swdd~agent-supports-pem-file-paths-as-cli-arguments~1: names the PEM files that are missing', async () => {
+    expectFailure(await runToEnd(['-n', 'agent_A', '--ca_pem', '/x/ca.pem']), 'missing: --crt_pem, --key_pem');
+  });
+
+  it('rejects an agent name with other characters than letters, digits, - and _', async () => {
+    expectFailure(await runToEnd(['-n', 'agent.A', '-k']), "Invalid agent name 'agent.A'");
+  });
+
+  it('rejects a server URL that is not http:// or https://', async () => {
+    expectFailure(await runToEnd(['-n', 'agent_A', '-k', '-s', 'ftp://host:1']), "Invalid server URL 'ftp://host:1'");
+  });
+
+  it('rejects unknown flags', async () => {
+    const run = await runToEnd(['-n', 'agent_A', '-k', '--frobnicate']);
+    expect(run.code).not.to.equal(0);
+    expect(run.stderr).to.include('--frobnicate');
+  });
+
+  describe('the agent config file (-x)', () => {
+    const config = (name: string, text: string) => {
+      const file = path.join(tmp, name);
+      writeFileSync(file, text);
+      return file;
+    };
+
+    it('reports a file that is not TOML, naming it', async () => {
+      const file = config('bad.toml', 'version = v1\nname = [');
+      expectFailure(await runToEnd(['-x', file]), `Cannot parse the agent config '${file}'`);
+    });
+
+    it('reports unknown keys and wrong types', async () => {
+      expectFailure(await runToEnd(['-x', config('unknown.toml', "version = 'v1'\nnmae = 'x'\n")]), "Unknown key 'nmae'");
+      expectFailure(await runToEnd(['-x', config('type.toml', "version = 'v1'\ninsecure = 'yes'\n")]), "The key 'insecure'");
+    });
+
+    it('reports a missing or wrong version', async () => {
+      expectFailure(await runToEnd(['-x', config('nover.toml', "name = 'a'\n")]), "must say version = 'v1'");
+    });
+
+    it('rejects a path and a content for the same PEM item', async () => {
+      expectFailure(await runToEnd(['-x', config('both.toml', "version = 'v1'\nca_pem = '/a'\nca_pem_content = 'x'\n")]), "both 'ca_pem' and 'ca_pem_content'");
+    });
+
+    it('reports a config file that cannot be read', async () => {
+      expectFailure(await runToEnd(['-x', path.join(tmp, 'nope.toml')]), 'Cannot read the agent config');
+    });
+
+    it('takes name, server URL and insecure from the file; flags override it', async () => {
+      const server = await FakeAnkaiosServer.start();
+      try {
+        const file = config('ok.toml', `version = 'v1'\nname = 'from_file'\nserver_url = '${server.url}'\ninsecure = true\nrun_folder = '${RUN}'\n`);
+        const agent = await startUntil(['-x', file, '-n', 'from_flag'], /connecting/);
+        const stream = await server.nextStream();
+        const hello = await stream.waitFor(() => true);
+        expect(hello.ToServerEnum.value).to.deep.include({ agentName: 'from_flag' });
+        agent.child.kill('SIGTERM');
+        await agent.exited;
+      } finally {
+        server.stop();
+      }
+    });
+  });
+
+  describe('PEM files', () => {
+    const certs = path.join(tmp, 'certs');
+    before(() => execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), certs]));
+    const pemArgs = (ca = 'ca.pem', crt = 'agent.pem', key = 'agent-key.pem') =>
+      ['-n', 'agent_A', '-r', RUN, '--ca_pem', path.join(certs, ca), '--crt_pem', path.join(certs, crt), '--key_pem', path.join(certs, key)];
+
+    it('names an unreadable PEM file', async () => {
+      expectFailure(await runToEnd(pemArgs('missing.pem')), `Cannot read the CA certificate file '${path.join(certs, 'missing.pem')}'`);
+    });
+
+    it('names a PEM file that is not a certificate', async () => {
+      const junk = path.join(certs, 'junk.pem');
+      writeFileSync(junk, '-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n');
+      expectFailure(await runToEnd(pemArgs('ca.pem', 'junk.pem')), `The agent certificate file '${junk}' is not a valid PEM certificate`);
+    });
+
+    it('refuses a key file readable by group or others', async () => {
+      const loose = path.join(certs, 'loose-key.pem');
+      writeFileSync(loose, readFileSync(path.join(certs, 'agent-key.pem')));
+      chmodSync(loose, 0o644);
+      expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'loose-key.pem')), `is readable by group or others (mode 644)`);
+    });
+
+    it('takes the PEM paths from the environment when no flags give them', async () => {
+      const server = await FakeAnkaiosServer.start({
+        tls: { ca: readFileSync(path.join(certs, 'ca.pem')), cert: readFileSync(path.join(certs, 'server.pem')), key: readFileSync(path.join(certs, 'server-key.pem')) },
+      });
+      try {
+        const agent = await startUntil(['-n', 'agent_A', '-r', RUN, '-s', server.url], /connecting/, {
+          ANKAGENT_CA_PEM: path.join(certs, 'ca.pem'), ANKAGENT_CRT_PEM: path.join(certs, 'agent.pem'), ANKAGENT_KEY_PEM: path.join(certs, 'agent-key.pem'),
+        });
+        await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+        agent.child.kill('SIGTERM');
+        await agent.exited;
+      } finally {
+        server.stop();
+      }
+    });
+  });
+
+  describe('running against a server', () => {
+    let server: FakeAnkaiosServer;
+    beforeEach(async () => (server = await FakeAnkaiosServer.start()));
+    afterEach(() => server.stop());
+
+    it('swdd~agent-supports-cli-argument-for-insecure-communication~1, swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1, swdd~agent-default-communication-grpc~1: -k connects in plain text; ANKAGENT_INSECURE does too', async () => {
+      const viaFlag = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
+      await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      viaFlag.child.kill('SIGTERM');
+      await viaFlag.exited;
+      const viaEnv = await startUntil(['-n', 'agent_B', '-s', server.url, '-r', RUN], /connecting/, { ANKAGENT_INSECURE: 'true' });
+      const hello = await (await server.nextStream(10_000, 1)).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      expect(hello.ToServerEnum.value).to.deep.include({ agentName: 'agent_B' });
+      viaEnv.child.kill('SIGTERM');
+      await viaEnv.exited;
+    });
+
+    it('on SIGTERM says Goodbye, closes the stream and exits 0', async () => {
+      const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
+      const stream = await server.nextStream();
+      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      agent.child.kill('SIGTERM');
+      await stream.waitFor((m) => m.ToServerEnum.case === 'goodbye');
+      expect(await agent.exited).to.equal(0);
+    });
+
+    it('exits non-zero with the server\'s message when the server refuses the protocol version', async () => {
+      const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
+      const stream = await server.nextStream();
+      await stream.waitFor(() => true);
+      stream.close(grpc.status.FAILED_PRECONDITION, 'Unsupported protocol version 0.8.0');
+      expect(await agent.exited).to.equal(1);
+      expect(agent.stderr()).to.include('The server refused the agent: Unsupported protocol version 0.8.0');
+    });
+
+    it('prepares <run folder>/<name>_io', async () => {
+      const agent = await startUntil(['-n', 'agent_io', '-s', server.url, '-k', '-r', RUN], /connecting/);
+      expect(() => readFileSync(path.join(RUN, 'agent_io_io'))).to.throw(/EISDIR/);
+      agent.child.kill('SIGTERM');
+      await agent.exited;
+    });
+  });
+
+  it('keeps retrying an unreachable server, saying so, and stops cleanly on SIGINT', async () => {
+    const agent = await startUntil(['-n', 'agent_A', '-s', 'http://127.0.0.1:1', '-k', '-r', RUN], /No connection to the server.*retrying every second/);
+    agent.child.kill('SIGINT');
+    expect(await agent.exited).to.equal(0);
+    expect(agent.stderr()).not.to.match(/\n\s+at /);
+  });
+
+  it('--debug traces the messages passing the pipelines', async () => {
+    const server = await FakeAnkaiosServer.start();
+    try {
+      const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN, '--debug'], /connecting/);
+      const stream = await server.nextStream();
+      await stream.waitFor(() => true);
+      stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [] } } });
+      await startWaiting(() => /\[server\.in\] \{"kind":"serverHello"/.test(agent.stderr()));
+      agent.child.kill('SIGTERM');
+      await agent.exited;
+    } finally {
+      server.stop();
+    }
+  });
+});
+
+async function startWaiting(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 50) {
+    if (waited > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

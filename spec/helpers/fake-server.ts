@@ -1,0 +1,137 @@
+// A fake Ankaios server for the specs: a real @grpc/grpc-js server on a loopback port, speaking the
+// Ankaios wire format through the same generated types as the agent.
+import { EventEmitter } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import {
+  type FromServer, FromServerSchema, type ToServer, ToServerSchema,
+} from '../../proto/gen/grpc_api_pb.js';
+
+type Init = Parameters<typeof create<typeof FromServerSchema>>[1];
+
+/** One ConnectAgent stream as the server sees it. */
+export class AgentStream {
+  readonly received: ToServer[] = [];
+  readonly events = new EventEmitter();
+  ended = false;
+
+  constructor(private readonly call: grpc.ServerDuplexStream<ToServer, FromServer>) {
+    call.on('data', (m: ToServer) => {
+      this.received.push(m);
+      this.events.emit('message', m);
+    });
+    call.on('end', () => {
+      this.ended = true;
+      this.events.emit('end');
+      call.end();
+    });
+    call.on('error', () => {
+      this.ended = true;
+      this.events.emit('end');
+    });
+  }
+
+  send(message: Init): void {
+    this.call.write(create(FromServerSchema, message));
+  }
+
+  /** Ends the stream with a gRPC status (OK ends it normally). */
+  close(code: grpc.status = grpc.status.OK, details = ''): void {
+    if (code === grpc.status.OK) this.call.end();
+    else this.call.emit('error', { code, details });
+  }
+
+  /** Resolves with the first message (already received or coming) that matches. */
+  waitFor(match: (m: ToServer) => boolean, timeoutMs = 10_000): Promise<ToServer> {
+    const found = this.received.find(match);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.events.off('message', listener);
+        reject(new Error(`no matching message within ${timeoutMs} ms; received: ${this.received.map((m) => m.ToServerEnum.case).join(', ')}`));
+      }, timeoutMs);
+      const listener = (m: ToServer) => {
+        if (!match(m)) return;
+        clearTimeout(timer);
+        this.events.off('message', listener);
+        resolve(m);
+      };
+      this.events.on('message', listener);
+    });
+  }
+
+  waitForEnd(timeoutMs = 10_000): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the stream did not end')), timeoutMs);
+      this.events.once('end', () => (clearTimeout(timer), resolve()));
+    });
+  }
+}
+
+export interface ServerTls {
+  readonly ca: Buffer;
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
+export class FakeAnkaiosServer {
+  readonly streams: AgentStream[] = [];
+  private readonly events = new EventEmitter();
+  private server?: grpc.Server;
+
+  private constructor(public port: number, private readonly tls?: ServerTls) {}
+
+  static async start(options: { port?: number; tls?: ServerTls } = {}): Promise<FakeAnkaiosServer> {
+    const server = new FakeAnkaiosServer(options.port ?? 0, options.tls);
+    await server.listen();
+    return server;
+  }
+
+  get url(): string {
+    return `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts (again) on the same port. */
+  async listen(): Promise<void> {
+    const server = new grpc.Server();
+    server.addService({
+      ConnectAgent: {
+        path: '/grpc_api.AgentConnection/ConnectAgent',
+        requestStream: true,
+        responseStream: true,
+        requestSerialize: (m: ToServer) => Buffer.from(toBinary(ToServerSchema, m)),
+        requestDeserialize: (b: Buffer) => fromBinary(ToServerSchema, b),
+        responseSerialize: (m: FromServer) => Buffer.from(toBinary(FromServerSchema, m)),
+        responseDeserialize: (b: Buffer) => fromBinary(FromServerSchema, b),
+      },
+    }, {
+      ConnectAgent: (call: grpc.ServerDuplexStream<ToServer, FromServer>) => {
+        const stream = new AgentStream(call);
+        this.streams.push(stream);
+        this.events.emit('stream', stream);
+      },
+    });
+    const credentials = this.tls
+      ? grpc.ServerCredentials.createSsl(this.tls.ca, [{ cert_chain: this.tls.cert, private_key: this.tls.key }], true)
+      : grpc.ServerCredentials.createInsecure();
+    this.port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`127.0.0.1:${this.port}`, credentials, (err, port) => (err ? reject(err) : resolve(port))));
+    this.server = server;
+  }
+
+  /** The next agent stream to open (or the one already open and not yet taken). */
+  nextStream(timeoutMs = 10_000, after = 0): Promise<AgentStream> {
+    if (this.streams.length > after) return Promise.resolve(this.streams[after]);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no agent connected within ${timeoutMs} ms`)), timeoutMs);
+      this.events.once('stream', (s: AgentStream) => (clearTimeout(timer), resolve(s)));
+    });
+  }
+
+  /** Drops every connection at once, as a crashing server would. */
+  stop(): void {
+    this.server?.forceShutdown();
+    this.server = undefined;
+  }
+}

@@ -1,0 +1,152 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { expect } from 'chai';
+import { Subject, Subscription, firstValueFrom, filter, ReplaySubject } from 'rxjs';
+import { type Security, connectAgent } from '../../lib/drivers/grpc-connection.js';
+import { ExecutionState } from '../../lib/execution-state.js';
+import { silentLogger } from '../../lib/logger.js';
+import type { FromServer, ToServer } from '../../lib/messages.js';
+import { PROTOCOL_VERSION } from '../../lib/version.js';
+import { ServerRefused, serverLink } from '../../streams/server-link.js';
+import { FakeAnkaiosServer } from '../helpers/fake-server.js';
+import { AGENT, stateOf, workload } from '../helpers/fixtures.js';
+
+const insecure: Security = { insecure: true };
+
+/** Runs the link against `url`; what it emits is replayed in `in$`. */
+function link(url: string, options: { security?: Security; stop$?: Subject<void>; greeting?: () => ToServer[] } = {}) {
+  const out$ = new Subject<ToServer>();
+  const in$ = new ReplaySubject<FromServer>();
+  const errors: unknown[] = [];
+  let completed = false;
+  const subscription = serverLink((o$) => connectAgent({ serverUrl: url, security: options.security ?? insecure, keepaliveMs: 2000 }, o$), out$, {
+    agentName: AGENT, log: silentLogger, stop$: options.stop$, greeting: options.greeting,
+  }).subscribe({ next: (m) => in$.next(m), error: (e) => errors.push(e), complete: () => (completed = true) });
+  return { out$, in$, errors, subscription, completed: () => completed };
+}
+
+describe('serverLink with the gRPC driver (real server on loopback)', () => {
+  let server: FakeAnkaiosServer;
+  const subscriptions: Subscription[] = [];
+  beforeEach(async () => (server = await FakeAnkaiosServer.start()));
+  afterEach(() => {
+    subscriptions.splice(0).forEach((s) => s.unsubscribe());
+    server.stop();
+  });
+  const open = (options?: Parameters<typeof link>[1]) => {
+    const l = link(server.url, options);
+    subscriptions.push(l.subscription);
+    return l;
+  };
+
+  it('swdd~agent-sends-hello~1: sends AgentHello with the agent name and protocol version first', async () => {
+    open();
+    const stream = await server.nextStream();
+    const first = await stream.waitFor(() => true);
+    expect(first.ToServerEnum).to.deep.include({ case: 'agentHello' });
+    expect(first.ToServerEnum.value).to.deep.include({ agentName: AGENT, protocolVersion: PROTOCOL_VERSION });
+  });
+
+  it('swdd~agent-manager-listens-requests-from-server~1: ServerHello, UpdateWorkload and UpdateWorkloadState arrive as typed values', async () => {
+    const l = open();
+    const stream = await server.nextStream();
+    const wl = workload('nginx', { runtime: 'podman' });
+    const added = {
+      instanceName: wl.instanceName,
+      workload: { runtime: 'podman', runtimeConfig: wl.runtimeConfig, restartPolicy: 2, dependencies: { dependencies: { db: 1 } } },
+    };
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [added] } } });
+    stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [], deletedWorkloads: [{ instanceName: wl.instanceName, dependencies: { logger: 1 } }] } } });
+    stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [{ instanceName: { ...wl.instanceName, agentName: 'agent_B' }, executionState: { ExecutionStateEnum: { case: 'running', value: 0 } } }] } } });
+    const messages: FromServer[] = [];
+    await firstValueFrom(l.in$.pipe(filter((m) => messages.push(m) === 3)));
+    expect(messages[0]).to.deep.equal({ kind: 'serverHello', added: [{ ...wl, runtime: 'podman', restartPolicy: 'Always', dependencies: { db: 'Succeeded' } }] });
+    expect(messages[1]).to.deep.equal({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: wl.instanceName, dependencies: { logger: 'NotPendingNorRunning' } }] });
+    expect(messages[2]).to.deep.equal({ kind: 'updateWorkloadState', states: [{ instanceName: { ...wl.instanceName, agentName: 'agent_B' }, executionState: ExecutionState.running() }] });
+  });
+
+  it('swdd~agent-sends-workload-states-of-its-workloads-to-server~2: outbound states reach the server as UpdateWorkloadState', async () => {
+    const l = open();
+    const stream = await server.nextStream();
+    await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+    l.out$.next({ kind: 'updateWorkloadState', states: [stateOf(workload('nginx'), ExecutionState.starting('Triggered at runtime.'))] });
+    const m = await stream.waitFor((x) => x.ToServerEnum.case === 'updateWorkloadState');
+    const states = m.ToServerEnum.case === 'updateWorkloadState' ? m.ToServerEnum.value.workloadStates : [];
+    expect(states).to.have.length(1);
+    expect(states[0].instanceName?.workloadName).to.equal('nginx');
+    expect(states[0].executionState?.ExecutionStateEnum).to.deep.include({ case: 'pending', value: 2 });
+    expect(states[0].executionState?.additionalInfo).to.equal('Triggered at runtime.');
+  });
+
+  it('ignores a malformed message (a workload without instance name) and goes on', async () => {
+    const l = open();
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [{ workload: { runtime: 'podman' } }] } } });
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [] } } });
+    const m = await firstValueFrom(l.in$);
+    expect(m).to.deep.equal({ kind: 'serverHello', added: [] });
+  });
+
+  it('reconnects after the server goes away and comes back, says hello again and sends the greeting', async () => {
+    const greeting = (): ToServer[] => [{ kind: 'updateWorkloadState', states: [stateOf(workload('nginx'), ExecutionState.running())] }];
+    open({ greeting });
+    const first = await server.nextStream();
+    await first.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+    server.stop();
+    await server.listen();
+    const second = await server.nextStream(10_000, 1);
+    const hello = await second.waitFor(() => true);
+    expect(hello.ToServerEnum.case).to.equal('agentHello');
+    await second.waitFor((m) => m.ToServerEnum.case === 'updateWorkloadState');
+  });
+
+  it('sends Goodbye, closes the stream and stops reconnecting when stopped', async () => {
+    const stop$ = new Subject<void>();
+    const l = open({ stop$ });
+    const stream = await server.nextStream();
+    await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+    stop$.next();
+    await stream.waitFor((m) => m.ToServerEnum.case === 'goodbye');
+    await stream.waitForEnd();
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(server.streams).to.have.length(1);
+    expect(l.completed()).to.equal(true);
+  });
+
+  it('fails with the server\'s message when the server refuses the protocol version (FAILED_PRECONDITION)', async () => {
+    const l = open();
+    const stream = await server.nextStream();
+    await stream.waitFor(() => true);
+    stream.close(grpc.status.FAILED_PRECONDITION, "Unsupported protocol version '0.8.0'");
+    for (let i = 0; i < 50 && l.errors.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(l.errors[0]).to.be.instanceOf(ServerRefused);
+    expect((l.errors[0] as Error).message).to.include("Unsupported protocol version '0.8.0'");
+  });
+
+  describe('mTLS', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
+    before(() => execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), dir]));
+    const pem = (name: string) => readFileSync(path.join(dir, name));
+
+    it('swdd~agent-provides-file-paths-to-communication-middleware~1: connects with the agent certificate, checking the server certificate against the name ank-server', async () => {
+      server.stop();
+      server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert: pem('server.pem'), key: pem('server-key.pem') } });
+      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
+      const stream = await server.nextStream();
+      expect((await stream.waitFor(() => true)).ToServerEnum.case).to.equal('agentHello');
+    });
+
+    it('does not connect to a server whose certificate another CA signed', async () => {
+      const other = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
+      execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), other]);
+      server.stop();
+      server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert: readFileSync(path.join(other, 'server.pem')), key: readFileSync(path.join(other, 'server-key.pem')) } });
+      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(server.streams).to.have.length(0);
+    });
+  });
+});
