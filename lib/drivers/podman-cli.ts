@@ -1,0 +1,55 @@
+// swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
+import { execa } from 'execa';
+import { Observable, map } from 'rxjs';
+import type { Container } from '../podman/container-state.js';
+
+/** A podman command that failed; the message is what podman said on stderr. */
+export class PodmanError extends Error {}
+
+export interface Volume {
+  readonly Name: string;
+  readonly Labels?: Readonly<Record<string, string>> | null;
+}
+
+export class PodmanCli {
+  /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
+  calls = 0;
+
+  constructor(private readonly binary = 'podman') {}
+
+  /** Runs `podman <args>` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it. */
+  run(args: readonly string[], input?: string): Observable<string> {
+    return new Observable<string>((subscriber) => {
+      this.calls += 1;
+      const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
+      child.then((result) => {
+        if (!result.failed) {
+          subscriber.next(result.stdout);
+          subscriber.complete();
+        } else if (result.exitCode === undefined && !result.isTerminated) {
+          subscriber.error(new PodmanError(`Cannot run podman: ${result.shortMessage ?? 'unknown error'}`));
+        } else {
+          subscriber.error(new PodmanError((String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '')));
+        }
+      }, (err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
+      return () => {
+        if (child.exitCode === null) child.kill();
+      };
+    });
+  }
+
+  /** `podman ps --all --format=json`, optionally filtered. */
+  listContainers(filters: readonly string[] = []): Observable<Container[]> {
+    return this.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)]).pipe(map(parseJsonList<Container>));
+  }
+
+  listVolumes(filters: readonly string[] = []): Observable<Volume[]> {
+    return this.run(['volume', 'ls', '--format=json', ...filters.map((f) => `--filter=${f}`)]).pipe(map(parseJsonList<Volume>));
+  }
+}
+
+function parseJsonList<T>(text: string): T[] {
+  if (text.trim() === '') return [];
+  const parsed = JSON.parse(text) as T[] | null;
+  return parsed ?? [];
+}

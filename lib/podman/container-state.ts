@@ -1,0 +1,69 @@
+// From Podman's container states to execution states (the state getter tables of seed 000).
+import { ExecutionState } from '../execution-state.js';
+
+/** The fields of `podman ps --all --format=json` the agent reads. */
+export interface Container {
+  readonly Id: string;
+  readonly Names?: readonly string[];
+  readonly State?: string;
+  readonly ExitCode?: number;
+  readonly Labels?: Readonly<Record<string, string>> | null;
+  readonly Pod?: string;
+  readonly IsInfra?: boolean;
+}
+
+const exited = (c: Container): ExecutionState =>
+  (c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`);
+
+/** swdd~podman-state-getter-maps-state~3 */
+export function podmanState(c: Container): ExecutionState {
+  switch ((c.State ?? '').toLowerCase()) {
+    case 'created': case 'configured': case 'initialized': return ExecutionState.starting();
+    case 'running': return ExecutionState.running();
+    case 'exited': return exited(c);
+    case 'stopping': case 'stopped': case 'removing': return ExecutionState.stopping();
+    case 'paused': default: return ExecutionState.unknown();
+  }
+}
+
+/** swdd~podman-kube-state-getter-maps-state~2 */
+export function kubeContainerState(c: Container): ExecutionState {
+  switch ((c.State ?? '').toLowerCase()) {
+    case 'created': return ExecutionState.starting();
+    case 'running': return ExecutionState.running();
+    case 'exited': return exited(c);
+    case 'stopping': return ExecutionState.stopping();
+    default: return ExecutionState.unknown();
+  }
+}
+
+const PRIORITY: Array<(s: ExecutionState) => boolean> = [
+  (s) => s.state === 'Failed' && s.substate === 'ExecFailed',
+  (s) => s.state === 'Pending',
+  (s) => s.state === 'Failed',
+  (s) => s.state === 'Running',
+  (s) => s.state === 'Stopping',
+  (s) => s.state === 'Succeeded',
+];
+const priority = (s: ExecutionState) => PRIORITY.findIndex((p) => p(s));
+
+/**
+ * swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1,
+ * swdd~podman-kube-state-getter-removed-if-no-container~1: the state of the lowest priority among the
+ * pods' (non-infra) containers; a missing pod counts as one unknown container.
+ */
+export function kubeWorkloadState(pods: readonly string[], containers: readonly Container[]): ExecutionState {
+  const states: ExecutionState[] = [];
+  let anyContainer = false;
+  for (const pod of pods) {
+    const inPod = containers.filter((c) => c.Pod === pod || (c.Pod && pod.startsWith(c.Pod)));
+    if (inPod.length === 0) {
+      states.push(ExecutionState.unknown());
+      continue;
+    }
+    anyContainer = true;
+    states.push(...inPod.filter((c) => !c.IsInfra).map(kubeContainerState));
+  }
+  if (!anyContainer) return ExecutionState.removed();
+  return states.reduce((low, s) => (priority(s) < priority(low) ? s : low), states[0] ?? ExecutionState.unknown());
+}

@@ -1,0 +1,52 @@
+// The PodmanCli container state cache: one `podman ps` for all workloads of both Podman runtimes.
+import {
+  EMPTY, Observable, ReplaySubject, SchedulerLike, Subject, asyncScheduler, catchError, defer, exhaustMap, filter,
+  map, merge, of, repeat, share, tap, timer,
+} from 'rxjs';
+import type { Container } from '../lib/podman/container-state.js';
+
+export interface Snapshot {
+  /** Counts the polls: a snapshot is younger than every poll with a lower number. */
+  readonly poll: number;
+  /** Undefined when Podman could not be asked. */
+  readonly containers?: readonly Container[];
+}
+
+export const CACHE_INTERVAL_MS = 1000;
+
+export interface ContainerCache {
+  /** swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, polled every second while watched. */
+  fresh(): Observable<Snapshot>;
+}
+
+/**
+ * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
+ * polls `list` at most once per interval while anything watches (and stops when nothing does);
+ * every new watcher triggers one extra poll (swdd~podman-state-getter-reset-cache~1,
+ * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way.
+ */
+export function containerCache(list: () => Observable<Container[]>, scheduler: SchedulerLike = asyncScheduler): ContainerCache {
+  const refresh$ = new Subject<void>();
+  let polls = 0;
+  let pending = false;
+  const poll$ = defer(() => {
+    pending = false;
+    const poll = ++polls;
+    return list().pipe(
+      map((containers): Snapshot => ({ poll, containers })),
+      catchError(() => of<Snapshot>({ poll })),
+    );
+  });
+  const snapshots$ = merge(timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS, scheduler), refresh$).pipe(
+    tap(() => (pending = true)),
+    // A trigger that comes while a poll runs is served by one more poll right after it.
+    exhaustMap(() => poll$.pipe(repeat({ delay: () => (pending ? of(0) : EMPTY) }))),
+    share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: true }),
+  );
+  return {
+    fresh: () => defer(() => {
+      const since = polls;
+      return merge(snapshots$, defer(() => (refresh$.next(), EMPTY))).pipe(filter((s) => s.poll > since));
+    }),
+  };
+}
