@@ -10,7 +10,7 @@ import {
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { createLogger } from '../lib/drivers/log.js';
 import { loadSecurity } from '../lib/drivers/security.js';
-import type { RuntimeConnector } from '../lib/runtime-connector.js';
+import { builtInRuntimes } from '../lib/drivers/runtimes.js';
 import { runAgent } from '../streams/agent.js';
 import { ServerRefused } from '../streams/server-link.js';
 import { noTrace, tracer } from '../streams/trace.js';
@@ -99,7 +99,7 @@ try {
   fail(`Cannot prepare the run folder '${ioFolder}': ${(err as Error).message}`);
 }
 
-const runtimes = new Map<string, RuntimeConnector>();
+const runtimes = builtInRuntimes(log);
 const stop$ = new Subject<void>();
 const STOP_GRACE_MS = 3000;
 

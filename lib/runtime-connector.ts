@@ -35,3 +35,6 @@ export interface RuntimeConnector {
   /** Stops and removes the workload; completes when it is gone. */
   deleteWorkload(id: string): Observable<void>;
 }
+
+/** A create that can never succeed as configured (e.g. a malformed runtime config): not retried. */
+export class ConfigurationError extends Error {}

@@ -8,7 +8,7 @@ import {
 import { ExecutionState } from '../lib/execution-state.js';
 import type { WorkloadState } from '../lib/messages.js';
 import { needsRestart } from '../lib/restart-policy.js';
-import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../lib/runtime-connector.js';
+import { ConfigurationError, type CreateOptions, type ExistingWorkload, type RuntimeConnector } from '../lib/runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, sameInstance } from '../lib/workload.js';
 
 export type WorkloadCommand =
@@ -127,7 +127,9 @@ class ControlLoop {
       mergeMap((options) => runtime.createWorkload(spec, options)),
       tap((id) => (this.id = id)),
       ignoreElements(),
-      catchError((err: unknown) => of(this.createFailed(spec, causeOf(err)))),
+      catchError((err: unknown) => of(err instanceof ConfigurationError
+        ? report(spec.instanceName, ExecutionState.startingFailed(err.message))
+        : this.createFailed(spec, causeOf(err)))),
     );
   }
 

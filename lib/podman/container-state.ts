@@ -56,7 +56,7 @@ export function kubeWorkloadState(pods: readonly string[], containers: readonly 
   const states: ExecutionState[] = [];
   let anyContainer = false;
   for (const pod of pods) {
-    const inPod = containers.filter((c) => c.Pod === pod || (c.Pod && pod.startsWith(c.Pod)));
+    const inPod = containersOf([pod], containers);
     if (inPod.length === 0) {
       states.push(ExecutionState.unknown());
       continue;
@@ -67,3 +67,7 @@ export function kubeWorkloadState(pods: readonly string[], containers: readonly 
   if (!anyContainer) return ExecutionState.removed();
   return states.reduce((low, s) => (priority(s) < priority(low) ? s : low), states[0] ?? ExecutionState.unknown());
 }
+
+/** The containers of the given pods. */
+export const containersOf = (pods: readonly string[], containers: readonly Container[]): Container[] =>
+  containers.filter((c) => c.Pod !== undefined && c.Pod !== '' && pods.some((pod) => pod === c.Pod || pod.startsWith(c.Pod!)));

@@ -1,8 +1,9 @@
 // The runtime configs of the `podman` and `podman-kube` runtimes (YAML strings in the workload).
 import { parse as parseYaml } from 'yaml';
+import { ConfigurationError } from '../runtime-connector.js';
 
 /** A runtime config the runtime cannot use; the message names the field. */
-export class RuntimeConfigError extends Error {}
+export class RuntimeConfigError extends ConfigurationError {}
 
 export interface PodmanConfig {
   readonly generalOptions: readonly string[];

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { EMPTY, NEVER, map, of, throwError } from 'rxjs';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { WorkloadState } from '../../lib/messages.js';
+import { ConfigurationError } from '../../lib/runtime-connector.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
 import { type ControlDeps, MAX_RETRIES, type WorkloadCommand, controlWorkload } from '../../streams/control-workload.js';
 import { FakeRuntime } from '../helpers/fake-runtime.js';
@@ -98,6 +99,17 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
         expect(out.values).to.deep.equal(expected);
         expect(runtime.calls.filter((c) => c.startsWith('create'))).to.have.length(1 + MAX_RETRIES);
       });
+    });
+
+    it('a create that can never succeed as configured (ConfigurationError) is not retried: Pending(StartingFailed) with the reason', () => {
+      const runtime = new FakeRuntime({ create: () => throwError(() => new ConfigurationError("The runtime config field 'image' is missing.")) });
+      testScheduler().run(({ cold, expectObservable }) => {
+        expectObservable(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show))).toBe('(ab)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.startingFailed("The runtime config field 'image' is missing.")),
+        });
+      });
+      expect(runtime.calls).to.deep.equal(['create nginx']);
     });
 
     it('swdd~agent-workload-control-loop-executes-retry~1: a retry that succeeds stores the new id and watches its state', () => {

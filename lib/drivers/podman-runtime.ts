@@ -1,0 +1,213 @@
+// The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
+import {
+  EMPTY, Observable, catchError, concat, concatWith, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, of,
+  scan, switchMap, throwError,
+} from 'rxjs';
+import { type ExecutionState, ExecutionState as S, sameState } from '../execution-state.js';
+import type { Logger } from '../logger.js';
+import { type Container, containersOf, kubeWorkloadState, podmanState } from '../podman/container-state.js';
+import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
+import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
+import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
+import type { ContainerCache, Snapshot } from '../../streams/container-cache.js';
+import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
+
+const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
+/** Runs `step`, counting "it is already gone" as done. */
+const tolerateMissing = (step: Observable<unknown>) => step.pipe(ignoreElements(), catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))));
+
+/**
+ * Maps every fresh snapshot to a state and emits only changes (swdd~generic-state-checker-sends-workload-state~2).
+ * Podman shows an exiting container as `stopped` for a moment before `exited`; reported as Stopping, the
+ * stopping hysteresis would hold it there, so a state seen while a container is `stopped` is reported only
+ * when the next snapshot still shows it.
+ */
+function stateChecker(cache: ContainerCache, stateIn: (containers: readonly Container[]) => ExecutionState, ids: (containers: readonly Container[]) => readonly Container[]): Observable<ExecutionState> {
+  const transient = (s: Snapshot) => s.containers !== undefined && ids(s.containers).some((c) => c.State === 'stopped');
+  return cache.fresh().pipe(
+    scan((acc, s) => ({ snapshot: s, settled: !transient(s) || (acc.snapshot !== undefined && transient(acc.snapshot)) }), { snapshot: undefined as Snapshot | undefined, settled: false }),
+    filter((acc) => acc.settled),
+    map(({ snapshot: s }) => (s!.containers ? stateIn(s!.containers) : S.unknown('Podman could not be asked for the container states.'))),
+    distinctUntilChanged(sameState),
+  );
+}
+
+/** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
+export class PodmanRuntime implements RuntimeConnector {
+  /** swdd~podman-name-returns-podman~1 */
+  readonly name = 'podman';
+
+  constructor(private readonly cli: PodmanCli, private readonly cache: ContainerCache) {}
+
+  /** swdd~podman-list-of-existing-workloads-uses-labels~1 */
+  listReusableWorkloads(agentName: string): Observable<ExistingWorkload[]> {
+    return this.cli.listContainers([`label=agent=${agentName}`]).pipe(map((containers) => containers.flatMap((c) => {
+      const instanceName = parseInstanceKey(c.Labels?.name ?? '');
+      return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime: this.name, id: c.Id, state: podmanState(c) }] : [];
+    })));
+  }
+
+  /**
+   * swdd~podman-create-workload-runs-workload~1, swdd~podman-create-workload-returns-workload-id~1,
+   * swdd~podman-create-workload-deletes-failed-container~1
+   */
+  createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {
+    return defer(() => {
+      const config = parsePodmanConfig(spec.runtimeConfig);
+      const key = instanceKey(spec.instanceName);
+      const container = nameOption(config.commandOptions) ?? key;
+      return this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options)).pipe(
+        map((stdout) => stdout.trim().split('\n').at(-1)!),
+        catchError((err: unknown) => {
+          // A name in use belongs to a container being deleted: leave it; anything else may have left a broken container.
+          const cleanup = err instanceof PodmanError && /already in use/.test(err.message) ? EMPTY : tolerateMissing(this.cli.run(['rm', '--force', container]));
+          return cleanup.pipe(catchError(() => EMPTY), concatWith(throwError(() => err)));
+        }),
+      );
+    });
+  }
+
+  /** swdd~podman-get-workload-id-uses-label~1 */
+  getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined> {
+    return this.cli.listContainers([`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.Id));
+  }
+
+  /**
+   * swdd~podman-start-checker-starts-podman-state-checker~1, swdd~podman-state-getter-uses-podmancli~1,
+   * swdd~podman-state-getter-returns-lost-state~1
+   */
+  checkState(id: string): Observable<ExecutionState> {
+    const own = (containers: readonly Container[]) => containers.filter((x) => x.Id === id);
+    return stateChecker(this.cache, (containers) => {
+      const [c] = own(containers);
+      return c ? podmanState(c) : S.lost('The container is gone.');
+    }, own);
+  }
+
+  /** swdd~podman-delete-workload-stops-and-removes-workload~1 */
+  deleteWorkload(id: string): Observable<void> {
+    return concat(tolerateMissing(this.cli.run(['stop', id])), tolerateMissing(this.cli.run(['rm', id])));
+  }
+}
+
+/** swdd~podman-kube-workload-id: what `kube down` and the state getter need. */
+interface KubeId {
+  readonly instance: string;
+  readonly pods: readonly string[];
+  readonly manifest: string;
+  readonly downOptions: readonly string[];
+}
+
+const toBase64 = (text: string) => Buffer.from(text).toString('base64');
+const fromBase64 = (text: string) => Buffer.from(text, 'base64').toString();
+
+/** The pod ids in the output of `podman kube play`. */
+export function podsPlayed(output: string): string[] {
+  const pods: string[] = [];
+  let section = '';
+  for (const line of output.split('\n').map((l) => l.trim())) {
+    if (/^[A-Za-z ]+:$/.test(line)) section = line;
+    else if (section === 'Pod:' && /^[0-9a-f]{12,}$/.test(line)) pods.push(line);
+  }
+  return pods;
+}
+
+/** swdd~agent-supports-podman-kube-runtime~1, swdd~podman-kube-implements-runtime-connector~1 */
+export class PodmanKubeRuntime implements RuntimeConnector {
+  /** swdd~podman-kube-name-returns-podman-kube~1 */
+  readonly name = 'podman-kube';
+
+  constructor(private readonly cli: PodmanCli, private readonly cache: ContainerCache, private readonly log?: Logger) {}
+
+  /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
+  listReusableWorkloads(agentName: string): Observable<ExistingWorkload[]> {
+    return forkJoin([this.cli.listVolumes(), this.cli.listContainers()]).pipe(map(([volumes, containers]) => {
+      const byName = new Map(volumes.map((v) => [v.Name, v]));
+      return volumes.flatMap((v) => {
+        const instanceName = v.Name.endsWith('.config') ? parseInstanceKey(v.Name.slice(0, -'.config'.length)) : undefined;
+        if (!instanceName || instanceName.agentName !== agentName) return [];
+        const id = this.idFromVolumes(instanceKey(instanceName), v, byName.get(`${instanceKey(instanceName)}.pods`));
+        if (!id) return [];
+        return [{ instanceName, runtime: this.name, id: JSON.stringify(id), state: kubeWorkloadState(id.pods, containers) }];
+      });
+    }));
+  }
+
+  /**
+   * swdd~podman-kube-create-workload-apply-manifest~1, swdd~podman-kube-create-workload-returns-workload-id~1,
+   * swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1,
+   * swdd~podman-kube-create-continues-if-cannot-create-volume~1, swdd~podman-kube-create-starts-podman-kube-state-getter~1
+   */
+  createWorkload(spec: WorkloadSpec): Observable<string> {
+    return defer(() => {
+      const config = parseKubeConfig(spec.runtimeConfig);
+      if (spec.files.length > 0) {
+        throw new RuntimeConfigError('podman-kube workloads cannot mount workload files: put them into ConfigMaps in the manifest.');
+      }
+      const instance = instanceKey(spec.instanceName);
+      const play = [...config.generalOptions, 'kube', 'play', '--quiet', ...config.playOptions, '-'];
+      return concat(
+        this.volume(`${instance}.config`, spec.runtimeConfig),
+        this.cli.run(play, config.manifest).pipe(
+          catchError((err: unknown) => this.cli.run(['kube', 'down', '-'], config.manifest).pipe(
+            catchError(() => EMPTY), ignoreElements(), concatWith(this.removeVolumes(instance).pipe(catchError(() => EMPTY))), concatWith(throwError(() => err)),
+          )),
+          switchMap((output) => {
+            const id: KubeId = { instance, pods: podsPlayed(output), manifest: config.manifest, downOptions: config.downOptions };
+            return concat(this.volume(`${instance}.pods`, JSON.stringify(id.pods)), of(JSON.stringify(id)));
+          }),
+        ),
+      );
+    });
+  }
+
+  /** swdd~podman-kube-get-workload-id-uses-volumes~1 */
+  getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined> {
+    const instance = instanceKey(instanceName);
+    return this.cli.listVolumes([`name=${instance}`]).pipe(map((volumes) => {
+      const byName = new Map(volumes.map((v) => [v.Name, v]));
+      const id = this.idFromVolumes(instance, byName.get(`${instance}.config`), byName.get(`${instance}.pods`));
+      return id && JSON.stringify(id);
+    }));
+  }
+
+  /** swdd~podman-kube-state-getter-uses-container-states~1 */
+  checkState(id: string): Observable<ExecutionState> {
+    return defer(() => {
+      const { pods } = JSON.parse(id) as KubeId;
+      return stateChecker(this.cache, (containers) => kubeWorkloadState(pods, containers), (containers) => containersOf(pods, containers));
+    });
+  }
+
+  /** swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1 */
+  deleteWorkload(id: string): Observable<void> {
+    return defer(() => {
+      const { instance, manifest, downOptions } = JSON.parse(id) as KubeId;
+      return concat(this.cli.run(['kube', 'down', ...downOptions, '-'], manifest).pipe(ignoreElements()), this.removeVolumes(instance));
+    });
+  }
+
+  private volume(name: string, data: string): Observable<never> {
+    return this.cli.run(['volume', 'create', `--label=data=${toBase64(data)}`, name]).pipe(
+      ignoreElements(),
+      catchError((err: unknown) => {
+        this.log?.warn(`Could not create the volume '${name}' (the workload runs, but is not found after an agent restart): ${String(err)}`);
+        return EMPTY;
+      }),
+    );
+  }
+
+  private removeVolumes(instance: string): Observable<never> {
+    return tolerateMissing(this.cli.run(['volume', 'rm', '--force', `${instance}.config`, `${instance}.pods`]));
+  }
+
+  private idFromVolumes(instance: string, config?: Volume, pods?: Volume): KubeId | undefined {
+    try {
+      const { manifest, downOptions } = parseKubeConfig(fromBase64(config?.Labels?.data ?? ''));
+      const podList = pods?.Labels?.data ? (JSON.parse(fromBase64(pods.Labels.data)) as string[]) : [];
+      return { instance, pods: podList, manifest, downOptions };
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,187 @@
+// The podman and podman-kube runtimes on real Podman, driven by the workload core.
+import { expect } from 'chai';
+import { firstValueFrom } from 'rxjs';
+import { ExecutionState } from '../../lib/execution-state.js';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { podsPlayed } from '../../lib/drivers/podman-runtime.js';
+import { builtInRuntimes } from '../../lib/drivers/runtimes.js';
+import { silentLogger } from '../../lib/logger.js';
+import { podmanRunArgs, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
+import { instanceKey } from '../../lib/workload.js';
+import { IMAGE, PodmanAgent, busybox, containerOf, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+
+describe('Podman runtimes (real Podman)', function () {
+  this.timeout(60_000);
+  before(requirePodman);
+  let agent: PodmanAgent;
+  beforeEach(() => (agent = new PodmanAgent(uniqueAgent())));
+  afterEach(() => agent.stop());
+
+  describe('podman', () => {
+    it('swdd~podman-create-workload-runs-workload~1, swdd~podman-state-getter-maps-state~3: Pending(Starting) → Running(Ok) → Failed with the exit code, or Succeeded', async () => {
+      const failing = busybox('failing', agent.agentName, { script: 'sleep 1; exit 3' });
+      const fine = busybox('fine', agent.agentName, { script: 'sleep 1; exit 0' });
+      agent.send({ kind: 'serverHello', added: [failing, fine] });
+      await agent.waitFor('failing', /^Failed\(ExecFailed\): Exit code: '3'$/);
+      await agent.waitFor('fine', /^Succeeded\(Ok\)$/);
+      expect(agent.history('failing')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', "Failed(ExecFailed): Exit code: '3'"]);
+      expect(agent.history('fine')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)']);
+    });
+
+    it('swdd~podman-create-workload-creates-labels~1, swdd~podman-create-workload-sets-optionally-container-name~1: the container is named after the instance and labelled with name and agent', async () => {
+      const w = busybox('labelled', agent.agentName);
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('labelled', /^Running/);
+      const key = instanceKey(w.instanceName);
+      expect(podman('inspect', key, '--format={{index .Config.Labels "name"}} {{index .Config.Labels "agent"}}')).to.equal(`${key} ${agent.agentName}`);
+    });
+
+    it('swdd~podman-create-workload-sets-optionally-container-name~1: a --name in commandOptions wins', () => {
+      const config = parsePodmanConfig(`image: x\ncommandOptions: ["--name", "mine"]`);
+      const args = podmanRunArgs(config, 'w.1.a', 'a');
+      expect(args.filter((a) => a === '--name')).to.have.length(1);
+      expect(args.slice(0, 5)).to.deep.equal(['run', '--detach', '--name', 'mine', '--label=name=w.1.a']);
+    });
+
+    it('swdd~podman-delete-workload-stops-and-removes-workload~1: a delete stops and removes the container', async () => {
+      const w = busybox('doomed', agent.agentName);
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('doomed', /^Running/);
+      agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: w.instanceName, dependencies: {} }] });
+      await agent.waitFor('doomed', /^Removed$/);
+      expect(agent.history('doomed').slice(-2)).to.deep.equal(['Stopping(RequestedAtRuntime)', 'Removed']);
+      expect(containerOf(w)).to.equal('');
+    });
+
+    it('swdd~agent-executes-update-workload-operation~1: an update replaces the container with one of the new config', async () => {
+      const v1 = busybox('app', agent.agentName, { script: 'sleep 3600' });
+      const v2 = busybox('app', agent.agentName, { script: 'sleep 3601' });
+      agent.send({ kind: 'serverHello', added: [v1] });
+      await agent.waitFor('app', /^Running/);
+      agent.send({ kind: 'updateWorkload', added: [v2], deleted: [{ instanceName: v1.instanceName, dependencies: {} }] });
+      await waitUntil(() => agent.states.some((s) => s.instanceName.id === v2.instanceName.id && s.executionState.state === 'Running'));
+      expect(containerOf(v1)).to.equal('');
+      expect(containerOf(v2)).not.to.equal('');
+    });
+
+    it('swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2 (stest): ALWAYS runs a new container after the old one exits', async () => {
+      const w = busybox('phoenix', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('phoenix', /^Succeeded/);
+      const first = agent.history('phoenix').indexOf('Succeeded(Ok)');
+      await waitUntil(() => agent.history('phoenix').slice(first).includes('Running(Ok)'));
+      expect(agent.history('phoenix').slice(first, first + 3)).to.deep.equal(['Succeeded(Ok)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+    });
+
+    it('ON_FAILURE restarts a failed container but not a succeeded one', async () => {
+      const failing = busybox('retrying', agent.agentName, { script: 'sleep 1; exit 1', restartPolicy: 'OnFailure' });
+      const fine = busybox('done', agent.agentName, { script: 'exit 0', restartPolicy: 'OnFailure' });
+      agent.send({ kind: 'serverHello', added: [failing, fine] });
+      await waitUntil(() => agent.history('retrying').filter((h) => h.startsWith('Failed')).length >= 2);
+      await agent.waitFor('done', /^Succeeded/);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(agent.history('done').filter((h) => h.startsWith('Pending(Starting)'))).to.have.length(1);
+    });
+
+    it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1 (stest): a create that fails (no such image) is retried every second with the cause', async () => {
+      const w = spec('unpullable', agent.agentName, 'podman', 'image: localhost/no-such-image:latest\n');
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('unpullable', /^Pending\(Starting\): Retry 2 of 20: .*no-such-image/);
+      expect(agent.history('unpullable')[1]).to.match(/^Pending\(Starting\): Retry 1 of 20: /);
+      agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: w.instanceName, dependencies: {} }] });
+      await agent.waitFor('unpullable', /^Removed$/);
+    });
+
+    it('a malformed runtime config fails the create with a message naming the field, and the other workloads run', async () => {
+      const noImage = spec('no_image', agent.agentName, 'podman', 'commandArgs: ["/bin/true"]\n');
+      const badYaml = spec('bad_yaml', agent.agentName, 'podman', 'image: [unclosed\n');
+      const wrongType = spec('wrong_type', agent.agentName, 'podman', `image: ${IMAGE}\ncommandArgs: "not a list"\n`);
+      const fine = busybox('fine', agent.agentName);
+      agent.send({ kind: 'serverHello', added: [noImage, badYaml, wrongType, fine] });
+      await agent.waitFor('no_image', /^Pending\(StartingFailed\): The runtime config field 'image' is missing\.$/);
+      await agent.waitFor('bad_yaml', /^Pending\(StartingFailed\): The runtime config is not valid YAML/);
+      await agent.waitFor('wrong_type', /^Pending\(StartingFailed\): The runtime config field 'commandArgs' must be a list of strings\.$/);
+      await agent.waitFor('fine', /^Running/);
+    });
+
+    it('swdd~podman-state-getter-returns-lost-state~1: a container removed behind the agent\'s back is reported Failed(Lost)', async () => {
+      const w = busybox('vanishing', agent.agentName);
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('vanishing', /^Running/);
+      podman('rm', '--force', '--time=0', instanceKey(w.instanceName));
+      await agent.waitFor('vanishing', /^Failed\(Lost\)/);
+    });
+
+    it('swdd~podmancli-uses-container-state-cache~1: 50 sleeping workloads cost about one podman ps per second in total', async function () {
+      this.timeout(120_000);
+      const workloads = Array.from({ length: 50 }, (_, i) => busybox(`sleeper${i}`, agent.agentName));
+      agent.send({ kind: 'serverHello', added: workloads });
+      await waitUntil(() => workloads.every((w) => agent.history(w.instanceName.workloadName).includes('Running(Ok)')), 90_000);
+      const before = agent.cli.calls;
+      await new Promise((r) => setTimeout(r, 5000));
+      const perSecond = (agent.cli.calls - before) / 5;
+      expect(perSecond).to.be.within(0.6, 1.4);
+    });
+  });
+
+  describe('podman-kube', () => {
+    const manifest = (name: string, script: string) => `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: ${IMAGE}
+    command: ["/bin/sh", "-c", ${JSON.stringify(script)}]
+`;
+    const kube = (name: string, podName: string, script: string) =>
+      spec(name, agent.agentName, 'podman-kube', `manifest: |\n${manifest(podName, script).replace(/^/gm, '  ')}`);
+
+    it('swdd~podman-kube-create-workload-apply-manifest~1, swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1, swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1: a pod runs, is reported, and is torn down with its volumes', async () => {
+      const pod = `${agent.agentName}-pod`.replace(/_/g, '-');
+      const w = kube('pod', pod, 'sleep 3600');
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('pod', /^Running\(Ok\)$/);
+      const key = instanceKey(w.instanceName);
+      expect(podman('volume', 'ls', '--quiet').split('\n')).to.include.members([`${key}.config`, `${key}.pods`]);
+      agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: w.instanceName, dependencies: {} }] });
+      await agent.waitFor('pod', /^Removed$/);
+      expect(podman('pod', 'ps', '--quiet', `--filter=name=^${pod}$`)).to.equal('');
+      expect(podman('volume', 'ls', '--quiet').split('\n')).not.to.include(`${key}.config`);
+    });
+
+    it('swdd~podman-kube-state-getter-maps-state~2: a pod whose container exits 0 is Succeeded; exit 4 is Failed', async () => {
+      const ok = kube('ok', `${agent.agentName}-ok`.replace(/_/g, '-'), 'sleep 1; exit 0');
+      const bad = kube('bad', `${agent.agentName}-bad`.replace(/_/g, '-'), 'sleep 1; exit 4');
+      agent.send({ kind: 'serverHello', added: [ok, bad] });
+      await agent.waitFor('ok', /^Succeeded\(Ok\)$/);
+      await agent.waitFor('bad', /^Failed\(ExecFailed\): Exit code: '4'$/);
+    });
+
+    it('swdd~podman-kube-list-existing-workloads-using-config-volumes~1, swdd~podman-kube-get-workload-id-uses-volumes~1: a pod of an earlier run is found through its volumes', async () => {
+      const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'), 'sleep 3600');
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('found', /^Running/);
+      const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube')!;
+      const existing = await firstValueFrom(runtime.listReusableWorkloads(agent.agentName));
+      expect(existing).to.have.length(1);
+      expect(existing[0].instanceName).to.deep.equal(w.instanceName);
+      expect(existing[0].state).to.deep.equal(ExecutionState.running());
+      expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.equal(existing[0].id);
+    });
+
+    it('reads the pod ids out of `kube play` output', () => {
+      expect(podsPlayed('Pod:\nabc123abc123abc123\nContainer:\ndef456def456def456\n')).to.deep.equal(['abc123abc123abc123']);
+    });
+  });
+});
+
+async function waitUntil(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 100) {
+    if (waited > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+

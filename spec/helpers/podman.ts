@@ -1,0 +1,112 @@
+// Helpers for the specs that run real Podman.
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { EMPTY, Subject, Subscription, of } from 'rxjs';
+import { formatState } from '../../lib/execution-state.js';
+import { silentLogger } from '../../lib/logger.js';
+import type { FromServer, WorkloadState } from '../../lib/messages.js';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { builtInRuntimes } from '../../lib/drivers/runtimes.js';
+import { type RestartPolicy, type WorkloadSpec, instanceKey, noAccess } from '../../lib/workload.js';
+import { runWorkloads } from '../../streams/run-workloads.js';
+
+export const IMAGE = 'localhost/busybox:latest';
+
+/** Fails with the way to install Podman when it is missing. */
+export function requirePodman(): void {
+  try {
+    execFileSync('podman', ['image', 'exists', IMAGE]);
+  } catch {
+    throw new Error(`Podman or the image ${IMAGE} is missing: run 'bash scripts/setup-podman.sh' (as root) first.`);
+  }
+}
+
+export const uniqueAgent = (prefix = 'spec') => `${prefix}_${randomBytes(4).toString('hex')}`;
+
+export function podman(...args: string[]): string {
+  return execFileSync('podman', args, { encoding: 'utf8' }).trim();
+}
+
+/** Removes every container, pod and volume of the agent. */
+export function cleanup(agentName: string): void {
+  const ids = podman('ps', '--all', '--quiet', `--filter=label=agent=${agentName}`).split('\n').filter(Boolean);
+  if (ids.length) podman('rm', '--force', '--time=0', ...ids);
+  const pods = podman('pod', 'ps', '--quiet', `--filter=name=${agentName}`).split('\n').filter(Boolean);
+  if (pods.length) podman('pod', 'rm', '--force', ...pods);
+  const volumes = podman('volume', 'ls', '--quiet').split('\n').filter((v) => v.includes(`.${agentName}.`));
+  if (volumes.length) podman('volume', 'rm', '--force', ...volumes);
+}
+
+export interface BusyboxOptions {
+  script?: string;
+  restartPolicy?: RestartPolicy;
+  dependencies?: WorkloadSpec['dependencies'];
+  extra?: string;
+}
+
+/** A podman workload running `sh -c <script>` in the local busybox image. */
+export function busybox(name: string, agentName: string, o: BusyboxOptions = {}): WorkloadSpec {
+  const runtimeConfig = `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1"]\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(o.script ?? 'sleep 3600')}]\n${o.extra ?? ''}`;
+  return spec(name, agentName, 'podman', runtimeConfig, o);
+}
+
+export function spec(name: string, agentName: string, runtime: string, runtimeConfig: string, o: BusyboxOptions = {}): WorkloadSpec {
+  return {
+    instanceName: { workloadName: name, agentName, id: createHash('sha256').update(runtimeConfig).digest('hex') },
+    runtime, runtimeConfig, restartPolicy: o.restartPolicy ?? 'Never', dependencies: o.dependencies ?? {}, tags: {},
+    controlInterfaceAccess: noAccess, files: [],
+  };
+}
+
+export const containerOf = (w: WorkloadSpec): string => podman('ps', '--all', '--format={{.ID}}', `--filter=name=^${instanceKey(w.instanceName)}$`);
+
+/** The workload core on real Podman, fed by `send`, collecting every state it reports. */
+export class PodmanAgent {
+  readonly states: WorkloadState[] = [];
+  readonly cli = new PodmanCli();
+  private readonly input = new Subject<FromServer>();
+  private readonly subscription: Subscription;
+  private waiters: Array<() => void> = [];
+
+  constructor(readonly agentName: string) {
+    this.subscription = runWorkloads(this.input, {
+      agentName, runtimes: builtInRuntimes(silentLogger, this.cli), prepare: () => of({}), release: () => EMPTY,
+    }).subscribe((states) => {
+      this.states.push(...states);
+      this.waiters.forEach((w) => w());
+    });
+  }
+
+  send(message: FromServer): void {
+    this.input.next(message);
+  }
+
+  /** `Pending(Starting): info` texts of a workload, in order. */
+  history(workloadName: string): string[] {
+    return this.states.filter((s) => s.instanceName.workloadName === workloadName).map((s) => formatState(s.executionState));
+  }
+
+  /** Resolves when the workload has reported a state whose text matches. */
+  waitFor(workloadName: string, pattern: RegExp, timeoutMs = 20_000): Promise<void> {
+    const seen = () => this.history(workloadName).some((h) => pattern.test(h));
+    if (seen()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== check);
+        reject(new Error(`${workloadName} never reported ${pattern}; it reported: ${this.history(workloadName).join(' → ')}`));
+      }, timeoutMs);
+      const check = () => {
+        if (!seen()) return;
+        clearTimeout(timer);
+        this.waiters = this.waiters.filter((w) => w !== check);
+        resolve();
+      };
+      this.waiters.push(check);
+    });
+  }
+
+  stop(): void {
+    this.subscription.unsubscribe();
+    cleanup(this.agentName);
+  }
+}

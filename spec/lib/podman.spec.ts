@@ -1,0 +1,88 @@
+import { expect } from 'chai';
+import { map } from 'rxjs';
+import { ExecutionState, formatState } from '../../lib/execution-state.js';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanRuntime } from '../../lib/drivers/podman-runtime.js';
+import { type Container, kubeContainerState, kubeWorkloadState, podmanState } from '../../lib/podman/container-state.js';
+import { RuntimeConfigError, parseKubeConfig, parsePodmanConfig, podmanRunArgs } from '../../lib/podman/runtime-config.js';
+import { testScheduler } from '../helpers/virtual-time.js';
+
+const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
+const shown = (s: ExecutionState) => formatState(s);
+
+describe('Podman state tables', () => {
+  it('swdd~podman-state-getter-maps-state~3: maps container states and exit codes', () => {
+    const table: Array<[string, number, string]> = [
+      ['created', 0, 'Pending(Starting)'], ['configured', 0, 'Pending(Starting)'], ['initialized', 0, 'Pending(Starting)'],
+      ['paused', 0, 'Failed(Unknown)'], ['running', 0, 'Running(Ok)'], ['exited', 0, 'Succeeded(Ok)'],
+      ['exited', 7, "Failed(ExecFailed): Exit code: '7'"], ['stopping', 0, 'Stopping(Stopping)'], ['stopped', 0, 'Stopping(Stopping)'],
+      ['removing', 0, 'Stopping(Stopping)'], ['dead', 0, 'Failed(Unknown)'],
+    ];
+    for (const [state, code, expected] of table) expect(shown(podmanState(c(state, code))), state).to.equal(expected);
+  });
+
+  it('swdd~podman-kube-state-getter-maps-state~2: maps kube container states', () => {
+    const table: Array<[string, number, string]> = [
+      ['created', 0, 'Pending(Starting)'], ['paused', 0, 'Failed(Unknown)'], ['running', 0, 'Running(Ok)'],
+      ['exited', 0, 'Succeeded(Ok)'], ['exited', 2, "Failed(ExecFailed): Exit code: '2'"], ['stopping', 0, 'Stopping(Stopping)'],
+      ['configured', 0, 'Failed(Unknown)'],
+    ];
+    for (const [state, code, expected] of table) expect(shown(kubeContainerState(c(state, code))), state).to.equal(expected);
+  });
+
+  it('swdd~podman-kube-state-getter-combines-states~2: the lowest priority wins: Failed < Starting < Unknown < Running < Stopping < Succeeded', () => {
+    const combine = (...states: Array<[string, number?]>) => shown(kubeWorkloadState(['p1'], states.map(([s, code]) => c(s, code, 'p1'))));
+    expect(combine(['exited', 0], ['running'], ['exited', 1])).to.equal("Failed(ExecFailed): Exit code: '1'");
+    expect(combine(['exited', 0], ['running'], ['created'])).to.equal('Pending(Starting)');
+    expect(combine(['running'], ['paused'])).to.equal('Failed(Unknown)');
+    expect(combine(['exited', 0], ['running'])).to.equal('Running(Ok)');
+    expect(combine(['exited', 0], ['stopping'])).to.equal('Stopping(Stopping)');
+    expect(combine(['exited', 0], ['exited', 0])).to.equal('Succeeded(Ok)');
+  });
+
+  it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1, swdd~podman-kube-state-getter-removed-if-no-container~1: a missing pod is one unknown container; no container at all is removed', () => {
+    expect(shown(kubeWorkloadState(['p1', 'p2'], [c('exited', 0, 'p1')]))).to.equal('Failed(Unknown)');
+    expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Removed');
+    expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
+  });
+});
+
+describe('the state checker of the podman runtime', () => {
+  it('swdd~generic-state-checker-sends-workload-state~2, swdd~agent-provides-generic-state-checker-implementation~1: emits only changes; `stopped` is reported only when it persists', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
+      const snap = (poll: number, State: string, ExitCode = 0) => ({ poll, containers: [{ Id: 'id1', State, ExitCode }] });
+      const cache = {
+        fresh: () => cold('a-b-c-d-e-f-g', {
+          a: snap(1, 'running'), b: snap(2, 'running'), c: snap(3, 'stopped', 3), d: snap(4, 'exited', 3),
+          e: snap(5, 'stopped'), f: snap(6, 'stopped'), g: { poll: 7 },
+        }),
+      };
+      const runtime = new PodmanRuntime(new PodmanCli(), cache);
+      expectObservable(runtime.checkState('id1').pipe(map(shown))).toBe('a-----d---f-g', {
+        a: 'Running(Ok)', d: "Failed(ExecFailed): Exit code: '3'", f: 'Stopping(Stopping)', g: 'Failed(Unknown): Podman could not be asked for the container states.',
+      });
+    });
+  });
+});
+
+describe('runtime configs', () => {
+  it('builds `podman run` as the wire facts give it', () => {
+    const config = parsePodmanConfig('image: img\ngeneralOptions: ["--log-level", "info"]\ncommandOptions: ["-e", "A=1"]\ncommandArgs: ["sh", "-c", "true"]');
+    expect(podmanRunArgs(config, 'w.h.a', 'a', { controlInterfacePath: '/run/x', fileMounts: [{ hostPath: '/h/f', mountPoint: '/etc/f' }] })).to.deep.equal([
+      '--log-level', 'info', 'run', '--detach', '--name', 'w.h.a', '-e', 'A=1',
+      '--mount=type=bind,source=/run/x,destination=/run/ankaios/control_interface',
+      '--mount=type=bind,source=/h/f,destination=/etc/f,readonly=true',
+      '--label=name=w.h.a', '--label=agent=a', 'img', 'sh', '-c', 'true',
+    ]);
+  });
+
+  it('names the field that is wrong', () => {
+    const error = (f: () => unknown) => { try { f(); } catch (e) { expect(e).to.be.instanceOf(RuntimeConfigError); return (e as Error).message; } return 'no error'; };
+    expect(error(() => parsePodmanConfig('commandArgs: []'))).to.equal("The runtime config field 'image' is missing.");
+    expect(error(() => parsePodmanConfig('image: 3'))).to.equal("The runtime config field 'image' must be a string.");
+    expect(error(() => parsePodmanConfig('image: x\ncommandOptions: {a: 1}'))).to.equal("The runtime config field 'commandOptions' must be a list of strings.");
+    expect(error(() => parsePodmanConfig('- just\n- a list'))).to.equal('The runtime config must be a YAML mapping.');
+    expect(error(() => parsePodmanConfig('image: "unclosed'))).to.match(/^The runtime config is not valid YAML/);
+    expect(error(() => parseKubeConfig('playOptions: []'))).to.equal("The runtime config field 'manifest' is missing.");
+  });
+});
