@@ -135,3 +135,34 @@ export class FakeAnkaiosServer {
     this.server = undefined;
   }
 }
+
+// ---- helpers to speak about workloads on the wire ----------------------------------------------
+
+import { executionStateFrom } from '../../lib/convert.js';
+import { formatState } from '../../lib/execution-state.js';
+import type { WorkloadSpec } from '../../lib/workload.js';
+
+const RESTART = { Never: 0, OnFailure: 1, Always: 2 } as const;
+const ADD = { Running: 0, Succeeded: 1, Failed: 2 } as const;
+
+/** An AddedWorkload as the server sends it. */
+export function addedWorkload(spec: WorkloadSpec) {
+  return {
+    instanceName: spec.instanceName,
+    workload: {
+      agent: spec.instanceName.agentName,
+      runtime: spec.runtime,
+      runtimeConfig: spec.runtimeConfig,
+      restartPolicy: RESTART[spec.restartPolicy],
+      dependencies: { dependencies: Object.fromEntries(Object.entries(spec.dependencies).map(([k, v]) => [k, ADD[v]])) },
+    },
+  };
+}
+
+/** Every workload state the agent sent on the stream, as `[workloadName, id, "State(Sub): info"]`. */
+export function reportedStates(stream: AgentStream): Array<[string, string, string]> {
+  return stream.received.flatMap((m) => (m.ToServerEnum.case === 'updateWorkloadState' ? m.ToServerEnum.value.workloadStates : []).map((s) => {
+    const state = executionStateFrom(s.executionState);
+    return [s.instanceName?.workloadName ?? '', s.instanceName?.id ?? '', state ? formatState(state) : '?'] as [string, string, string];
+  }));
+}

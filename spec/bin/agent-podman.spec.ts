@@ -1,0 +1,75 @@
+// The real agent process with real Podman, driven by a fake Ankaios server.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { busybox, cleanup, containerOf, requirePodman, uniqueAgent } from '../helpers/podman.js';
+
+const BIN = path.resolve('bin/ank-agent.js');
+const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-e2e-'));
+
+async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 100) {
+    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const reported = (stream: AgentStream, name: string, state: string, id?: string) =>
+  reportedStates(stream).some(([n, i, s]) => n === name && s === state && (id === undefined || i === id));
+
+describe('ank-agent with Podman and a server (end to end)', function () {
+  this.timeout(120_000);
+  before(requirePodman);
+  const agentName = uniqueAgent('e2e');
+  let server: FakeAnkaiosServer;
+  let agent: ChildProcess | undefined;
+  const start = () => spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', RUN], { stdio: 'ignore' });
+  beforeEach(async () => (server = await FakeAnkaiosServer.start()));
+  afterEach(() => {
+    agent?.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  });
+
+  it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~2 (stest), swdd~agent-existing-workloads-delete-unneeded~1: after a restart the agent resumes unchanged containers, replaces changed ones and removes unneeded ones', async () => {
+    const keep = busybox('keep', agentName);
+    const changeV1 = busybox('change', agentName, { script: 'sleep 3600' });
+    const changeV2 = busybox('change', agentName, { script: 'sleep 3601' });
+    const unneeded = busybox('unneeded', agentName);
+
+    agent = start();
+    const first = await server.nextStream();
+    first.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [keep, changeV1, unneeded].map(addedWorkload) } } });
+    await until(() => ['keep', 'change', 'unneeded'].every((n) => reported(first, n, 'Running(Ok)')), 'three running workloads');
+    const keptContainer = containerOf(keep);
+    agent.kill('SIGKILL');
+    await new Promise((r) => agent!.once('close', r));
+
+    agent = start();
+    const second = await server.nextStream(10_000, 1);
+    second.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [keep, changeV2].map(addedWorkload) } } });
+    await until(() => reported(second, 'unneeded', 'Removed') && reported(second, 'change', 'Running(Ok)', changeV2.instanceName.id), 'the replacement and the removal');
+    await until(() => reported(second, 'keep', 'Running(Ok)'), 'keep to be resumed');
+
+    expect(containerOf(keep), 'the same container').to.equal(keptContainer);
+    expect(reportedStates(second).filter(([n]) => n === 'keep').map(([, , s]) => s)).to.deep.equal(['Running(Ok)']);
+    expect(containerOf(changeV1)).to.equal('');
+    expect(containerOf(unneeded)).to.equal('');
+    expect(containerOf(changeV2)).not.to.equal('');
+    expect(reported(second, 'change', 'Removed', changeV1.instanceName.id)).to.equal(true);
+  });
+
+  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1 (stest): a dependency on another agent\'s workload is released by the server\'s UpdateWorkloadState', async () => {
+    const app = busybox('app', agentName, { dependencies: { db: 'Running' } });
+    agent = start();
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(app)] } } });
+    await until(() => reported(stream, 'app', 'Pending(WaitingToStart)'), 'app waiting');
+    stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [{ instanceName: { workloadName: 'db', agentName: 'agent_B', id: 'x' }, executionState: { ExecutionStateEnum: { case: 'running', value: 0 } } }] } } });
+    await until(() => reported(stream, 'app', 'Running(Ok)'), 'app running');
+    expect(reportedStates(stream).filter(([n]) => n === 'app').map(([, , s]) => s)).to.deep.equal(['Pending(WaitingToStart)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+  });
+});
