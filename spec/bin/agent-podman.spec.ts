@@ -34,7 +34,7 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     cleanup(agentName);
   });
 
-  it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~2 (stest), swdd~agent-existing-workloads-delete-unneeded~1: after a restart the agent resumes unchanged containers, replaces changed ones and removes unneeded ones', async () => {
+  it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~2 (stest), swdd~agent-existing-workloads-delete-unneeded~1, swdd~functions-required-by-runtime-connector~1, swdd~agent-shall-use-interfaces-to-server~1, swdd~communication-to-from-agent-middleware~1: after a restart the agent resumes unchanged containers, replaces changed ones and removes unneeded ones', async () => {
     const keep = busybox('keep', agentName);
     const changeV1 = busybox('change', agentName, { script: 'sleep 3600' });
     const changeV2 = busybox('change', agentName, { script: 'sleep 3601' });

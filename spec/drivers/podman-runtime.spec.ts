@@ -18,7 +18,7 @@ describe('Podman runtimes (real Podman)', function () {
   afterEach(() => agent.stop());
 
   describe('podman', () => {
-    it('swdd~podman-create-workload-runs-workload~1, swdd~podman-state-getter-maps-state~3: Pending(Starting) → Running(Ok) → Failed with the exit code, or Succeeded', async () => {
+    it('swdd~agent-supports-podman~2, swdd~podman-uses-podman-cli~1, swdd~podman-create-workload-runs-workload~1, swdd~podman-state-getter-maps-state~3: Pending(Starting) → Running(Ok) → Failed with the exit code, or Succeeded', async () => {
       const failing = busybox('failing', agent.agentName, { script: 'sleep 1; exit 3' });
       const fine = busybox('fine', agent.agentName, { script: 'sleep 1; exit 0' });
       agent.send({ kind: 'serverHello', added: [failing, fine] });
@@ -112,6 +112,36 @@ describe('Podman runtimes (real Podman)', function () {
       await agent.waitFor('vanishing', /^Failed\(Lost\)/);
     });
 
+    it('swdd~podman-name-returns-podman~1, swdd~podman-kube-name-returns-podman-kube~1: the built-in runtimes are named podman and podman-kube', () => {
+      const runtimes = builtInRuntimes(silentLogger);
+      expect([...runtimes.keys()]).to.deep.equal(['podman', 'podman-kube']);
+      expect([...runtimes.values()].map((r) => r.name)).to.deep.equal(['podman', 'podman-kube']);
+    });
+
+    it('swdd~podman-create-workload-returns-workload-id~1, swdd~podman-list-of-existing-workloads-uses-labels~1, swdd~podman-get-workload-id-uses-label~1: the id is the container id; the agent label lists the workloads, the name label finds one', async () => {
+      const runtime = builtInRuntimes(silentLogger).get('podman')!;
+      const w = busybox('direct', agent.agentName);
+      const id = await firstValueFrom(runtime.createWorkload(w, {}));
+      expect(podman('inspect', instanceKey(w.instanceName), '--format={{.Id}}')).to.equal(id);
+      const other = uniqueAgent();
+      const stranger = await firstValueFrom(runtime.createWorkload(busybox('direct', other), {}));
+      try {
+        const existing = await firstValueFrom(runtime.listReusableWorkloads(agent.agentName));
+        expect(existing.map((e) => [e.instanceName, e.id, e.state.state])).to.deep.equal([[w.instanceName, id, 'Running']]);
+        expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.equal(id);
+      } finally {
+        podman('rm', '--force', '--time=0', stranger);
+      }
+    });
+
+    it('swdd~podman-create-workload-deletes-failed-container~1: a container that cannot start is removed again', async () => {
+      const runtime = builtInRuntimes(silentLogger).get('podman')!;
+      const w = spec('broken', agent.agentName, 'podman', `image: ${IMAGE}\ncommandArgs: ["/no/such/program"]\n`);
+      const error = await firstValueFrom(runtime.createWorkload(w, {})).then(() => undefined, (e: Error) => e);
+      expect(error?.message).to.match(/no\/such\/program|no such file/i);
+      expect(containerOf(w)).to.equal('');
+    });
+
     it('swdd~podmancli-uses-container-state-cache~1: 50 sleeping workloads cost about one podman ps per second in total', async function () {
       this.timeout(120_000);
       const workloads = Array.from({ length: 50 }, (_, i) => busybox(`sleeper${i}`, agent.agentName));
@@ -139,7 +169,7 @@ spec:
     const kube = (name: string, podName: string, script: string) =>
       spec(name, agent.agentName, 'podman-kube', `manifest: |\n${manifest(podName, script).replace(/^/gm, '  ')}`);
 
-    it('swdd~podman-kube-create-workload-apply-manifest~1, swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1, swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1: a pod runs, is reported, and is torn down with its volumes', async () => {
+    it('swdd~agent-supports-podman-kube-runtime~1, swdd~podman-kube-uses-podman-cli~1, swdd~podman-kube-create-workload-apply-manifest~1, swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1, swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1: a pod runs, is reported, and is torn down with its volumes', async () => {
       const pod = `${agent.agentName}-pod`.replace(/_/g, '-');
       const w = kube('pod', pod, 'sleep 3600');
       agent.send({ kind: 'serverHello', added: [w] });
@@ -160,7 +190,7 @@ spec:
       await agent.waitFor('bad', /^Failed\(ExecFailed\): Exit code: '4'$/);
     });
 
-    it('swdd~podman-kube-list-existing-workloads-using-config-volumes~1, swdd~podman-kube-get-workload-id-uses-volumes~1: a pod of an earlier run is found through its volumes', async () => {
+    it('swdd~podman-kube-list-existing-workloads-using-config-volumes~1, swdd~podman-kube-get-workload-id-uses-volumes~1, swdd~podman-kube-create-workload-returns-workload-id~1: a pod of an earlier run is found through its volumes', async () => {
       const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'), 'sleep 3600');
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('found', /^Running/);
@@ -170,6 +200,14 @@ spec:
       expect(existing[0].instanceName).to.deep.equal(w.instanceName);
       expect(existing[0].state).to.deep.equal(ExecutionState.running());
       expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.equal(existing[0].id);
+    });
+
+    it('swdd~podman-kube-create-continues-if-cannot-create-volume~1: the pod is played even when its volumes cannot be made', async () => {
+      const w = kube('novolume', `${agent.agentName}-novolume`.replace(/_/g, '-'), 'sleep 3600');
+      const key = instanceKey(w.instanceName);
+      podman('volume', 'create', `${key}.config`); // taken: the agent's own volume create fails
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('novolume', /^Running\(Ok\)$/);
     });
 
     it('reads the pod ids out of `kube play` output', () => {

@@ -10,7 +10,7 @@ const every = [
 ];
 
 describe('DependencyStateValidator', () => {
-  describe('swdd~execution-states-of-workload-dependencies-fulfill-add-conditions~1', () => {
+  describe('swdd~execution-states-of-workload-dependencies-fulfill-add-conditions~1, swdd~api-add-conditions-for-dependencies~1', () => {
     const table: Record<AddCondition, ExecutionState> = { Running: S.running(), Succeeded: S.succeeded(), Failed: S.failed("Exit code: '1'") };
     for (const [condition, fulfilling] of Object.entries(table) as Array<[AddCondition, ExecutionState]>) {
       it(`ADD_COND_${condition.toUpperCase()} is met by ${formatState(fulfilling)} only`, () => {
@@ -25,7 +25,7 @@ describe('DependencyStateValidator', () => {
     });
   });
 
-  describe('swdd~execution-states-of-workload-dependencies-fulfill-delete-conditions~1', () => {
+  describe('swdd~execution-states-of-workload-dependencies-fulfill-delete-conditions~1, swdd~api-delete-conditions-for-dependencies~1', () => {
     it('DEL_COND_NOT_PENDING_NOR_RUNNING is met by all but Running(Ok) and Pending(*), and by Pending(WaitingToStart)', () => {
       for (const state of every) {
         const expected = !(state.state === 'Running' || state.state === 'Pending') || state.substate === 'WaitingToStart';

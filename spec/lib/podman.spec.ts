@@ -30,7 +30,7 @@ describe('Podman state tables', () => {
     for (const [state, code, expected] of table) expect(shown(kubeContainerState(c(state, code))), state).to.equal(expected);
   });
 
-  it('swdd~podman-kube-state-getter-combines-states~2: the lowest priority wins: Failed < Starting < Unknown < Running < Stopping < Succeeded', () => {
+  it('swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-uses-container-states~1: the lowest priority wins: Failed < Starting < Unknown < Running < Stopping < Succeeded', () => {
     const combine = (...states: Array<[string, number?]>) => shown(kubeWorkloadState(['p1'], states.map(([s, code]) => c(s, code, 'p1'))));
     expect(combine(['exited', 0], ['running'], ['exited', 1])).to.equal("Failed(ExecFailed): Exit code: '1'");
     expect(combine(['exited', 0], ['running'], ['created'])).to.equal('Pending(Starting)');
@@ -48,7 +48,7 @@ describe('Podman state tables', () => {
 });
 
 describe('the state checker of the podman runtime', () => {
-  it('swdd~generic-state-checker-sends-workload-state~2, swdd~agent-provides-generic-state-checker-implementation~1: emits only changes; `stopped` is reported only when it persists', () => {
+  it('swdd~generic-state-checker-sends-workload-state~2, swdd~agent-provides-generic-state-checker-implementation~1, swdd~podman-state-getter-uses-podmancli~1: emits only changes; `stopped` is reported only when it persists', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const snap = (poll: number, State: string, ExitCode = 0) => ({ poll, containers: [{ Id: 'id1', State, ExitCode }] });
       const cache = {
@@ -66,7 +66,7 @@ describe('the state checker of the podman runtime', () => {
 });
 
 describe('runtime configs', () => {
-  it('builds `podman run` as the wire facts give it', () => {
+  it('swdd~podman-create-workload-mounts-fifo-files~1: builds `podman run` as the wire facts give it, mounting the Control Interface at /run/ankaios/control_interface', () => {
     const config = parsePodmanConfig('image: img\ngeneralOptions: ["--log-level", "info"]\ncommandOptions: ["-e", "A=1"]\ncommandArgs: ["sh", "-c", "true"]');
     expect(podmanRunArgs(config, 'w.h.a', 'a', { controlInterfacePath: '/run/x', fileMounts: [{ hostPath: '/h/f', mountPoint: '/etc/f' }] })).to.deep.equal([
       '--log-level', 'info', 'run', '--detach', '--name', 'w.h.a', '-e', 'A=1',

@@ -26,7 +26,7 @@ const del = (spec: WorkloadSpec = nginx): WorkloadCommand => ({ kind: 'delete', 
 const boom = () => throwError(() => new Error('boom'));
 
 describe('controlWorkload (the WorkloadControlLoop)', () => {
-  it('swdd~agent-workload-control-loop-executes-create~3, swdd~workload-control-loop-sends-workload-states~2: reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
+  it('swdd~agent-workload-control-loop-executes-create~3, swdd~agent-create-workload~1, swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-sends-workload-states~2: reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const runtime = new FakeRuntime({ states: () => cold('--r--s', { r: ExecutionState.running(), s: ExecutionState.succeeded() }) });
       const out$ = controlWorkload(cold('a', { a: create() }), depsFor(runtime));
@@ -67,7 +67,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     }
 
-    it('swdd~workload-control-loop-restarts-workloads-using-update~1, swdd~workload-control-loop-handles-workload-restarts~2: a restart deletes without reporting Stopping/Removed and creates with the stored config', () => {
+    it('swdd~workload-control-loop-restarts-workloads-using-update~1, swdd~workload-control-loop-handles-workload-restarts~2, swdd~agent-delete-old-workload-without-sending-workload-states~1: a restart deletes without reporting Stopping/Removed and creates with the stored config', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const spec = workload('job', { restartPolicy: 'Always' });
         const runtime = new FakeRuntime({
@@ -263,7 +263,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('resume and existing workloads', () => {
-    it('swdd~agent-workload-control-loop-executes-resume~1: asks the runtime for the id, watches its state and creates nothing', () => {
+    it('swdd~agent-workload-control-loop-executes-resume~1, swdd~agent-resume-workload~2: asks the runtime for the id, watches its state and creates nothing', () => {
       let runtime!: FakeRuntime;
       testScheduler().run(({ cold, expectObservable }) => {
         runtime = new FakeRuntime({ states: () => cold('-r', { r: ExecutionState.running() }) });

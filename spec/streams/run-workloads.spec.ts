@@ -28,7 +28,7 @@ const logger = workload('logger', { dependencies: { storage_provider: 'Running' 
 const errorHandler = workload('error_handler', { dependencies: { storage_provider: 'Failed' } });
 
 describe('runWorkloads (the workload core)', () => {
-  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~agent-handles-new-workload-operations, swdd~agent-enqueues-unfulfilled-create~1: the dependency example starts in the order its dependencies demand', () => {
+  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~agent-handles-new-workload-operations, swdd~agent-enqueues-unfulfilled-create~1, swdd~agent-executes-create-workload-operation~1, swdd~agent-manager-receives-workload-states-of-its-workloads~1, swdd~agent-uses-async-channels~1: the dependency example starts in the order its dependencies demand', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const states: Record<string, Observable<ExecutionState>> = {
@@ -73,7 +73,7 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('swdd~agent-enqueues-unfulfilled-delete~1, swdd~agent-manager-hysteresis_on-workload-states-of-its-workloads~1: a dependency waits to be deleted until its dependent is gone, and stays Stopping(WaitingToStop) while it keeps running', () => {
+  it('swdd~agent-enqueues-unfulfilled-delete~1, swdd~agent-manager-hysteresis_on-workload-states-of-its-workloads~1, swdd~agent-handles-update-workload-requests~1, swdd~agent-executes-delete-workload-operation~1: a dependency waits to be deleted until its dependent is gone, and stays Stopping(WaitingToStop) while it keeps running', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const db = workload('db');
@@ -103,7 +103,29 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('swdd~agent-initial-list-existing-workloads~1, swdd~agent-existing-workloads-finds-list~1: workloads of an earlier run are listed before anything starts, then resumed, replaced or deleted', () => {
+  it('swdd~agent-executes-update-delete-only-workload-operation~1, swdd~agent-handles-update-with-fulfilled-delete~1: an update whose new config must wait deletes the old workload now and creates the new one later', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const db = workload('db', { agent: 'agent_B' });
+      const v1 = workload('app');
+      const v2 = workload('app', { config: 'image: app:2', dependencies: { db: 'Running' } });
+      const { out, runtime } = run(scheduler, cold('a-b--c', {
+        a: { kind: 'serverHello', added: [v1] },
+        b: { kind: 'updateWorkload', added: [v2], deleted: [deleted(v1)] },
+        c: { kind: 'updateWorkloadState', states: [stateOf(db, S.running())] },
+      }), {});
+      flush();
+      expect(out.filter(([t]) => t > 0)).to.deep.equal([
+        [2, 'app: Pending(WaitingToStart)'],
+        [2, 'app: Stopping(RequestedAtRuntime)'],
+        [2, 'app: Removed'],
+        [5, 'app: Pending(Starting): Triggered at runtime.'],
+      ]);
+      expect(runtime.calls).to.deep.equal(['list', 'create app', 'watch id-app-1', 'delete id-app-1', 'create app', 'watch id-app-2']);
+    });
+  });
+
+  it('swdd~agent-initial-list-existing-workloads~1, swdd~agent-existing-workloads-finds-list~1, swdd~agent-facade-forwards-list-reusable-workloads-call~1: workloads of an earlier run are listed before anything starts, then resumed, replaced or deleted', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const keep = workload('keep');
