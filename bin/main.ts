@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import meow from 'meow';
-import { EMPTY, Subject, of } from 'rxjs';
+import { Subject } from 'rxjs';
 import {
   type AgentConfig, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_RUN_FOLDER, DEFAULT_SERVER_URL,
   parseConfigFile, resolveConfig,
@@ -10,6 +10,7 @@ import {
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { createLogger } from '../lib/drivers/log.js';
 import { loadSecurity } from '../lib/drivers/security.js';
+import { ControlInterfaces } from '../lib/drivers/control-interfaces.js';
 import { builtInRuntimes } from '../lib/drivers/runtimes.js';
 import { runAgent } from '../streams/agent.js';
 import { ServerRefused } from '../streams/server-link.js';
@@ -100,6 +101,7 @@ try {
 }
 
 const runtimes = builtInRuntimes(log);
+const controlInterfaces = new ControlInterfaces(ioFolder, log);
 const stop$ = new Subject<void>();
 const STOP_GRACE_MS = 3000;
 
@@ -107,8 +109,9 @@ log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.ins
 runAgent({
   agentName: config.name,
   runtimes,
-  prepare: () => of({}),
-  release: () => EMPTY,
+  prepare: (spec) => controlInterfaces.prepare(spec),
+  release: (spec) => controlInterfaces.release(spec),
+  controlInterfaces,
   connect: (outbound$) => connectAgent({ serverUrl: config.serverUrl, security }, outbound$),
   log,
   stop$,
@@ -125,6 +128,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     log.info(`${signal}: saying goodbye to the server; the workloads keep running.`);
     stop$.next();
+    controlInterfaces.closeAll();
     setTimeout(() => process.exit(0), STOP_GRACE_MS).unref();
   });
 }

@@ -1,7 +1,7 @@
 // The whole agent, connected: server link in, workload core, states out.
-import { Observable, Subject, defer, ignoreElements, share, takeUntil, tap } from 'rxjs';
+import { EMPTY, Observable, Subject, defer, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
-import type { ToServer } from '../lib/messages.js';
+import type { ToServer, WireRequest, WireResponse } from '../lib/messages.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import { type WorkloadDeps, runWorkloads } from './run-workloads.js';
 import { type Connect, serverLink } from './server-link.js';
@@ -13,6 +13,8 @@ export interface AgentDeps extends WorkloadDeps {
   /** Emits once when the agent shall stop: it says Goodbye and completes, leaving the workloads running. */
   readonly stop$: Observable<unknown>;
   readonly trace?: Trace;
+  /** The workloads' Control Interfaces: their requests go to the server, the server's responses come back. */
+  readonly controlInterfaces?: { readonly requests$: Observable<WireRequest>; deliver(response: WireResponse): void };
 }
 
 /**
@@ -36,14 +38,21 @@ export function runAgent(deps: AgentDeps): Observable<never> {
       tap({ complete: () => linkClosed$.next() }),
       share(),
     );
-    return runWorkloads(fromServer$, deps).pipe(
+    const states$ = runWorkloads(fromServer$, deps).pipe(
       trace('workloads.states'),
       tap((states) => {
         current.update(states);
         toServer$.next({ kind: 'updateWorkloadState', states });
       }),
-      ignoreElements(),
-      takeUntil(linkClosed$),
     );
+    const ci = deps.controlInterfaces;
+    const requests$ = (ci?.requests$ ?? EMPTY).pipe(trace('control-interface.requests'), tap((request) => toServer$.next({ kind: 'request', request })));
+    const responses$ = fromServer$.pipe(
+      filter((m) => m.kind === 'response'),
+      map((m) => m.response),
+      trace('control-interface.responses'),
+      tap((response) => ci?.deliver(response)),
+    );
+    return merge(states$, requests$, responses$).pipe(ignoreElements(), takeUntil(linkClosed$));
   });
 }

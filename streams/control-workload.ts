@@ -148,7 +148,9 @@ class ControlLoop {
     this.spec = spec;
     const runtime = this.deps.runtimes.get(spec.runtime);
     if (!runtime) return of(report(spec.instanceName, ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`)));
-    return runtime.getWorkloadId(spec.instanceName).pipe(
+    // A resumed workload gets a new Control Interface instance on its existing pipes.
+    return this.deps.prepare(spec).pipe(
+      mergeMap(() => runtime.getWorkloadId(spec.instanceName)),
       catchError(() => of(undefined)),
       mergeMap((id) => {
         this.id = id;

@@ -1,0 +1,49 @@
+// The control_api wire messages a Control Interface reads and writes.
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import type { Request, Response } from '../proto/gen/ank_base_pb.js';
+import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
+import { type FromAnkaios, FromAnkaiosSchema, type ToAnkaios, ToAnkaiosSchema } from '../proto/gen/control_api_pb.js';
+import type { Access } from './authorizer.js';
+
+export type { FromAnkaios, Request, Response, ToAnkaios };
+
+/** undefined when the bytes are no ToAnkaios message the agent knows. */
+export function decodeToAnkaios(bytes: Uint8Array): ToAnkaios | undefined {
+  try {
+    const m = fromBinary(ToAnkaiosSchema, bytes);
+    return m.ToAnkaiosEnum.case ? m : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export const encodeFromAnkaios = (m: FromAnkaios): Uint8Array => toBinary(FromAnkaiosSchema, m);
+
+export const FromAnkaiosMessage = {
+  accepted: (): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'controlInterfaceAccepted', value: {} } }),
+  closed: (reason: string): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'connectionClosed', value: { reason } } }),
+  response: (response: Response): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'response', value: response } }),
+  error: (requestId: string, message: string): FromAnkaios => FromAnkaiosMessage.response(
+    create(ResponseSchema, { requestId, ResponseContent: { case: 'error', value: { message } } })),
+};
+
+/** What a request asks for, in the terms of the authorizer; undefined for an empty request. */
+export function accessOf(request: Request): Access | undefined {
+  const c = request.RequestContent;
+  switch (c.case) {
+    case 'completeStateRequest': return { kind: 'read', paths: c.value.fieldMask };
+    case 'updateStateRequest': return { kind: 'write', paths: c.value.updateMask };
+    case 'logsRequest': return { kind: 'logs', workloadNames: c.value.workloadNames.map((n) => n.workloadName) };
+    case 'logsCancelRequest': return { kind: 'cancelLogs' };
+    default: return undefined;
+  }
+}
+
+/** Frames on a Control Interface output pipe are ToAnkaios messages; a Hello starts a session afresh. */
+export const CONTROL_API_FRAMES = {
+  isValid: (bytes: Uint8Array) => decodeToAnkaios(bytes) !== undefined,
+  isResyncPoint: (bytes: Uint8Array) => {
+    const m = decodeToAnkaios(bytes);
+    return m?.ToAnkaiosEnum.case === 'hello' && /^v?\d+\.\d+\.\d+/.test(m.ToAnkaiosEnum.value.protocolVersion);
+  },
+};

@@ -1,0 +1,181 @@
+// Control Interfaces on real FIFOs.
+import { existsSync, lstatSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import { expect } from 'chai';
+import { firstValueFrom, lastValueFrom, take, timeout } from 'rxjs';
+import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
+import type { Request } from '../../lib/control-api.js';
+import { ControlInterfaces, MAX_BACKLOG_BYTES, controlInterfaceFolder } from '../../lib/drivers/control-interfaces.js';
+import { silentLogger } from '../../lib/logger.js';
+import type { AccessRule, WorkloadSpec } from '../../lib/workload.js';
+import { ControlInterfaceClient } from '../helpers/ci-client.js';
+import { workload } from '../helpers/fixtures.js';
+
+const readState = (...filterMasks: string[]): AccessRule => ({ kind: 'state', operation: 'Read', filterMasks });
+const withAccess = (name: string, allowRules: AccessRule[], denyRules: AccessRule[] = []): WorkloadSpec =>
+  ({ ...workload(name), controlInterfaceAccess: { allowRules, denyRules } });
+
+describe('Control Interfaces on real FIFOs', () => {
+  let io: string;
+  let hub: ControlInterfaces;
+  const clients: ControlInterfaceClient[] = [];
+  beforeEach(() => {
+    io = mkdtempSync(path.join(tmpdir(), 'ank-ci-'));
+    hub = new ControlInterfaces(io, silentLogger);
+  });
+  afterEach(() => {
+    clients.splice(0).forEach((c) => c.close());
+    hub.closeAll();
+  });
+  const open = async (spec: WorkloadSpec, options?: { read?: boolean }) => {
+    const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
+    const client = new ControlInterfaceClient(controlInterfacePath!, options);
+    clients.push(client);
+    return client;
+  };
+  const nextRequest = () => firstValueFrom(hub.requests$.pipe(timeout(5000)));
+
+  it('swdd~agent-create-control-interface-pipes-per-workload~1, swdd~agent-control-interface-creates-two-pipes-per-workload~1, swdd~agent-control-interface-pipes-path-naming~1: two FIFOs under <run folder>/<agent>_io/<workload>.<id>/control_interface, only with allow rules', async () => {
+    const spec = withAccess('reader', [readState('desiredState')]);
+    const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
+    expect(controlInterfacePath).to.equal(path.join(io, `reader.${spec.instanceName.id}`, 'control_interface'));
+    expect(lstatSync(path.join(controlInterfacePath!, 'input')).isFIFO()).to.equal(true);
+    expect(lstatSync(path.join(controlInterfacePath!, 'output')).isFIFO()).to.equal(true);
+    expect(await firstValueFrom(hub.prepare(workload('plain')))).to.deep.equal({});
+    await lastValueFrom(hub.release(spec), { defaultValue: undefined });
+    expect(existsSync(path.dirname(controlInterfacePath!))).to.equal(false);
+  });
+
+  it('answers a compatible Hello with ControlInterfaceAccepted', async () => {
+    const client = await open(withAccess('w', [readState('desiredState')]));
+    client.hello();
+    expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+  });
+
+  it('closes the connection on a request before Hello ("Initial Hello missing!") and on an incompatible version; a new Hello starts again', async () => {
+    const client = await open(withAccess('w', [readState('desiredState')]));
+    client.askState('1', 'desiredState');
+    expect((await client.next()).FromAnkaiosEnum).to.deep.include({ case: 'connectionClosed' });
+    expect(client.received[0].FromAnkaiosEnum.value).to.deep.include({ reason: 'Initial Hello missing!' });
+    client.askState('2', 'desiredState');
+    client.hello('0.7.0');
+    const refused = await client.next();
+    expect(refused.FromAnkaiosEnum.case).to.equal('connectionClosed');
+    expect((refused.FromAnkaiosEnum.value as { reason: string }).reason).to.include("Unsupported protocol version '0.7.0'");
+    client.hello();
+    expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+  });
+
+  it('swdd~agent-uses-length-delimited-protobuf-for-pipes~1: reassembles a frame the workload writes in pieces', async () => {
+    const client = await open(withAccess('w', [readState('desiredState')]));
+    const hello = ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: '0.8.0' } } });
+    client.sendRaw(hello.subarray(0, 3));
+    await new Promise((r) => setTimeout(r, 50));
+    client.sendRaw(hello.subarray(3));
+    expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+  });
+
+  it('swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1, swdd~agent-forward-request-from-control-interface-pipe-to-server~1, swdd~agent-adds-workload-prefix-id-control-interface-request~1: an allowed request goes to the server as <workload>@<request id>', async () => {
+    const client = await open(withAccess('reader', [readState('desiredState')]));
+    client.hello();
+    await client.next();
+    const forwarded = nextRequest();
+    client.askState('req-1', 'desiredState.workloads');
+    const request = await forwarded;
+    expect(request.requestId).to.equal('reader@req-1');
+    expect(request.RequestContent).to.deep.include({ case: 'completeStateRequest' });
+  });
+
+  it('a denied request gets "Access denied" and nothing reaches the server', async () => {
+    const client = await open(withAccess('reader', [readState('desiredState')], [readState('desiredState.workloads.secret')]));
+    const forwarded: Request[] = [];
+    const sub = hub.requests$.subscribe((r) => forwarded.push(r));
+    client.hello();
+    await client.next();
+    client.askState('r1', 'desiredState.workloads.secret');
+    client.askState('r2', 'workloadStates');
+    const answers = [await client.next(), await client.next()];
+    for (const [answer, id] of [[answers[0], 'r1'], [answers[1], 'r2']] as const) {
+      expect(answer.FromAnkaiosEnum.case).to.equal('response');
+      const response = answer.FromAnkaiosEnum.value as { requestId: string; ResponseContent: unknown };
+      expect(response.requestId).to.equal(id);
+      expect(response.ResponseContent).to.deep.include({ case: 'error' });
+      expect((response.ResponseContent as { value: { message: string } }).value.message).to.equal('Access denied');
+    }
+    sub.unsubscribe();
+    expect(forwarded).to.deep.equal([]);
+  });
+
+  it('swdd~agent-forward-responses-to-control-interface-pipe~1, swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1, swdd~agent-remove-id-prefix-forwarding-control-interface-response~1: responses go to the workload named by the prefix, without it', async () => {
+    const a = await open(withAccess('wl_a', [readState('*')]));
+    const b = await open(withAccess('wl_b', [readState('*')]));
+    a.hello();
+    b.hello();
+    await a.next();
+    await b.next();
+    hub.deliver(create(ResponseSchema, { requestId: 'wl_b@42', ResponseContent: { case: 'completeState', value: {} } }));
+    hub.deliver(create(ResponseSchema, { requestId: 'gone@1', ResponseContent: { case: 'completeState', value: {} } }));
+    hub.deliver(create(ResponseSchema, { requestId: 'wl_a@7', ResponseContent: { case: 'completeState', value: {} } }));
+    expect((await b.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: '42' });
+    expect((await a.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: '7' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(a.received).to.have.length(2);
+    expect(b.received).to.have.length(2);
+  });
+
+  it('swdd~agent-handles-control-interface-input-pipe-not-read~1: a workload that never reads costs a bounded backlog, and then gets a sane amount', async function () {
+    this.timeout(20_000);
+    const spec = withAccess('sleepy', [readState('*')]);
+    const client = await open(spec, { read: false });
+    client.hello();
+    await new Promise((r) => setTimeout(r, 100));
+    const payload = 'x'.repeat(1000);
+    for (let i = 0; i < 5000; i++) {
+      hub.deliver(create(ResponseSchema, { requestId: `sleepy@${i}`, ResponseContent: { case: 'error', value: { message: payload } } }));
+    }
+    const heapAfter = process.memoryUsage().heapUsed;
+    expect(heapAfter).to.be.below(400 * 1024 * 1024);
+    client.resume();
+    await new Promise((r) => setTimeout(r, 500));
+    const bytes = client.received.length * 1010;
+    expect(client.received.length).to.be.above(0);
+    expect(bytes, 'what waited for the workload').to.be.at.most(64 * 1024 + MAX_BACKLOG_BYTES + 2000);
+    // later messages flow again
+    hub.deliver(create(ResponseSchema, { requestId: 'sleepy@late', ResponseContent: { case: 'error', value: { message: 'late' } } }));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(client.received.at(-1)!.FromAnkaiosEnum.value).to.deep.include({ requestId: 'late' });
+  });
+
+  it('garbage on one workload\'s pipe (random bytes, a huge length prefix, wrong messages) closes only that connection; the others go on', async () => {
+    const noisy = await open(withAccess('noisy', [readState('*')]));
+    const calm = await open(withAccess('calm', [readState('*')]));
+    noisy.hello();
+    calm.hello();
+    await noisy.next();
+    await calm.next();
+    noisy.sendRaw(Uint8Array.from([0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3]));
+    const closed = await noisy.next();
+    expect(closed.FromAnkaiosEnum.case).to.equal('connectionClosed');
+    for (let i = 0; i < 200; i++) noisy.sendRaw(Uint8Array.from({ length: 1 + Math.floor(Math.random() * 200) }, () => Math.floor(Math.random() * 256)));
+    const forwarded = firstValueFrom(hub.requests$.pipe(take(1), timeout(5000)));
+    calm.askState('fine', 'desiredState');
+    expect((await forwarded).requestId).to.equal('calm@fine');
+    // the noisy workload can start over with a fresh Hello once its pipe is clean
+    await new Promise((r) => setTimeout(r, 100));
+    noisy.hello();
+    const accepted = () => noisy.received.slice(2).some((m) => m.FromAnkaiosEnum.case === 'controlInterfaceAccepted');
+    for (let waited = 0; !accepted() && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+    expect(noisy.received.slice(2).map((m) => m.FromAnkaiosEnum.case)).to.include('controlInterfaceAccepted');
+  });
+
+  it('a folder of a resumed workload is reused', async () => {
+    const spec = withAccess('again', [readState('*')]);
+    const first = await firstValueFrom(hub.prepare(spec));
+    hub.closeAll();
+    expect(await firstValueFrom(hub.prepare(spec))).to.deep.equal(first);
+    expect(controlInterfaceFolder(io, spec)).to.equal(first.controlInterfacePath);
+  });
+});
+

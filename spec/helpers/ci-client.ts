@@ -1,0 +1,68 @@
+// A Control Interface client on the host, speaking length-delimited control_api like the Ankaios SDKs.
+import { closeSync, constants, openSync, writeSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { Subject, filter, firstValueFrom, map, timeout } from 'rxjs';
+import { type FromAnkaios, FromAnkaiosSchema, ToAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
+import { PROTOCOL_VERSION } from '../../lib/version.js';
+import { decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
+
+type ToAnkaiosInit = Parameters<typeof create<typeof ToAnkaiosSchema>>[1];
+
+export class ControlInterfaceClient {
+  readonly received: FromAnkaios[] = [];
+  private readonly out: number;
+  private readonly input: net.Socket;
+  private readonly arrivals = new Subject<FromAnkaios>();
+
+  constructor(folder: string, { read = true } = {}) {
+    this.out = openSync(path.join(folder, 'output'), constants.O_WRONLY | constants.O_NONBLOCK);
+    this.input = new net.Socket({ fd: openSync(path.join(folder, 'input'), constants.O_RDONLY | constants.O_NONBLOCK), readable: true, writable: false });
+    const chunks = new Subject<Uint8Array>();
+    this.input.on('data', (b: Buffer) => chunks.next(b));
+    if (!read) this.input.pause();
+    chunks.pipe(decodeFrames(), filter((f) => f.kind === 'frame'), map((f) => fromBinary(FromAnkaiosSchema, (f as { bytes: Uint8Array }).bytes)))
+      .subscribe((m) => {
+        this.received.push(m);
+        this.arrivals.next(m);
+      });
+  }
+
+  static frame(message: ToAnkaiosInit): Uint8Array {
+    return encodeFrame(toBinary(ToAnkaiosSchema, create(ToAnkaiosSchema, message)));
+  }
+
+  sendRaw(bytes: Uint8Array): void {
+    writeSync(this.out, bytes);
+  }
+
+  send(message: ToAnkaiosInit): void {
+    this.sendRaw(ControlInterfaceClient.frame(message));
+  }
+
+  hello(version = PROTOCOL_VERSION): void {
+    this.send({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: version } } });
+  }
+
+  /** A CompleteStateRequest for the given field mask. */
+  askState(requestId: string, ...fieldMask: string[]): void {
+    this.send({ ToAnkaiosEnum: { case: 'request', value: { requestId, RequestContent: { case: 'completeStateRequest', value: { fieldMask } } } } });
+  }
+
+  /** The next message from the agent (or one already received and not yet taken). */
+  private taken = 0;
+  next(ms = 5000): Promise<FromAnkaios> {
+    if (this.received.length > this.taken) return Promise.resolve(this.received[this.taken++]);
+    return firstValueFrom(this.arrivals.pipe(timeout(ms))).then((m) => (this.taken++, m));
+  }
+
+  resume(): void {
+    this.input.resume();
+  }
+
+  close(): void {
+    this.input.destroy();
+    closeSync(this.out);
+  }
+}

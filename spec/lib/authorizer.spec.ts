@@ -1,0 +1,81 @@
+import { expect } from 'chai';
+import { type Access, allowMaskMatches, denyMaskMatches, isAllowed, logPatternMatches } from '../../lib/authorizer.js';
+import type { AccessRule, ControlInterfaceAccess, ReadWrite } from '../../lib/workload.js';
+
+const state = (operation: ReadWrite, ...filterMasks: string[]): AccessRule => ({ kind: 'state', operation, filterMasks });
+const logs = (...workloadNames: string[]): AccessRule => ({ kind: 'log', workloadNames });
+const rules = (allowRules: AccessRule[], denyRules: AccessRule[] = []): ControlInterfaceAccess => ({ allowRules, denyRules });
+const read = (...paths: string[]): Access => ({ kind: 'read', paths });
+const write = (...paths: string[]): Access => ({ kind: 'write', paths });
+
+describe('Control Interface authorization', () => {
+  it('denies everything by default', () => {
+    expect(isAllowed(rules([]), read('desiredState'))).to.equal(false);
+    expect(isAllowed(rules([]), { kind: 'logs', workloadNames: ['a'] })).to.equal(false);
+  });
+
+  it('an allow mask matches the paths it is a prefix of, `*` matching one segment', () => {
+    expect(allowMaskMatches('desiredState.workloads', 'desiredState.workloads.nginx.agent')).to.equal(true);
+    expect(allowMaskMatches('desiredState.workloads.*.agent', 'desiredState.workloads.nginx.agent')).to.equal(true);
+    expect(allowMaskMatches('desiredState.workloads.*.agent', 'desiredState.workloads.nginx.runtime')).to.equal(false);
+    expect(allowMaskMatches('desiredState.workloads.nginx', 'desiredState.workloads'), 'longer than the path').to.equal(false);
+    expect(allowMaskMatches('*.workloads.nginx', 'desiredState.workloads'), 'longer, whatever its first segment').to.equal(false);
+    expect(allowMaskMatches('', 'desiredState')).to.equal(false);
+  });
+
+  it('a deny mask matches when it and the path agree on their common length', () => {
+    expect(denyMaskMatches('desiredState.workloads.secret', 'desiredState.workloads')).to.equal(true);
+    expect(denyMaskMatches('desiredState.workloads.secret', 'desiredState.workloads.secret.agent')).to.equal(true);
+    expect(denyMaskMatches('desiredState.workloads.secret', 'desiredState.workloads.other')).to.equal(false);
+    expect(denyMaskMatches('', 'desiredState')).to.equal(false);
+  });
+
+  it('reads and writes need a rule of that operation; RW_READ_WRITE grants both, RW_NOTHING neither', () => {
+    expect(isAllowed(rules([state('Read', 'desiredState')]), read('desiredState.workloads'))).to.equal(true);
+    expect(isAllowed(rules([state('Read', 'desiredState')]), write('desiredState.workloads'))).to.equal(false);
+    expect(isAllowed(rules([state('Write', 'desiredState')]), write('desiredState.workloads.a'))).to.equal(true);
+    expect(isAllowed(rules([state('ReadWrite', 'desiredState')]), read('desiredState'))).to.equal(true);
+    expect(isAllowed(rules([state('ReadWrite', 'desiredState')]), write('desiredState'))).to.equal(true);
+    expect(isAllowed(rules([state('Nothing', 'desiredState')]), read('desiredState'))).to.equal(false);
+  });
+
+  it('every path must be allowed and none denied', () => {
+    const access = rules([state('Read', 'desiredState', 'workloadStates')], [state('Read', 'desiredState.workloads.secret')]);
+    expect(isAllowed(access, read('desiredState.workloads.nginx', 'workloadStates'))).to.equal(true);
+    expect(isAllowed(access, read('desiredState.workloads.nginx', 'agents'))).to.equal(false);
+    expect(isAllowed(access, read('desiredState.workloads.secret.agent'))).to.equal(false);
+    expect(isAllowed(access, read('desiredState.workloads')), 'reading the parent would reveal the secret').to.equal(false);
+    expect(isAllowed(access, write('desiredState.workloads.nginx'))).to.equal(false);
+  });
+
+  it('an empty field mask asks for the whole state', () => {
+    expect(isAllowed(rules([state('Read', 'desiredState')]), read())).to.equal(false);
+    expect(isAllowed(rules([state('Read', '*')]), read())).to.equal(true);
+    expect(isAllowed(rules([state('Read', 'desiredState', 'workloadStates', 'agents')]), read())).to.equal(true);
+  });
+
+  it('swdd~api-access-rules-logs-workload-names-convention~1: log rule names are exact, `*`, or have one `*` for any run of characters', () => {
+    expect(logPatternMatches('ivi_*', 'ivi_nav')).to.equal(true);
+    expect(logPatternMatches('ivi_*', 'ivi_')).to.equal(true);
+    expect(logPatternMatches('*_nav', 'ivi_nav')).to.equal(true);
+    expect(logPatternMatches('i*v', 'iv')).to.equal(true);
+    expect(logPatternMatches('i*iv', 'iv'), 'head and tail may not overlap').to.equal(false);
+    expect(logPatternMatches('*', 'anything')).to.equal(true);
+    expect(logPatternMatches('nav', 'nav')).to.equal(true);
+    expect(logPatternMatches('nav', 'navi')).to.equal(false);
+  });
+
+  it('a logs request needs every name allowed by some pattern of a rule and denied by none; cancel is always allowed', () => {
+    const access = rules([logs('ivi_*', 'nav')], [logs('ivi_secret')]);
+    expect(isAllowed(access, { kind: 'logs', workloadNames: ['nav'] }), 'every pattern of the rule is tried').to.equal(true);
+    expect(isAllowed(access, { kind: 'logs', workloadNames: ['ivi_nav', 'nav'] })).to.equal(true);
+    expect(isAllowed(access, { kind: 'logs', workloadNames: ['ivi_nav', 'radio'] })).to.equal(false);
+    expect(isAllowed(access, { kind: 'logs', workloadNames: ['ivi_secret'] })).to.equal(false);
+    expect(isAllowed(rules([]), { kind: 'cancelLogs' })).to.equal(true);
+  });
+
+  it('state rules do not grant logs and log rules do not grant state', () => {
+    expect(isAllowed(rules([state('ReadWrite', '*')]), { kind: 'logs', workloadNames: ['a'] })).to.equal(false);
+    expect(isAllowed(rules([logs('*')]), read('desiredState'))).to.equal(false);
+  });
+});
