@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { busybox, cleanup, containerOf, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { instanceKey } from '../../lib/workload.js';
+import { busybox, cleanup, containerOf, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
 const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-e2e-'));
@@ -71,5 +72,25 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [{ instanceName: { workloadName: 'db', agentName: 'agent_B', id: 'x' }, executionState: { ExecutionStateEnum: { case: 'running', value: 0 } } }] } } });
     await until(() => reported(stream, 'app', 'Running(Ok)'), 'app running');
     expect(reportedStates(stream).filter(([n]) => n === 'app').map(([, , s]) => s)).to.deep.equal(['Pending(WaitingToStart)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+  });
+
+  it('swdd~podman-create-workload-mounts-fifo-files~1, swdd~agent-forward-responses-to-control-interface-pipe~1 (stest): a container talks to the server through the pipes mounted at /run/ankaios/control_interface', async () => {
+    // Hello{0.8.0}, then Request{r1, CompleteStateRequest{fieldMask: desiredState}}, length-delimited, in octal.
+    const hello = String.raw`\011\012\007\022\0050.8.0`;
+    const request = String.raw`\026\032\024\012\002r1\032\016\012\014desiredState`;
+    const script = `cd /run/ankaios/control_interface && printf '${hello}${request}' > output && head -c 12 input | od -An -tx1`;
+    const talker = busybox('talker', agentName, { script });
+    const withAccess = { ...talker, controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] } };
+    agent = start();
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(withAccess)] } } });
+    const asked = await stream.waitFor((m) => m.ToServerEnum.case === 'request', 20_000);
+    const forwarded = asked.ToServerEnum.value as { requestId: string; RequestContent: { case: string } };
+    expect(forwarded.requestId).to.equal('talker@r1');
+    expect(forwarded.RequestContent.case).to.equal('completeStateRequest');
+    stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'talker@r1', ResponseContent: { case: 'completeState', value: {} } } } });
+    await until(() => reported(stream, 'talker', 'Succeeded(Ok)'), 'the talker to finish');
+    // ControlInterfaceAccepted (02 22 00), then Response{r1, CompleteState{}} (08 1a 06 0a 02 72 31 22 00)
+    expect(podman('logs', instanceKey(talker.instanceName)).replace(/\s+/g, ' ').trim()).to.equal('02 22 00 08 1a 06 0a 02 72 31 22 00');
   });
 });

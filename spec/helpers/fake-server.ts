@@ -140,9 +140,15 @@ export class FakeAnkaiosServer {
 
 import { executionStateFrom } from '../../lib/convert.js';
 import { formatState } from '../../lib/execution-state.js';
-import type { WorkloadSpec } from '../../lib/workload.js';
+import type { AccessRule, WorkloadSpec } from '../../lib/workload.js';
 
 const RESTART = { Never: 0, OnFailure: 1, Always: 2 } as const;
+const RW = { Nothing: 0, Read: 1, Write: 2, ReadWrite: 5 } as const;
+const rule = (r: AccessRule) => ({
+  AccessRightsRuleEnum: r.kind === 'state'
+    ? { case: 'stateRule' as const, value: { operation: RW[r.operation], filterMasks: [...r.filterMasks] } }
+    : { case: 'logRule' as const, value: { workloadNames: [...r.workloadNames] } },
+});
 const ADD = { Running: 0, Succeeded: 1, Failed: 2 } as const;
 
 /** An AddedWorkload as the server sends it. */
@@ -155,6 +161,10 @@ export function addedWorkload(spec: WorkloadSpec) {
       runtimeConfig: spec.runtimeConfig,
       restartPolicy: RESTART[spec.restartPolicy],
       dependencies: { dependencies: Object.fromEntries(Object.entries(spec.dependencies).map(([k, v]) => [k, ADD[v]])) },
+      controlInterfaceAccess: {
+        allowRules: spec.controlInterfaceAccess.allowRules.map(rule),
+        denyRules: spec.controlInterfaceAccess.denyRules.map(rule),
+      },
     },
   };
 }
