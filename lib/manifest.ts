@@ -1,0 +1,279 @@
+// Ankaios manifests for standalone mode: parsing and the checks the server would make.
+import { createHash } from 'node:crypto';
+import { parse as parseYaml } from 'yaml';
+import type {
+  AccessRule, AddCondition, ControlInterfaceAccess, DeleteCondition, DeletedWorkload, ReadWrite, RestartPolicy,
+  WorkloadFile, WorkloadSpec,
+} from './workload.js';
+
+/** A manifest the agent cannot use; the message says where and why. */
+export class ManifestError extends Error {}
+
+export type ConfigValue = string | ConfigValue[] | { [key: string]: ConfigValue };
+
+/** A workload as the manifest states it, templates not yet rendered. */
+export interface ManifestWorkload {
+  readonly name: string;
+  readonly agent: string;
+  readonly runtime: string;
+  readonly runtimeConfig: string;
+  readonly restartPolicy: RestartPolicy;
+  readonly dependencies: Readonly<Record<string, AddCondition>>;
+  readonly tags: Readonly<Record<string, string>>;
+  readonly controlInterfaceAccess: ControlInterfaceAccess;
+  /** alias → config key */
+  readonly configs: Readonly<Record<string, string>>;
+  readonly files: readonly WorkloadFile[];
+}
+
+export interface DesiredState {
+  readonly apiVersion: string;
+  readonly workloads: ReadonlyMap<string, ManifestWorkload>;
+  readonly configs: Readonly<Record<string, ConfigValue>>;
+}
+
+export const API_VERSION = 'v1';
+/** Older manifests still accepted, with a warning (swdd~api-version-checks~1). */
+export const DEPRECATED_API_VERSIONS = ['v0.1'];
+
+const WORKLOAD_NAME = /^[a-zA-Z0-9_-]{1,63}$/;
+const AGENT_NAME = /^[a-zA-Z0-9_-]*$/;
+const CONFIG_KEY = /^[a-zA-Z0-9_-]{1,63}$/;
+const MASK_SEGMENT = /^(\*|[a-zA-Z0-9_-]+)$/;
+const LOG_NAME = /^[a-zA-Z0-9_*-]{1,64}$/;
+
+const RESTART_POLICIES: Record<string, RestartPolicy> = { NEVER: 'Never', ON_FAILURE: 'OnFailure', ALWAYS: 'Always' };
+const ADD_CONDITIONS: Record<string, AddCondition> = { ADD_COND_RUNNING: 'Running', ADD_COND_SUCCEEDED: 'Succeeded', ADD_COND_FAILED: 'Failed' };
+const OPERATIONS: Record<string, ReadWrite> = { Nothing: 'Nothing', Read: 'Read', Write: 'Write', ReadWrite: 'ReadWrite' };
+
+type Doc = Record<string, unknown>;
+const isMap = (v: unknown): v is Doc => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+function fail(where: string, message: string): never {
+  throw new ManifestError(`${where}: ${message}`);
+}
+
+function stringOf(v: unknown, where: string, field: string): string {
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return fail(where, `'${field}' must be a string`);
+}
+
+function stringList(v: unknown, where: string, field: string): string[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) fail(where, `'${field}' must be a list`);
+  return v.map((x) => stringOf(x, where, field));
+}
+
+/** swdd~api-access-rules-filter-mask-convention~1, swdd~api-access-rules-logs-workload-names-convention~1 */
+function accessRule(v: unknown, where: string): AccessRule {
+  if (!isMap(v)) fail(where, 'an access rule must be a mapping');
+  if (v.type === 'StateRule') {
+    const operation = OPERATIONS[String(v.operation)];
+    if (!operation) fail(where, `unknown operation '${String(v.operation)}' (Nothing, Read, Write or ReadWrite)`);
+    const filterMasks = stringList(v.filterMask ?? v.filterMasks, where, 'filterMask');
+    if (filterMasks.length === 0) fail(where, 'a StateRule needs at least one filter mask');
+    for (const mask of filterMasks) {
+      if (!mask.split('.').every((s) => MASK_SEGMENT.test(s))) fail(where, `invalid filter mask '${mask}' (dot-separated names or '*')`);
+    }
+    return { kind: 'state', operation, filterMasks };
+  }
+  if (v.type === 'LogRule') {
+    const workloadNames = stringList(v.workloadNames, where, 'workloadNames');
+    for (const name of workloadNames) {
+      if (!LOG_NAME.test(name) || name.split('*').length > 2) fail(where, `invalid workload name '${name}' in a LogRule (a workload name with at most one '*')`);
+    }
+    return { kind: 'log', workloadNames };
+  }
+  return fail(where, `unknown access rule type '${String(v.type)}' (StateRule or LogRule)`);
+}
+
+function tagsOf(v: unknown, where: string): Record<string, string> {
+  if (v === undefined || v === null) return {};
+  if (Array.isArray(v)) {
+    return Object.fromEntries(v.map((t) => (isMap(t) ? [stringOf(t.key, where, 'tags.key'), stringOf(t.value, where, 'tags.value')] : fail(where, 'a tag must have key and value'))));
+  }
+  if (isMap(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, stringOf(x, where, `tags.${k}`)]));
+  return fail(where, "'tags' must be a mapping");
+}
+
+function filesOf(v: unknown, where: string): WorkloadFile[] {
+  return (v === undefined || v === null ? [] : Array.isArray(v) ? v : fail(where, "'files' must be a list")).map((f: unknown) => {
+    if (!isMap(f)) fail(where, 'a file must be a mapping with mountPoint and data or binaryData');
+    const mountPoint = stringOf(f.mountPoint, where, 'files.mountPoint');
+    if ((f.data === undefined) === (f.binaryData === undefined)) fail(where, `the file '${mountPoint}' needs either 'data' or 'binaryData'`);
+    return f.data !== undefined ? { mountPoint, data: stringOf(f.data, where, 'files.data') } : { mountPoint, binaryData: stringOf(f.binaryData, where, 'files.binaryData') };
+  });
+}
+
+function configValue(v: unknown, where: string): ConfigValue {
+  if (Array.isArray(v)) return v.map((x) => configValue(x, where));
+  if (isMap(v)) {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => {
+      // swdd~api-config-item-key-naming-convention~1
+      if (!CONFIG_KEY.test(k)) fail(where, `invalid config key '${k}' (letters, digits, '-' and '_')`);
+      return [k, configValue(x, `${where}.${k}`)];
+    }));
+  }
+  return stringOf(v, where, 'value');
+}
+
+function workloadOf(name: string, v: unknown, configs: Readonly<Record<string, ConfigValue>>): ManifestWorkload {
+  const where = `workload '${name}'`;
+  // swdd~api-workload-naming-convention~1
+  if (!WORKLOAD_NAME.test(name)) fail(where, 'a workload name has 1 to 63 letters, digits, \'-\' or \'_\'');
+  if (!isMap(v)) fail(where, 'must be a mapping');
+  const runtime = v.runtime === undefined ? fail(where, "'runtime' is missing") : stringOf(v.runtime, where, 'runtime');
+  const restart = v.restartPolicy === undefined ? 'NEVER' : String(v.restartPolicy);
+  const restartPolicy = RESTART_POLICIES[restart] ?? fail(where, `unknown restartPolicy '${restart}' (NEVER, ON_FAILURE or ALWAYS)`);
+  const dependencies: Record<string, AddCondition> = {};
+  if (v.dependencies !== undefined && v.dependencies !== null) {
+    if (!isMap(v.dependencies)) fail(where, "'dependencies' must be a mapping");
+    for (const [dep, c] of Object.entries(v.dependencies)) {
+      if (!WORKLOAD_NAME.test(dep)) fail(where, `invalid dependency name '${dep}'`);
+      dependencies[dep] = ADD_CONDITIONS[String(c)] ?? fail(where, `unknown condition '${String(c)}' for dependency '${dep}'`);
+    }
+  }
+  const aliases: Record<string, string> = {};
+  if (v.configs !== undefined && v.configs !== null) {
+    if (!isMap(v.configs)) fail(where, "'configs' must be a mapping of alias to config key");
+    for (const [alias, key] of Object.entries(v.configs)) {
+      const k = stringOf(key, where, `configs.${alias}`);
+      // swdd~api-config-aliases-and-config-reference-keys-naming-convention~1
+      if (!CONFIG_KEY.test(alias) || !CONFIG_KEY.test(k)) fail(where, `invalid config reference '${alias}: ${k}' (letters, digits, '-' and '_')`);
+      if (!(k in configs)) fail(where, `refers to the config '${k}', which the manifest does not define`);
+      aliases[alias] = k;
+    }
+  }
+  const access = isMap(v.controlInterfaceAccess) ? v.controlInterfaceAccess : {};
+  const rules = (field: 'allowRules' | 'denyRules') =>
+    (access[field] === undefined ? [] : Array.isArray(access[field]) ? access[field] as unknown[] : fail(where, `'controlInterfaceAccess.${field}' must be a list`))
+      .map((r) => accessRule(r, where));
+  return {
+    name,
+    agent: v.agent === undefined || v.agent === null ? '' : stringOf(v.agent, where, 'agent'),
+    runtime,
+    runtimeConfig: v.runtimeConfig === undefined || v.runtimeConfig === null ? '' : stringOf(v.runtimeConfig, where, 'runtimeConfig'),
+    restartPolicy,
+    dependencies,
+    tags: tagsOf(v.tags, where),
+    controlInterfaceAccess: { allowRules: rules('allowRules'), denyRules: rules('denyRules') },
+    configs: aliases,
+    files: filesOf(v.files, where),
+  };
+}
+
+/** swdd~api-version-checks~1: parses and checks a manifest; `warn` hears of deprecated versions. */
+export function parseManifest(text: string, warn: (message: string) => void = () => undefined): DesiredState {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new ManifestError(`not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (!isMap(doc)) throw new ManifestError('a manifest must be a YAML mapping with apiVersion and workloads');
+  const apiVersion = doc.apiVersion;
+  if (apiVersion === undefined) throw new ManifestError(`'apiVersion' is missing (this agent reads '${API_VERSION}')`);
+  if (apiVersion !== API_VERSION && !DEPRECATED_API_VERSIONS.includes(String(apiVersion))) {
+    throw new ManifestError(`unsupported apiVersion '${String(apiVersion)}' (this agent reads '${API_VERSION}')`);
+  }
+  if (apiVersion !== API_VERSION) warn(`apiVersion '${String(apiVersion)}' is deprecated; use '${API_VERSION}'.`);
+  for (const key of Object.keys(doc)) {
+    if (!['apiVersion', 'workloads', 'configs'].includes(key)) throw new ManifestError(`unknown top-level key '${key}' (apiVersion, workloads, configs)`);
+  }
+  const configs: Record<string, ConfigValue> = {};
+  if (doc.configs !== undefined && doc.configs !== null) {
+    if (!isMap(doc.configs)) throw new ManifestError("'configs' must be a mapping");
+    for (const [key, value] of Object.entries(doc.configs)) {
+      if (!CONFIG_KEY.test(key)) throw new ManifestError(`invalid config key '${key}' (letters, digits, '-' and '_')`);
+      configs[key] = configValue(value, `config '${key}'`);
+    }
+  }
+  if (doc.workloads !== undefined && doc.workloads !== null && !isMap(doc.workloads)) throw new ManifestError("'workloads' must be a mapping");
+  const workloads = new Map(Object.entries(isMap(doc.workloads) ? doc.workloads : {}).map(([name, w]) => [name, workloadOf(name, w, configs)]));
+  const state: DesiredState = { apiVersion: API_VERSION, workloads, configs };
+  checkCycles(state);
+  for (const w of workloads.values()) rendered(w, state);
+  return state;
+}
+
+/** Rejects dependency cycles, naming the cycle (`a -> b -> a`). */
+export function checkCycles(state: DesiredState): void {
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (name: string): void => {
+    const at = path.indexOf(name);
+    if (at >= 0) throw new ManifestError(`the dependencies form a cycle: ${[...path.slice(at), name].join(' -> ')}`);
+    const w = state.workloads.get(name);
+    if (!w || done.has(name)) return;
+    path.push(name);
+    for (const dep of Object.keys(w.dependencies)) visit(dep);
+    path.pop();
+    done.add(name);
+  };
+  for (const name of [...state.workloads.keys()].sort()) visit(name);
+}
+
+/** Renders `{{alias}}`, `{{alias.key}}` and `{{alias.0}}` from the workload's configs. */
+export function renderTemplate(template: string, values: Readonly<Record<string, ConfigValue>>, where: string): string {
+  return template.replace(/\{\{\s*([^}]*?)\s*\}\}/g, (_m, expression: string) => {
+    if (expression.startsWith('#') || expression.startsWith('/')) fail(where, `template blocks like '{{${expression}}}' are not supported; use {{alias.key}} values`);
+    let value: ConfigValue | undefined = values as ConfigValue;
+    for (const part of expression.split('.')) {
+      const key = part.replace(/^\[(.*)\]$/, '$1');
+      value = Array.isArray(value) ? value[Number(key)] : typeof value === 'object' && value !== null ? (value as Record<string, ConfigValue>)[key] : undefined;
+    }
+    if (typeof value !== 'string') fail(where, `the template '{{${expression}}}' does not name a config value`);
+    return value;
+  });
+}
+
+/** The workload with its templates rendered (runtimeConfig and agent), and its instance id. */
+export function rendered(w: ManifestWorkload, state: DesiredState): { agent: string; runtimeConfig: string; id: string } {
+  const where = `workload '${w.name}'`;
+  const values = Object.fromEntries(Object.entries(w.configs).map(([alias, key]) => [alias, state.configs[key]]));
+  const runtimeConfig = renderTemplate(w.runtimeConfig, values, where);
+  const agent = renderTemplate(w.agent, values, where);
+  // swdd~api-agent-naming-convention~1 (empty: not scheduled)
+  if (!AGENT_NAME.test(agent)) fail(where, `invalid agent name '${agent}' (letters, digits, '-' and '_')`);
+  return { agent, runtimeConfig, id: createHash('sha256').update(runtimeConfig).digest('hex') };
+}
+
+/** The workload as the agent runs it (swdd~api-workload-execution-instance-naming~1). */
+export function toSpec(w: ManifestWorkload, state: DesiredState): WorkloadSpec {
+  const { agent, runtimeConfig, id } = rendered(w, state);
+  return {
+    instanceName: { workloadName: w.name, agentName: agent, id },
+    runtime: w.runtime, runtimeConfig, restartPolicy: w.restartPolicy, dependencies: w.dependencies, tags: w.tags,
+    controlInterfaceAccess: w.controlInterfaceAccess, files: w.files,
+  };
+}
+
+/**
+ * Implicit inter-workload dependencies (seed 002): a workload others depend on with ADD_COND_RUNNING is deleted
+ * only when each of them is neither pending nor running.
+ */
+export function deleteConditionsOf(name: string, state: DesiredState): Record<string, DeleteCondition> {
+  const conditions: Record<string, DeleteCondition> = {};
+  for (const other of state.workloads.values()) {
+    if (other.dependencies[name] === 'Running') conditions[other.name] = 'NotPendingNorRunning';
+  }
+  return conditions;
+}
+
+/** The workloads of the desired state that this agent runs. */
+export function specsFor(agentName: string, state: DesiredState): WorkloadSpec[] {
+  return [...state.workloads.values()].map((w) => toSpec(w, state)).filter((s) => s.instanceName.agentName === agentName);
+}
+
+/** What changes for this agent from one desired state to the next, as an UpdateWorkload carries it. */
+export function diffFor(agentName: string, before: DesiredState, after: DesiredState): { added: WorkloadSpec[]; deleted: DeletedWorkload[] } {
+  const old = new Map(specsFor(agentName, before).map((s) => [s.instanceName.workloadName, s]));
+  const next = new Map(specsFor(agentName, after).map((s) => [s.instanceName.workloadName, s]));
+  const same = (a: WorkloadSpec, b: WorkloadSpec) => JSON.stringify(a) === JSON.stringify(b);
+  const added = [...next.values()].filter((s) => !old.has(s.instanceName.workloadName) || !same(old.get(s.instanceName.workloadName)!, s));
+  const deleted = [...old.values()]
+    .filter((s) => !next.has(s.instanceName.workloadName) || !same(next.get(s.instanceName.workloadName)!, s))
+    .map((s) => ({ instanceName: s.instanceName, dependencies: deleteConditionsOf(s.instanceName.workloadName, before) }));
+  return { added, deleted };
+}
