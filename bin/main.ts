@@ -2,25 +2,31 @@
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import meow from 'meow';
-import { Subject } from 'rxjs';
+import { Observable, Subject, concat, of, takeUntil, timer } from 'rxjs';
 import {
-  type AgentConfig, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_RUN_FOLDER, DEFAULT_SERVER_URL,
+  AGENT_NAME_PATTERN, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_RUN_FOLDER, DEFAULT_SERVER_URL,
   parseConfigFile, resolveConfig,
 } from '../lib/config.js';
+import { ControlInterfaces } from '../lib/drivers/control-interfaces.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { createLogger } from '../lib/drivers/log.js';
-import { loadSecurity } from '../lib/drivers/security.js';
-import { ControlInterfaces } from '../lib/drivers/control-interfaces.js';
 import { builtInRuntimes } from '../lib/drivers/runtimes.js';
-import { runAgent } from '../streams/agent.js';
-import { ServerRefused } from '../streams/server-link.js';
+import { loadSecurity } from '../lib/drivers/security.js';
+import { readManifest, statusView, watchManifest } from '../lib/drivers/standalone.js';
+import type { Logger } from '../lib/logger.js';
+import { type DesiredState, ManifestError, rendered } from '../lib/manifest.js';
+import { type AgentDeps, type Link, runAgent } from '../streams/agent.js';
+import { type LocalSnapshot, localServer } from '../streams/local-server.js';
+import { ServerRefused, serverLink } from '../streams/server-link.js';
 import { noTrace, tracer } from '../streams/trace.js';
 
 const HELP = `
   Usage
     $ ank-agent -n <name> (-k | --ca_pem <file> --crt_pem <file> --key_pem <file>) [options]
+    $ ank-agent --manifest <file.yaml> [-n <name>] [options]
 
-  The Ankaios agent: runs the workloads an Ankaios server assigns to this node.
+  The Ankaios agent: runs the workloads an Ankaios server assigns to this node, or,
+  with --manifest, the workloads of an Ankaios manifest without a server.
 
   Options
     -n, --name <name>            Agent name (letters, digits, '-' and '_')
@@ -31,14 +37,17 @@ const HELP = `
         --ca_pem <file>          CA certificate for mTLS               (env ANKAGENT_CA_PEM)
         --crt_pem <file>         Agent certificate for mTLS            (env ANKAGENT_CRT_PEM)
         --key_pem <file>         Agent private key for mTLS            (env ANKAGENT_KEY_PEM)
+    -m, --manifest <file>        Standalone: run this manifest, no server; edits are applied
+        --delete-on-exit         Standalone: delete the workloads when the agent stops
         --debug                  Trace the pipelines on stderr
         --help                   Show this help
         --version                Show the version
 
   Flags override environment variables, which override the config file.
 
-  Example
+  Examples
     $ ank-agent -n agent_A -s http://127.0.0.1:25551 -k
+    $ ank-agent --manifest examples/dependencies.yaml
 `;
 
 const cli = meow(HELP, {
@@ -53,17 +62,32 @@ const cli = meow(HELP, {
     ca_pem: { type: 'string' },
     crt_pem: { type: 'string' },
     key_pem: { type: 'string' },
+    manifest: { type: 'string', shortFlag: 'm' },
+    deleteOnExit: { type: 'boolean', default: false },
     debug: { type: 'boolean', default: false },
   },
 });
+// meow hands the `--ca_pem` style flags over camel-cased.
+const flags = cli.flags as typeof cli.flags & { caPem?: string; crtPem?: string; keyPem?: string };
 
 function fail(message: string, showHelp = false): never {
   process.stderr.write(`ank-agent: error: ${message}\n${showHelp ? HELP : ''}`);
   process.exit(1);
 }
 
+/** Runs `body`, turning the user's mistakes into a clear message and exit code 1. */
+function userErrors<T>(body: () => T): T {
+  try {
+    return body();
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message, err.showHelp);
+    if (err instanceof ManifestError) fail(err.message);
+    throw err;
+  }
+}
+
 function readConfigFile(): ConfigFile {
-  const file = cli.flags.agentConfig ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
+  const file = flags.agentConfig ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
   if (file === undefined) return {};
   let text: string;
   try {
@@ -74,61 +98,119 @@ function readConfigFile(): ConfigFile {
   return parseConfigFile(text, file);
 }
 
-function configure(): { config: AgentConfig; security: ReturnType<typeof loadSecurity> } {
+function prepareIoFolder(runFolder: string, name: string): string {
+  const ioFolder = path.join(runFolder, `${name}_io`);
   try {
+    mkdirSync(ioFolder, { recursive: true });
+  } catch (err) {
+    fail(`Cannot prepare the run folder '${ioFolder}': ${(err as Error).message}`);
+  }
+  return ioFolder;
+}
+
+/** Runs the agent with the given link until it ends; the signals stop it. */
+function run(name: string, ioFolder: string, log: Logger, link: (controlInterfaces: ControlInterfaces) => Link, onSignal: () => void): void {
+  const controlInterfaces = new ControlInterfaces(ioFolder, log);
+  const deps: AgentDeps = {
+    agentName: name,
+    runtimes: builtInRuntimes(log),
+    prepare: (spec) => controlInterfaces.prepare(spec),
+    release: (spec) => controlInterfaces.release(spec),
+    controlInterfaces,
+    link: link(controlInterfaces),
+    log,
+    trace: flags.debug ? tracer(log) : noTrace,
+  };
+  runAgent(deps).subscribe({
+    error: (err: unknown) => {
+      log.error(err instanceof ServerRefused ? err.message : `The agent failed: ${String(err)}`);
+      process.exit(1);
+    },
+    complete: () => process.exit(0),
+  });
+  // A lasting listener (not `once`): execa's exit cleanup re-raises signals nobody else listens to.
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      log.info(`${signal}: stopping.`);
+      controlInterfaces.closeAll();
+      onSignal();
+    });
+  }
+}
+
+function connected(): void {
+  const { config, security } = userErrors(() => {
     if (cli.input.length > 0) throw new ConfigError(`Unexpected argument '${cli.input[0]}'.`, true);
-    // meow hands the `--ca_pem` style flags over camel-cased.
-    const f = cli.flags as typeof cli.flags & { caPem?: string; crtPem?: string; keyPem?: string };
     const config = resolveConfig(
-      { name: f.name, serverUrl: f.serverUrl, runFolder: f.runFolder, insecure: f.insecure, caPem: f.caPem, crtPem: f.crtPem, keyPem: f.keyPem },
+      { name: flags.name, serverUrl: flags.serverUrl, runFolder: flags.runFolder, insecure: flags.insecure, caPem: flags.caPem, crtPem: flags.crtPem, keyPem: flags.keyPem },
       process.env,
       readConfigFile(),
     );
     return { config, security: loadSecurity(config.security) };
-  } catch (err) {
-    if (err instanceof ConfigError) fail(err.message, err.showHelp);
-    throw err;
-  }
-}
-
-const { config, security } = configure();
-const log = createLogger(cli.flags.debug);
-const ioFolder = path.join(config.runFolder, `${config.name}_io`);
-try {
-  mkdirSync(ioFolder, { recursive: true });
-} catch (err) {
-  fail(`Cannot prepare the run folder '${ioFolder}': ${(err as Error).message}`);
-}
-
-const runtimes = builtInRuntimes(log);
-const controlInterfaces = new ControlInterfaces(ioFolder, log);
-const stop$ = new Subject<void>();
-const STOP_GRACE_MS = 3000;
-
-log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
-runAgent({
-  agentName: config.name,
-  runtimes,
-  prepare: (spec) => controlInterfaces.prepare(spec),
-  release: (spec) => controlInterfaces.release(spec),
-  controlInterfaces,
-  connect: (outbound$) => connectAgent({ serverUrl: config.serverUrl, security }, outbound$),
-  log,
-  stop$,
-  trace: cli.flags.debug ? tracer(log) : noTrace,
-}).subscribe({
-  error: (err: unknown) => {
-    log.error(err instanceof ServerRefused ? err.message : `The agent failed: ${String(err)}`);
-    process.exit(1);
-  },
-  complete: () => process.exit(0),
-});
-
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    log.info(`${signal}: saying goodbye to the server; the workloads keep running.`);
+  });
+  const log = createLogger(flags.debug);
+  const ioFolder = prepareIoFolder(config.runFolder, config.name);
+  const stop$ = new Subject<void>();
+  log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
+  run(config.name, ioFolder, log, () => (outbound$, greeting) => serverLink(
+    (wire$) => connectAgent({ serverUrl: config.serverUrl, security }, wire$), outbound$, { agentName: config.name, log, stop$, greeting },
+  ), () => {
+    // Goodbye to the server; the workloads keep running and are resumed at the next start.
     stop$.next();
-    controlInterfaces.closeAll();
-    setTimeout(() => process.exit(0), STOP_GRACE_MS).unref();
+    setTimeout(() => process.exit(0), 3000).unref();
   });
 }
+
+/** The agent a manifest is for, when -n does not say: the one agent its workloads name. */
+function agentOf(desired: DesiredState): string {
+  const agents = new Set([...desired.workloads.values()].map((w) => rendered(w, desired).agent).filter((a) => a !== ''));
+  if (agents.size === 1) return [...agents][0];
+  if (agents.size === 0) return 'standalone';
+  throw new ConfigError(`The manifest names the agents ${[...agents].sort().join(', ')}: say which one this is with -n.`);
+}
+
+function standalone(manifestFile: string): void {
+  const log = createLogger(flags.debug);
+  const { name, first } = userErrors(() => {
+    const first = readManifest(manifestFile, log);
+    const name = flags.name ?? agentOf(first);
+    if (!AGENT_NAME_PATTERN.test(name)) throw new ConfigError(`Invalid agent name '${name}': use only letters, digits, '-' and '_'.`);
+    return { name, first };
+  });
+  const ioFolder = prepareIoFolder(flags.runFolder ?? DEFAULT_RUN_FOLDER, name);
+  const stop$ = new Subject<void>();
+  const view = statusView(name, process.stdout, log);
+  let snapshot: LocalSnapshot = { states: new Map() };
+  const empty: DesiredState = { apiVersion: first.apiVersion, workloads: new Map(), configs: {} };
+  // --delete-on-exit: on stop, an empty manifest deletes every workload before the agent ends.
+  const manifests$: Observable<DesiredState> = flags.deleteOnExit
+    ? concat(watchManifest(manifestFile, first, log).pipe(takeUntil(stop$)), of(empty))
+    : watchManifest(manifestFile, first, log);
+  log.info(`Agent '${name}' running the manifest '${manifestFile}' without a server.`);
+  run(name, ioFolder, log, () => (outbound$) => localServer(manifests$, outbound$, {
+    agentName: name, log, onSnapshot: (s) => {
+      snapshot = s;
+      view(s);
+    },
+  }), () => {
+    if (!flags.deleteOnExit) process.exit(0);
+    log.info('Deleting the workloads before stopping (--delete-on-exit).');
+    stop$.next();
+    const check = timer(0, 200).subscribe(() => {
+      if (snapshot.states.size === 0) {
+        check.unsubscribe();
+        process.exit(0);
+      }
+    });
+    setTimeout(() => {
+      log.error('Not every workload was deleted within 60 s.');
+      process.exit(1);
+    }, 60_000).unref();
+  });
+}
+
+if (flags.manifest !== undefined) standalone(flags.manifest);
+else connected();

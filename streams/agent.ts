@@ -1,25 +1,28 @@
 // The whole agent, connected: server link in, workload core, states out.
 import { EMPTY, Observable, Subject, defer, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
-import type { ToServer, WireRequest, WireResponse } from '../lib/messages.js';
+import type { FromServer, ToServer, WireRequest, WireResponse } from '../lib/messages.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import { type WorkloadDeps, runWorkloads } from './run-workloads.js';
-import { type Connect, serverLink } from './server-link.js';
 import { type Trace, noTrace } from './trace.js';
 
+/**
+ * Where the server's messages come from and the agent's go: the gRPC server link, or the local server of
+ * standalone mode. `greeting` gives what to send first on each new connection.
+ */
+export type Link = (outbound$: Observable<ToServer>, greeting: () => ToServer[]) => Observable<FromServer>;
+
 export interface AgentDeps extends WorkloadDeps {
-  readonly connect: Connect;
+  readonly link: Link;
   readonly log: Logger;
-  /** Emits once when the agent shall stop: it says Goodbye and completes, leaving the workloads running. */
-  readonly stop$: Observable<unknown>;
   readonly trace?: Trace;
   /** The workloads' Control Interfaces: their requests go to the server, the server's responses come back. */
   readonly controlInterfaces?: { readonly requests$: Observable<WireRequest>; deliver(response: WireResponse): void };
 }
 
 /**
- * swdd~agent-shall-use-interfaces-to-server~1: runs until stopped; errors only when the server refuses
- * the agent (ServerRefused).
+ * swdd~agent-shall-use-interfaces-to-server~1: runs until the link ends (after a stop); errors only when
+ * the server refuses the agent (ServerRefused).
  */
 export function runAgent(deps: AgentDeps): Observable<never> {
   return defer(() => {
@@ -33,7 +36,7 @@ export function runAgent(deps: AgentDeps): Observable<never> {
       const states = current.all();
       return states.length > 0 ? [{ kind: 'updateWorkloadState', states }] : [];
     };
-    const fromServer$ = serverLink(deps.connect, toServer$.pipe(trace('server.out')), { ...deps, greeting }).pipe(
+    const fromServer$ = deps.link(toServer$.pipe(trace('server.out')), greeting).pipe(
       trace('server.in'),
       tap({ complete: () => linkClosed$.next() }),
       share(),

@@ -1,0 +1,96 @@
+// The side effects of standalone mode: reading and watching the manifest, and showing the status.
+import { readFileSync, watch } from 'node:fs';
+import path from 'node:path';
+import { Observable, debounceTime, distinctUntilChanged, filter, map, merge, of } from 'rxjs';
+import type { Logger } from '../logger.js';
+import { type DesiredState, ManifestError, parseManifest } from '../manifest.js';
+import { type StatusRow, formatTable, statusRows } from '../status.js';
+import type { LocalSnapshot } from '../../streams/local-server.js';
+
+/** Reads the manifest; throws ManifestError naming the file. */
+export function readManifest(file: string, log: Logger): DesiredState {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ManifestError(`Cannot read the manifest '${file}': ${(err as Error).message}`);
+  }
+  try {
+    return parseManifest(text, (w) => log.warn(`${file}: ${w}`));
+  } catch (err) {
+    throw new ManifestError(`The manifest '${file}' is invalid: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The manifest now and after each change of the file; an invalid change is logged and skipped, so the
+ * running workloads stay as they are. (The folder is watched: editors replace files by renaming.)
+ */
+export function watchManifest(file: string, first: DesiredState, log: Logger): Observable<DesiredState> {
+  const changes$ = new Observable<string>((subscriber) => {
+    const watcher = watch(path.dirname(path.resolve(file)), (_event, name) => {
+      if (name === path.basename(file)) subscriber.next(name);
+    });
+    watcher.on('error', (err) => log.warn(`Cannot watch '${file}' any more: ${err.message}`));
+    return () => watcher.close();
+  });
+  return merge(of(first), changes$.pipe(
+    debounceTime(150),
+    map(() => {
+      try {
+        return readFileSync(file, 'utf8');
+      } catch {
+        return undefined;
+      }
+    }),
+    filter((text): text is string => text !== undefined),
+    distinctUntilChanged(),
+    map((text) => {
+      try {
+        const state = parseManifest(text, (w) => log.warn(`${file}: ${w}`));
+        log.info(`Applying the changed manifest '${file}'.`);
+        return state;
+      } catch (err) {
+        log.error(`Rejected the change of '${file}': ${(err as Error).message}. The workloads stay as they are.`);
+        return undefined;
+      }
+    }),
+    filter((s): s is DesiredState => s !== undefined),
+  ));
+}
+
+/**
+ * The status view: on a terminal a table redrawn on change; otherwise one log line per state change.
+ * Returns the function that takes each snapshot.
+ */
+export function statusView(agentName: string, out: NodeJS.WriteStream, log: Logger): (snapshot: LocalSnapshot) => void {
+  if (out.isTTY) {
+    let timer: NodeJS.Timeout | undefined;
+    let latest: LocalSnapshot | undefined;
+    let shown = '';
+    return (snapshot) => {
+      latest = snapshot;
+      timer ??= setTimeout(() => {
+        timer = undefined;
+        const table = formatTable(statusRows(agentName, latest!.desired, latest!.states));
+        if (table !== shown) out.write(`\x1b[2J\x1b[H${table}\n\n(agent '${agentName}'; Ctrl-C stops the agent, the workloads keep running)\n`);
+        shown = table;
+      }, 100);
+    };
+  }
+  const last = new Map<string, string>();
+  const line = (r: StatusRow) => `${r.state}${r.info ? `: ${r.info}` : ''}`;
+  return (snapshot) => {
+    const rows = statusRows(agentName, snapshot.desired, snapshot.states);
+    for (const row of rows) {
+      if (last.get(row.workload) !== line(row)) log.info(`workload ${row.workload} (${row.agent || 'no agent'}): ${line(row)}`);
+      last.set(row.workload, line(row));
+    }
+    for (const name of last.keys()) {
+      if (!rows.some((r) => r.workload === name)) {
+        log.info(`workload ${name}: no longer in the manifest`);
+        last.delete(name);
+      }
+    }
+  };
+}

@@ -1,0 +1,37 @@
+// The rows of the standalone status view, like `ank get workloads`.
+import { formatState } from './execution-state.js';
+import { type DesiredState, toSpec } from './manifest.js';
+import type { WorkloadState } from './messages.js';
+import { instanceKey } from './workload.js';
+
+export interface StatusRow {
+  readonly workload: string;
+  readonly agent: string;
+  readonly runtime: string;
+  readonly state: string;
+  readonly info: string;
+}
+
+/** swdd~api-object-serialization~1: one row per workload of the desired state, sorted by name. */
+export function statusRows(agentName: string, desired: DesiredState | undefined, states: ReadonlyMap<string, WorkloadState>): StatusRow[] {
+  if (!desired) return [];
+  return [...desired.workloads.values()].sort((a, b) => a.name.localeCompare(b.name)).map((w) => {
+    const spec = toSpec(w, desired);
+    const agent = spec.instanceName.agentName;
+    const row = { workload: w.name, agent, runtime: w.runtime };
+    if (agent === '') return { ...row, state: 'NotScheduled', info: '' };
+    if (agent !== agentName) return { ...row, state: 'NotScheduled', info: `for agent '${agent}', not this one` };
+    const current = states.get(instanceKey(spec.instanceName));
+    if (!current) return { ...row, state: 'Pending(Initial)', info: '' };
+    const [state, ...info] = formatState(current.executionState).split(': ');
+    return { ...row, state, info: info.join(': ') };
+  });
+}
+
+export function formatTable(rows: readonly StatusRow[]): string {
+  const head: StatusRow = { workload: 'WORKLOAD NAME', agent: 'AGENT', runtime: 'RUNTIME', state: 'EXECUTION STATE', info: 'ADDITIONAL INFO' };
+  const all = [head, ...rows];
+  const cols = ['workload', 'agent', 'runtime', 'state'] as const;
+  const widths = cols.map((c) => Math.max(...all.map((r) => r[c].length)));
+  return all.map((r) => [...cols.map((c, i) => r[c].padEnd(widths[i])), r.info].join('   ').trimEnd()).join('\n');
+}

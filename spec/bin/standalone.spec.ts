@@ -1,0 +1,111 @@
+// Standalone mode: the real agent process runs a manifest on real Podman, without a server.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { cleanup, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
+
+const BIN = path.resolve('bin/ank-agent.js');
+const tmp = mkdtempSync(path.join(tmpdir(), 'ank-standalone-'));
+
+interface Agent {
+  child: ChildProcess;
+  log: () => string;
+  exited: Promise<number | null>;
+}
+
+function start(manifest: string, ...args: string[]): Agent {
+  const child = spawn(process.execPath, [BIN, '--manifest', manifest, '-r', path.join(tmp, 'run'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+  return { child, log: () => log, exited: new Promise((r) => child.on('close', r)) };
+}
+
+/** `workload: state` lines of the status log, in order. */
+const states = (log: string) => [...log.matchAll(/workload (\w+) \([^)]*\): (.*)$/gm)].map((m) => `${m[1]}: ${m[2]}`);
+
+async function until(condition: () => boolean, what: string, timeoutMs = 40_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 100) {
+    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function manifestFor(agentName: string, example: string): string {
+  const file = path.join(tmp, `${agentName}.yaml`);
+  writeFileSync(file, readFileSync(path.resolve('examples', example), 'utf8').replaceAll('agent_A', agentName));
+  return file;
+}
+
+describe('ank-agent --manifest (standalone mode)', function () {
+  this.timeout(120_000);
+  before(requirePodman);
+  const agents: Array<[Agent, string]> = [];
+  afterEach(async () => {
+    for (const [agent, name] of agents.splice(0)) {
+      agent.child.kill('SIGKILL');
+      await agent.exited;
+      cleanup(name);
+    }
+  });
+
+  it('runs the dependency example in the order its dependencies demand (seed 002)', async () => {
+    const name = uniqueAgent('deps');
+    const agent = start(manifestFor(name, 'dependencies.yaml'));
+    agents.push([agent, name]);
+    await until(() => states(agent.log()).includes('error_handler: Succeeded(Ok)'), 'error_handler to finish');
+    const seen = states(agent.log());
+    const at = (line: string) => {
+      const i = seen.indexOf(line);
+      expect(i, `${line} in ${seen.join(' | ')}`).to.be.at.least(0);
+      return i;
+    };
+    expect(at('init_storage: Succeeded(Ok)')).to.be.below(at('storage_provider: Pending(Starting): Triggered at runtime.'));
+    expect(at('storage_provider: Running(Ok)')).to.be.below(at('logger: Pending(Starting): Triggered at runtime.'));
+    expect(at("storage_provider: Failed(ExecFailed): Exit code: '1'")).to.be.below(at('error_handler: Pending(Starting): Triggered at runtime.'));
+    expect(at('logger: Pending(WaitingToStart)')).to.be.below(at('logger: Pending(Starting): Triggered at runtime.'));
+  });
+
+  it('applies an edit of the manifest, rejects an invalid one keeping the workloads, and leaves them running on SIGTERM', async () => {
+    const name = uniqueAgent('edit');
+    const file = manifestFor(name, 'hello.yaml');
+    const agent = start(file);
+    agents.push([agent, name]);
+    await until(() => states(agent.log()).includes('hello: Running(Ok)'), 'hello to run');
+    writeFileSync(file, `${readFileSync(file, 'utf8')}  second:\n    runtime: podman\n    agent: ${name}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: ["/bin/sleep", "3600"]\n`);
+    await until(() => states(agent.log()).includes('second: Running(Ok)'), 'the added workload to run');
+    writeFileSync(file, 'apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    dependencies: {a: ADD_COND_RUNNING}\n');
+    await until(() => /Rejected the change of .*the dependencies form a cycle: a -> a\. The workloads stay as they are\./.test(agent.log()), 'the rejection');
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).to.equal(0);
+    const after = states(agent.log());
+    expect(after.filter((s) => /Stopping|Removed/.test(s))).to.deep.equal([]);
+  });
+
+  it('rejects a manifest with a cycle or without apiVersion at the start, naming the problem', async () => {
+    const cyclic = path.join(tmp, 'cycle.yaml');
+    writeFileSync(cyclic, 'apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    dependencies: {b: ADD_COND_RUNNING}\n  b:\n    runtime: podman\n    dependencies: {a: ADD_COND_RUNNING}\n');
+    const c = start(cyclic);
+    expect(await c.exited).to.equal(1);
+    expect(c.log()).to.include('the dependencies form a cycle: a -> b -> a');
+    const unversioned = path.join(tmp, 'noversion.yaml');
+    writeFileSync(unversioned, 'workloads: {}\n');
+    const u = start(unversioned);
+    expect(await u.exited).to.equal(1);
+    expect(u.log()).to.include("'apiVersion' is missing");
+    expect(u.log()).not.to.match(/\n\s+at /);
+  });
+
+  it('--delete-on-exit deletes the workloads before the agent stops', async () => {
+    const name = uniqueAgent('del');
+    const agent = start(manifestFor(name, 'hello.yaml'), '--delete-on-exit');
+    agents.push([agent, name]);
+    await until(() => states(agent.log()).includes('hello: Running(Ok)'), 'hello to run');
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).to.equal(0);
+    expect(agent.log()).to.include('hello: no longer in the manifest');
+    expect(podman('ps', '--all', '--quiet', `--filter=label=agent=${name}`)).to.equal('');
+  });
+});
