@@ -171,6 +171,11 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
   } catch (err) {
     throw new ManifestError(`not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
+  return manifestFromDocument(doc, warn);
+}
+
+/** Checks a manifest already read into objects (from YAML, or from an UpdateStateRequest). */
+export function manifestFromDocument(doc: unknown, warn: (message: string) => void = () => undefined): DesiredState {
   if (!isMap(doc)) throw new ManifestError('a manifest must be a YAML mapping with apiVersion and workloads');
   const apiVersion = doc.apiVersion;
   if (apiVersion === undefined) throw new ManifestError(`'apiVersion' is missing (this agent reads '${API_VERSION}')`);
@@ -195,6 +200,31 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
   checkCycles(state);
   for (const w of workloads.values()) rendered(w, state);
   return state;
+}
+
+const POLICY_NAMES: Record<RestartPolicy, string> = { Never: 'NEVER', OnFailure: 'ON_FAILURE', Always: 'ALWAYS' };
+const CONDITION_NAMES: Record<AddCondition, string> = { Running: 'ADD_COND_RUNNING', Succeeded: 'ADD_COND_SUCCEEDED', Failed: 'ADD_COND_FAILED' };
+
+/** The desired state as a manifest document again (the inverse of manifestFromDocument). */
+export function manifestDocument(state: DesiredState): Record<string, unknown> {
+  const rule = (r: AccessRule) => (r.kind === 'state'
+    ? { type: 'StateRule', operation: r.operation, filterMask: [...r.filterMasks] }
+    : { type: 'LogRule', workloadNames: [...r.workloadNames] });
+  return {
+    apiVersion: state.apiVersion,
+    workloads: Object.fromEntries([...state.workloads.values()].map((w) => [w.name, {
+      runtime: w.runtime,
+      agent: w.agent,
+      restartPolicy: POLICY_NAMES[w.restartPolicy],
+      dependencies: Object.fromEntries(Object.entries(w.dependencies).map(([d, c]) => [d, CONDITION_NAMES[c]])),
+      tags: { ...w.tags },
+      runtimeConfig: w.runtimeConfig,
+      controlInterfaceAccess: { allowRules: w.controlInterfaceAccess.allowRules.map(rule), denyRules: w.controlInterfaceAccess.denyRules.map(rule) },
+      configs: { ...w.configs },
+      files: w.files.map((f) => ({ ...f })),
+    }])),
+    configs: structuredClone(state.configs),
+  };
 }
 
 /** Rejects dependency cycles, naming the cycle (`a -> b -> a`). */

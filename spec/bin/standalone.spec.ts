@@ -4,6 +4,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { parseManifest, specsFor } from '../../lib/manifest.js';
+import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { cleanup, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
@@ -107,5 +109,49 @@ describe('ank-agent --manifest (standalone mode)', function () {
     expect(await agent.exited).to.equal(0);
     expect(agent.log()).to.include('hello: no longer in the manifest');
     expect(podman('ps', '--all', '--quiet', `--filter=label=agent=${name}`)).to.equal('');
+  });
+
+  it('answers the Control Interface locally: CompleteStateRequest with field masks, UpdateStateRequest applied to the desired state', async () => {
+    const name = uniqueAgent('ctl');
+    const file = path.join(tmp, `${name}.yaml`);
+    writeFileSync(file, `apiVersion: v1
+workloads:
+  ctl:
+    runtime: podman
+    agent: ${name}
+    controlInterfaceAccess:
+      allowRules:
+        - type: StateRule
+          operation: ReadWrite
+          filterMask: ["desiredState.workloads"]
+    runtimeConfig: |
+      image: localhost/busybox:latest
+      commandOptions: ["--stop-timeout", "1"]
+      commandArgs: ["/bin/sleep", "3600"]
+`);
+    const agent = start(file);
+    agents.push([agent, name]);
+    await until(() => states(agent.log()).includes('ctl: Running(Ok)'), 'ctl to run');
+    const [ctl] = specsFor(name, parseManifest(readFileSync(file, 'utf8')));
+    const client = new ControlInterfaceClient(path.join(tmp, 'run', `${name}_io`, `ctl.${ctl.instanceName.id}`, 'control_interface'));
+    try {
+      client.hello();
+      expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+      client.askState('q1', 'desiredState.workloads.ctl.agent');
+      const state = (await client.next()).FromAnkaiosEnum.value as { requestId: string; ResponseContent: { case: string; value: { desiredState: { workloads: { workloads: Record<string, { agent: string }> } } } } };
+      expect(state.requestId).to.equal('q1');
+      expect(state.ResponseContent.value.desiredState.workloads.workloads).to.deep.equal({ ctl: { ...state.ResponseContent.value.desiredState.workloads.workloads.ctl, agent: name } });
+      client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'u1', RequestContent: { case: 'updateStateRequest', value: {
+        updateMask: ['desiredState.workloads.added'],
+        newState: { desiredState: { workloads: { workloads: { added: { agent: name, runtime: 'podman', runtimeConfig: 'image: localhost/busybox:latest\ncommandArgs: ["/bin/sleep", "3600"]\n' } } } } },
+      } } } } });
+      const success = (await client.next()).FromAnkaiosEnum.value as { requestId: string; ResponseContent: { case: string; value: { addedWorkloads: string[] } } };
+      expect(success.requestId).to.equal('u1');
+      expect(success.ResponseContent.case).to.equal('UpdateStateSuccess');
+      expect(success.ResponseContent.value.addedWorkloads[0]).to.match(new RegExp(`^added\\.[0-9a-f]{64}\\.${name}$`));
+      await until(() => states(agent.log()).includes('added: Running(Ok)'), 'the added workload to run');
+    } finally {
+      client.close();
+    }
   });
 });
