@@ -74,7 +74,7 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     expect(reportedStates(stream).filter(([n]) => n === 'app').map(([, , s]) => s)).to.deep.equal(['Pending(WaitingToStart)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
   });
 
-  it('swdd~podman-create-workload-mounts-fifo-files~1, swdd~agent-forward-responses-to-control-interface-pipe~1 (stest): a container talks to the server through the pipes mounted at /run/ankaios/control_interface', async () => {
+  it('swdd~podman-create-workload-mounts-fifo-files~1, swdd~agent-forward-responses-to-control-interface-pipe~1 (stest), swdd~agent-ensures-control-interface-output-pipe-read~1: a container talks to the server through the pipes mounted at /run/ankaios/control_interface', async () => {
     // Hello{0.8.0}, then Request{r1, CompleteStateRequest{fieldMask: desiredState}}, length-delimited, in octal.
     const hello = String.raw`\011\012\007\022\0050.8.0`;
     const request = String.raw`\026\032\024\012\002r1\032\016\012\014desiredState`;

@@ -34,7 +34,7 @@ describe('the complete state in standalone mode', () => {
     expect(pick(tree, [])).to.equal(tree);
   });
 
-  it('answers with the desired state, the agent\'s workload states and the agent, filtered by the field mask', () => {
+  it('swdd~api-object-serialization~1: answers with the desired state (sorted), the agent\'s workload states and the agent, filtered by the field mask', () => {
     const all = completeState('agent_A', desired, [dbRunning], []);
     expect(Object.keys(all.desiredState!.workloads!.workloads)).to.deep.equal(['db', 'web']);
     expect(all.desiredState!.workloads!.workloads.web.restartPolicy).to.equal(2);
