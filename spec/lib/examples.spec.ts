@@ -1,0 +1,15 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { expect } from 'chai';
+import { parseManifest, specsFor } from '../../lib/manifest.js';
+import { parseKubeConfig, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
+
+describe('examples/', () => {
+  for (const file of readdirSync('examples').filter((f) => f.endsWith('.yaml'))) {
+    it(`${file} is a valid manifest for agent_A with valid runtime configs`, () => {
+      const specs = specsFor('agent_A', parseManifest(readFileSync(path.join('examples', file), 'utf8')));
+      expect(specs).not.to.be.empty;
+      for (const s of specs) (s.runtime === 'podman' ? parsePodmanConfig : parseKubeConfig)(s.runtimeConfig);
+    });
+  }
+});
