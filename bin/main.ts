@@ -9,13 +9,17 @@ import {
 } from '../lib/config.js';
 import { ControlInterfaces } from '../lib/drivers/control-interfaces.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
+import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
 import { builtInRuntimes } from '../lib/drivers/runtimes.js';
+import { sampleMachine } from '../lib/drivers/machine.js';
 import { loadSecurity } from '../lib/drivers/security.js';
 import { readManifest, statusView, watchManifest } from '../lib/drivers/standalone.js';
+import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError, rendered } from '../lib/manifest.js';
 import { type AgentDeps, type Link, runAgent } from '../streams/agent.js';
+import { loadStatus } from '../streams/load-status.js';
 import { type LocalSnapshot, localServer } from '../streams/local-server.js';
 import { ServerRefused, serverLink } from '../streams/server-link.js';
 import { noTrace, tracer } from '../streams/trace.js';
@@ -109,17 +113,19 @@ function prepareIoFolder(runFolder: string, name: string): string {
 }
 
 /** Runs the agent with the given link until it ends; the signals stop it. */
-function run(name: string, ioFolder: string, log: Logger, link: (controlInterfaces: ControlInterfaces) => Link, onSignal: () => void): void {
+function run(name: string, ioFolder: string, log: Logger, link: (controlInterfaces: ControlInterfaces) => Link, onSignal: () => void, extra: Partial<AgentDeps> = {}): void {
   const controlInterfaces = new ControlInterfaces(ioFolder, log);
+  const host = hostSide(controlInterfaces, new WorkloadFiles(ioFolder));
   const deps: AgentDeps = {
     agentName: name,
     runtimes: builtInRuntimes(log),
-    prepare: (spec) => controlInterfaces.prepare(spec),
-    release: (spec) => controlInterfaces.release(spec),
+    prepare: (spec) => host.prepare(spec),
+    release: (spec) => host.release(spec),
     controlInterfaces,
     link: link(controlInterfaces),
     log,
     trace: flags.debug ? tracer(log) : noTrace,
+    ...extra,
   };
   runAgent(deps).subscribe({
     error: (err: unknown) => {
@@ -161,7 +167,7 @@ function connected(): void {
     // Goodbye to the server; the workloads keep running and are resumed at the next start.
     stop$.next();
     setTimeout(() => process.exit(0), 3000).unref();
-  });
+  }, { loadStatus$: loadStatus(sampleMachine) });
 }
 
 /** The agent a manifest is for, when -n does not say: the one agent its workloads name. */

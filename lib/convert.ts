@@ -169,6 +169,10 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
       return create(grpc.ToServerSchema, { ToServerEnum: { case: 'request', value: m.request as pb.Request } });
     case 'goodbye':
       return create(grpc.ToServerSchema, { ToServerEnum: { case: 'goodbye', value: {} } });
+    case 'agentLoadStatus':
+      return create(grpc.ToServerSchema, {
+        ToServerEnum: { case: 'AgentLoadStatus', value: { agentName: m.agentName, cpuUsage: { cpuUsage: m.cpuUsage }, freeMemory: { freeMemory: BigInt(m.freeMemory) } } },
+      });
   }
 }
 

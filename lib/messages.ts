@@ -20,4 +20,5 @@ export type FromServer =
 export type ToServer =
   | { readonly kind: 'updateWorkloadState'; readonly states: readonly WorkloadState[] }
   | { readonly kind: 'request'; readonly request: WireRequest }
+  | { readonly kind: 'agentLoadStatus'; readonly agentName: string; readonly cpuUsage: number; readonly freeMemory: number }
   | { readonly kind: 'goodbye' };

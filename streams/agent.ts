@@ -4,6 +4,7 @@ import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer, WireRequest, WireResponse } from '../lib/messages.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import { type WorkloadDeps, runWorkloads } from './run-workloads.js';
+import type { LoadStatus } from './load-status.js';
 import { type Trace, noTrace } from './trace.js';
 
 /**
@@ -16,6 +17,8 @@ export interface AgentDeps extends WorkloadDeps {
   readonly link: Link;
   readonly log: Logger;
   readonly trace?: Trace;
+  /** Samples of the machine's load, sent to the server as AgentLoadStatus every 2 s (connected mode). */
+  readonly loadStatus$?: Observable<LoadStatus>;
   /** The workloads' Control Interfaces: their requests go to the server, the server's responses come back. */
   readonly controlInterfaces?: { readonly requests$: Observable<WireRequest>; deliver(response: WireResponse): void };
 }
@@ -56,6 +59,8 @@ export function runAgent(deps: AgentDeps): Observable<never> {
       trace('control-interface.responses'),
       tap((response) => ci?.deliver(response)),
     );
-    return merge(states$, requests$, responses$).pipe(ignoreElements(), takeUntil(linkClosed$));
+    // Sent only while connected: the link drops what comes while no connection is up.
+    const load$ = (deps.loadStatus$ ?? EMPTY).pipe(tap((l) => toServer$.next({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })));
+    return merge(states$, requests$, responses$, load$).pipe(ignoreElements(), takeUntil(linkClosed$));
   });
 }

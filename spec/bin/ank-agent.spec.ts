@@ -204,6 +204,19 @@ describe('ank-agent (the command line)', () => {
       expect(agent.stderr()).to.include('The server refused the agent: Unsupported protocol version 0.8.0');
     });
 
+    it('sends AgentLoadStatus every 2 seconds while connected', async () => {
+      const agent = await startUntil(['-n', 'agent_load', '-s', server.url, '-k', '-r', RUN], /connecting/);
+      const stream = await server.nextStream();
+      const loads = () => stream.received.filter((m) => m.ToServerEnum.case === 'AgentLoadStatus');
+      await stream.waitFor((m) => m.ToServerEnum.case === 'AgentLoadStatus' && loads().length >= 2, 8000);
+      const status = loads()[0].ToServerEnum.value as { agentName: string; cpuUsage?: { cpuUsage: number }; freeMemory?: { freeMemory: bigint } };
+      expect(status.agentName).to.equal('agent_load');
+      expect(status.cpuUsage!.cpuUsage).to.be.within(0, 100);
+      expect(Number(status.freeMemory!.freeMemory)).to.be.above(0);
+      agent.child.kill('SIGTERM');
+      await agent.exited;
+    });
+
     it('prepares <run folder>/<name>_io', async () => {
       const agent = await startUntil(['-n', 'agent_io', '-s', server.url, '-k', '-r', RUN], /connecting/);
       expect(() => readFileSync(path.join(RUN, 'agent_io_io'))).to.throw(/EISDIR/);

@@ -7,6 +7,7 @@ import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { builtInRuntimes } from '../../lib/drivers/runtimes.js';
+import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceKey, noAccess } from '../../lib/workload.js';
 import { runWorkloads } from '../../streams/run-workloads.js';
 
@@ -39,6 +40,7 @@ export function cleanup(agentName: string): void {
 
 export interface BusyboxOptions {
   script?: string;
+  files?: WorkloadSpec['files'];
   restartPolicy?: RestartPolicy;
   dependencies?: WorkloadSpec['dependencies'];
   extra?: string;
@@ -54,7 +56,7 @@ export function spec(name: string, agentName: string, runtime: string, runtimeCo
   return {
     instanceName: { workloadName: name, agentName, id: createHash('sha256').update(runtimeConfig).digest('hex') },
     runtime, runtimeConfig, restartPolicy: o.restartPolicy ?? 'Never', dependencies: o.dependencies ?? {}, tags: {},
-    controlInterfaceAccess: noAccess, files: [],
+    controlInterfaceAccess: noAccess, files: o.files ?? [],
   };
 }
 
@@ -68,9 +70,12 @@ export class PodmanAgent {
   private readonly subscription: Subscription;
   private waiters: Array<() => void> = [];
 
-  constructor(readonly agentName: string) {
+  /** With `ioFolder`, workload files are written there and mounted. */
+  constructor(readonly agentName: string, ioFolder?: string) {
+    const files = ioFolder ? new WorkloadFiles(ioFolder) : undefined;
     this.subscription = runWorkloads(this.input, {
-      agentName, runtimes: builtInRuntimes(silentLogger, this.cli), prepare: () => of({}), release: () => EMPTY,
+      agentName, runtimes: builtInRuntimes(silentLogger, this.cli),
+      prepare: (spec) => files?.prepare(spec) ?? of({}), release: (spec) => files?.release(spec) ?? EMPTY,
     }).subscribe((states) => {
       this.states.push(...states);
       this.waiters.forEach((w) => w());

@@ -1,0 +1,71 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { firstValueFrom, lastValueFrom } from 'rxjs';
+import { WorkloadFiles, filesFolder, mountPointProblem } from '../../lib/drivers/workload-files.js';
+import { ConfigurationError } from '../../lib/runtime-connector.js';
+import { instanceKey } from '../../lib/workload.js';
+import { workload } from '../helpers/fixtures.js';
+import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
+
+describe('workload files', () => {
+  it('accepts only absolute mount points without trailing /, empty, . or .. parts', () => {
+    expect(mountPointProblem('/etc/app/config.json')).to.equal(undefined);
+    expect(mountPointProblem('etc/app')).to.equal('it is not absolute');
+    expect(mountPointProblem('/etc/app/')).to.equal('it ends with /');
+    expect(mountPointProblem('/etc/../passwd')).to.equal("it has empty, '.' or '..' parts");
+    expect(mountPointProblem('/etc/./x')).to.equal("it has empty, '.' or '..' parts");
+    expect(mountPointProblem('/etc//x')).to.equal("it has empty, '.' or '..' parts");
+  });
+
+  it('writes text and base64 binary data under <workload>.<id>/files, mounts them read-only, removes them with the workload', async () => {
+    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const files = new WorkloadFiles(io);
+    const spec = { ...workload('w'), files: [{ mountPoint: '/etc/app.conf', data: 'a = 1\n' }, { mountPoint: '/opt/blob.bin', binaryData: Buffer.from([0, 1, 254, 255]).toString('base64') }] };
+    const options = await firstValueFrom(files.prepare(spec));
+    const root = filesFolder(io, spec);
+    expect(options.fileMounts).to.deep.equal([
+      { hostPath: path.join(root, 'etc/app.conf'), mountPoint: '/etc/app.conf' },
+      { hostPath: path.join(root, 'opt/blob.bin'), mountPoint: '/opt/blob.bin' },
+    ]);
+    expect(readFileSync(path.join(root, 'etc/app.conf'), 'utf8')).to.equal('a = 1\n');
+    expect([...readFileSync(path.join(root, 'opt/blob.bin'))]).to.deep.equal([0, 1, 254, 255]);
+    await lastValueFrom(files.release(spec), { defaultValue: undefined });
+    expect(existsSync(root)).to.equal(false);
+  });
+
+  it('refuses a mount point that escapes, or binary data that is not base64, as a configuration error', async () => {
+    const files = new WorkloadFiles(mkdtempSync(path.join(tmpdir(), 'ank-files-')));
+    const escape = { ...workload('w'), files: [{ mountPoint: '/../../etc/passwd', data: 'x' }] };
+    const notBase64 = { ...workload('w'), files: [{ mountPoint: '/x', binaryData: 'not base64!' }] };
+    for (const [spec, message] of [[escape, "The mount point '/../../etc/passwd' of a file cannot be used: it has empty, '.' or '..' parts."], [notBase64, "The binaryData of the file '/x' is not base64."]] as const) {
+      const error = await firstValueFrom(files.prepare(spec)).then(() => undefined, (e: Error) => e);
+      expect(error).to.be.instanceOf(ConfigurationError);
+      expect(error!.message).to.equal(message);
+    }
+  });
+
+  describe('with real Podman', function () {
+    this.timeout(60_000);
+    before(requirePodman);
+    let agent: PodmanAgent;
+    beforeEach(() => (agent = new PodmanAgent(uniqueAgent('files'), mkdtempSync(path.join(tmpdir(), 'ank-files-')))));
+    afterEach(() => agent.stop());
+
+    it('a container reads its mounted file; a bad mount point is reported Pending(StartingFailed) with the reason', async () => {
+      const reader = busybox('reader', agent.agentName, { script: 'cat /etc/greeting.txt', files: [{ mountPoint: '/etc/greeting.txt', data: 'hello from a file' }] });
+      const escaper = busybox('escaper', agent.agentName, { files: [{ mountPoint: 'relative/path', data: 'x' }] });
+      agent.send({ kind: 'serverHello', added: [reader, escaper] });
+      await agent.waitFor('reader', /^Succeeded/);
+      expect(podman('logs', instanceKey(reader.instanceName))).to.equal('hello from a file');
+      await agent.waitFor('escaper', /^Pending\(StartingFailed\): The mount point 'relative\/path' of a file cannot be used: it is not absolute\.$/);
+    });
+
+    it('podman-kube workloads with files are refused with a hint to use ConfigMaps', async () => {
+      const kube = { ...busybox('kubefiles', agent.agentName), runtime: 'podman-kube', runtimeConfig: 'manifest: "kind: Pod"', files: [{ mountPoint: '/x', data: 'y' }] };
+      agent.send({ kind: 'serverHello', added: [kube] });
+      await agent.waitFor('kubefiles', /^Pending\(StartingFailed\): podman-kube workloads cannot mount workload files: put them into ConfigMaps in the manifest\.$/);
+    });
+  });
+});
