@@ -154,6 +154,18 @@ export function fromServerMessage(m: grpc.FromServer): FromServer | undefined {
       return { kind: 'updateWorkloadState', states: workloadStatesFrom(e.value.workloadStates) };
     case 'response':
       return { kind: 'response', response: e.value as WireResponse };
+    case 'logsRequest': {
+      const r = e.value.logsRequest;
+      const tail = r?.tail;
+      return {
+        kind: 'logsRequest',
+        requestId: e.value.requestId,
+        workloads: (r?.workloadNames ?? []).map(instanceNameFrom),
+        options: { follow: r?.follow ?? false, tail: tail === undefined || tail < 0 ? undefined : tail, since: r?.since || undefined, until: r?.until || undefined },
+      };
+    }
+    case 'logsCancelRequest':
+      return { kind: 'logsCancelRequest', requestId: e.value.requestId };
     default:
       return undefined;
   }
@@ -169,6 +181,15 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
       return create(grpc.ToServerSchema, { ToServerEnum: { case: 'request', value: m.request as pb.Request } });
     case 'goodbye':
       return create(grpc.ToServerSchema, { ToServerEnum: { case: 'goodbye', value: {} } });
+    case 'logEntries':
+      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'logEntriesResponse', value: {
+        requestId: m.requestId,
+        logEntriesResponse: { logEntries: m.entries.map((e) => ({ workloadName: instanceNameTo(e.instanceName), message: e.message })) },
+      } } });
+    case 'logsStop':
+      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'logsStopResponse', value: {
+        requestId: m.requestId, logsStopResponse: { workloadName: instanceNameTo(m.instanceName) },
+      } } });
     case 'agentLoadStatus':
       return create(grpc.ToServerSchema, {
         ToServerEnum: { case: 'AgentLoadStatus', value: { agentName: m.agentName, cpuUsage: { cpuUsage: m.cpuUsage }, freeMemory: { freeMemory: BigInt(m.freeMemory) } } },

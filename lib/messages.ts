@@ -11,14 +11,31 @@ export interface WorkloadState {
 export type WireRequest = { readonly requestId: string } & object;
 export type WireResponse = { readonly requestId: string } & object;
 
+export interface LogsOptions {
+  readonly follow: boolean;
+  /** Lines from the end; undefined (or -1 on the wire) means all. */
+  readonly tail?: number;
+  readonly since?: string;
+  readonly until?: string;
+}
+
+export interface LogEntry {
+  readonly instanceName: WorkloadInstanceName;
+  readonly message: string;
+}
+
 export type FromServer =
   | { readonly kind: 'serverHello'; readonly added: readonly WorkloadSpec[] }
   | { readonly kind: 'updateWorkload'; readonly added: readonly WorkloadSpec[]; readonly deleted: readonly DeletedWorkload[] }
   | { readonly kind: 'updateWorkloadState'; readonly states: readonly WorkloadState[] }
-  | { readonly kind: 'response'; readonly response: WireResponse };
+  | { readonly kind: 'response'; readonly response: WireResponse }
+  | { readonly kind: 'logsRequest'; readonly requestId: string; readonly workloads: readonly WorkloadInstanceName[]; readonly options: LogsOptions }
+  | { readonly kind: 'logsCancelRequest'; readonly requestId: string };
 
 export type ToServer =
   | { readonly kind: 'updateWorkloadState'; readonly states: readonly WorkloadState[] }
   | { readonly kind: 'request'; readonly request: WireRequest }
   | { readonly kind: 'agentLoadStatus'; readonly agentName: string; readonly cpuUsage: number; readonly freeMemory: number }
+  | { readonly kind: 'logEntries'; readonly requestId: string; readonly entries: readonly LogEntry[] }
+  | { readonly kind: 'logsStop'; readonly requestId: string; readonly instanceName: WorkloadInstanceName }
   | { readonly kind: 'goodbye' };

@@ -1,6 +1,7 @@
 // swdd~functions-required-by-runtime-connector~1: what the core needs from a runtime.
 import type { Observable } from 'rxjs';
 import type { ExecutionState } from './execution-state.js';
+import type { LogsOptions } from './messages.js';
 import type { WorkloadInstanceName, WorkloadSpec } from './workload.js';
 
 /** A workload a previous run of this agent left on the runtime (a reusable workload). */
@@ -34,6 +35,8 @@ export interface RuntimeConnector {
   checkState(id: string, instanceName: WorkloadInstanceName): Observable<ExecutionState>;
   /** Stops and removes the workload; completes when it is gone. */
   deleteWorkload(id: string): Observable<void>;
+  /** The workload's log lines (stdout and stderr); completes at their end unless following; unsubscribing stops it. */
+  logs(id: string, options: LogsOptions): Observable<string>;
 }
 
 /** A create that can never succeed as configured (e.g. a malformed runtime config): not retried. */

@@ -5,6 +5,7 @@ import type { FromServer, ToServer, WireRequest, WireResponse } from '../lib/mes
 import { WorkloadStateStore } from '../lib/state-store.js';
 import { type WorkloadDeps, runWorkloads } from './run-workloads.js';
 import type { LoadStatus } from './load-status.js';
+import { serveLogs } from './logs.js';
 import { type Trace, noTrace } from './trace.js';
 
 /**
@@ -61,6 +62,7 @@ export function runAgent(deps: AgentDeps): Observable<never> {
     );
     // Sent only while connected: the link drops what comes while no connection is up.
     const load$ = (deps.loadStatus$ ?? EMPTY).pipe(tap((l) => toServer$.next({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })));
-    return merge(states$, requests$, responses$, load$).pipe(ignoreElements(), takeUntil(linkClosed$));
+    const logs$ = serveLogs(fromServer$, deps).pipe(trace('logs'), tap((m) => toServer$.next(m)));
+    return merge(states$, requests$, responses$, load$, logs$).pipe(ignoreElements(), takeUntil(linkClosed$));
   });
 }

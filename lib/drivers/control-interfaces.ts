@@ -2,7 +2,9 @@
 // responses back by the workload name in front of the request id.
 import { mkdirSync, rmSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
+import { create } from '@bufbuild/protobuf';
 import { EMPTY, Observable, Subject, Subscription, defer, from, map, of } from 'rxjs';
+import { RequestSchema } from '../../proto/gen/ank_base_pb.js';
 import { CONTROL_API_FRAMES, FromAnkaiosMessage, type Request, type Response, encodeFromAnkaios } from '../control-api.js';
 import type { Logger } from '../logger.js';
 import type { CreateOptions } from '../runtime-connector.js';
@@ -71,6 +73,10 @@ export class ControlInterfaces {
     const instance = this.instances.get(name);
     if (!instance) {
       this.log.debug(`Dropped a response for '${response.requestId}': no such workload with a Control Interface.`);
+      // A log stream nobody reads any more is cancelled at the server.
+      if (response.ResponseContent.case === 'logEntriesResponse') {
+        this.requests.next(create(RequestSchema, { requestId: response.requestId, RequestContent: { case: 'logsCancelRequest', value: {} } }));
+      }
       return;
     }
     this.send(name, instance, FromAnkaiosMessage.response({ ...response, requestId: response.requestId.slice(at + 1) }));

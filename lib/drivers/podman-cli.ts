@@ -38,6 +38,36 @@ export class PodmanCli {
     });
   }
 
+  /**
+   * Runs `podman <args>` and emits each line it writes on stdout or stderr as it comes; completes when
+   * podman ends; unsubscribing kills it.
+   */
+  lines(args: readonly string[]): Observable<string> {
+    return new Observable<string>((subscriber) => {
+      this.calls += 1;
+      const child = execa(this.binary, args, { reject: false, buffer: false, stdin: 'ignore' });
+      let open = 2;
+      const done = () => --open === 0 && subscriber.complete();
+      for (const stream of [child.stdout, child.stderr]) {
+        let rest = '';
+        stream.setEncoding('utf8');
+        stream.on('data', (chunk: string) => {
+          const parts = (rest + chunk).split('\n');
+          rest = parts.pop()!;
+          parts.forEach((line) => subscriber.next(line));
+        });
+        stream.on('end', () => {
+          if (rest !== '') subscriber.next(rest);
+          done();
+        });
+      }
+      child.catch((err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
+      return () => {
+        if (child.exitCode === null) child.kill('SIGKILL');
+      };
+    });
+  }
+
   /** `podman ps --all --format=json`, optionally filtered. */
   listContainers(filters: readonly string[] = []): Observable<Container[]> {
     return this.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)]).pipe(map(parseJsonList<Container>));

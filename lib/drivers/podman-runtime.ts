@@ -1,10 +1,11 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
 import {
-  EMPTY, Observable, catchError, concat, concatWith, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, of,
+  EMPTY, Observable, catchError, concat, concatWith, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, merge, of,
   scan, switchMap, throwError,
 } from 'rxjs';
 import { type ExecutionState, ExecutionState as S, sameState } from '../execution-state.js';
 import type { Logger } from '../logger.js';
+import type { LogsOptions } from '../messages.js';
 import { type Container, containersOf, kubeWorkloadState, podmanState } from '../podman/container-state.js';
 import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
@@ -88,6 +89,18 @@ export class PodmanRuntime implements RuntimeConnector {
   deleteWorkload(id: string): Observable<void> {
     return concat(tolerateMissing(this.cli.run(['stop', id])), tolerateMissing(this.cli.run(['rm', id])));
   }
+
+  logs(id: string, options: LogsOptions): Observable<string> {
+    return this.cli.lines(['logs', ...logArgs(options), id]);
+  }
+}
+
+/** `--follow --since … --until … --tail …` as podman logs takes them. */
+function logArgs(o: LogsOptions): string[] {
+  return [
+    ...(o.follow ? ['--follow'] : []), ...(o.since ? ['--since', o.since] : []), ...(o.until ? ['--until', o.until] : []),
+    ...(o.tail !== undefined ? ['--tail', String(o.tail)] : []),
+  ];
 }
 
 /** swdd~podman-kube-workload-id: what `kube down` and the state getter need. */
@@ -185,6 +198,11 @@ export class PodmanKubeRuntime implements RuntimeConnector {
       const { instance, manifest, downOptions } = JSON.parse(id) as KubeId;
       return concat(this.cli.run(['kube', 'down', ...downOptions, '-'], manifest).pipe(ignoreElements()), this.removeVolumes(instance));
     });
+  }
+
+  /** The logs of all containers of the workload's pods. */
+  logs(id: string, options: LogsOptions): Observable<string> {
+    return defer(() => merge(...(JSON.parse(id) as KubeId).pods.map((pod) => this.cli.lines(['pod', 'logs', ...logArgs(options), pod]))));
   }
 
   private volume(name: string, data: string): Observable<never> {

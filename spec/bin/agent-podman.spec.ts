@@ -93,4 +93,19 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     // ControlInterfaceAccepted (02 22 00), then Response{r1, CompleteState{}} (08 1a 06 0a 02 72 31 22 00)
     expect(podman('logs', instanceKey(talker.instanceName)).replace(/\s+/g, ' ').trim()).to.equal('02 22 00 08 1a 06 0a 02 72 31 22 00');
   });
+
+  it('answers a LogsRequest from the server with the workload\'s lines and a LogsStopResponse', async () => {
+    const chatty = busybox('chatty', agentName, { script: 'echo first; echo second; sleep 3600' });
+    agent = start();
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(chatty)] } } });
+    await until(() => reported(stream, 'chatty', 'Running(Ok)'), 'chatty to run');
+    await new Promise((r) => setTimeout(r, 300));
+    stream.send({ FromServerEnum: { case: 'logsRequest', value: { requestId: 'cli@logs1', logsRequest: { workloadNames: [chatty.instanceName], tail: -1 } } } });
+    const stop = await stream.waitFor((m) => m.ToServerEnum.case === 'logsStopResponse', 20_000);
+    expect(stop.ToServerEnum.value).to.deep.include({ requestId: 'cli@logs1' });
+    const lines = stream.received.flatMap((m) => (m.ToServerEnum.case === 'logEntriesResponse' ? m.ToServerEnum.value.logEntriesResponse?.logEntries ?? [] : []));
+    expect(lines.map((e) => e.message)).to.deep.equal(['first', 'second']);
+    expect(lines[0].workloadName?.workloadName).to.equal('chatty');
+  });
 });

@@ -11,6 +11,7 @@ export interface FakeBehaviour {
   delete?: (id: string) => Observable<void>;
   states?: (id: string) => Observable<ExecutionState>;
   workloadId?: (name: WorkloadInstanceName) => Observable<string | undefined>;
+  logs?: (id: string) => Observable<string>;
 }
 
 export class FakeRuntime implements RuntimeConnector {
@@ -48,6 +49,13 @@ export class FakeRuntime implements RuntimeConnector {
     return defer(() => {
       this.calls.push(`watch ${id}`);
       return this.behaviour.states?.(id) ?? NEVER;
+    });
+  }
+
+  logs(id: string): Observable<string> {
+    return defer(() => {
+      this.calls.push(`logs ${id}`);
+      return this.behaviour.logs?.(id) ?? EMPTY;
     });
   }
 

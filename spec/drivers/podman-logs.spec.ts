@@ -1,0 +1,68 @@
+// Workload logs from real Podman.
+import { execFileSync } from 'node:child_process';
+import { expect } from 'chai';
+import { Subject, lastValueFrom, toArray } from 'rxjs';
+import { builtInRuntimes } from '../../lib/drivers/runtimes.js';
+import { silentLogger } from '../../lib/logger.js';
+import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
+import { serveLogs } from '../../streams/logs.js';
+import { PodmanAgent, busybox, containerOf, requirePodman, uniqueAgent } from '../helpers/podman.js';
+
+const podmanLogsProcesses = (container: string) => {
+  try {
+    return execFileSync('pgrep', ['-f', `podman logs .*${container}`], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+
+describe('workload logs (real Podman)', function () {
+  this.timeout(60_000);
+  before(requirePodman);
+  let agent: PodmanAgent;
+  const chatty = () => busybox('chatty', agent.agentName, { script: 'for i in 1 2 3 4 5; do echo line $i; done; echo oops >&2; sleep 3600' });
+  beforeEach(async () => {
+    agent = new PodmanAgent(uniqueAgent('logs'));
+    agent.send({ kind: 'serverHello', added: [chatty()] });
+    await agent.waitFor('chatty', /^Running/);
+    await new Promise((r) => setTimeout(r, 300));
+  });
+  afterEach(() => agent.stop());
+
+  /** Runs one non-following request to its end. */
+  const ask = (options: Partial<LogsOptions>) => {
+    const messages = new Subject<FromServer>();
+    const out = lastValueFrom(serveLogs(messages, { agentName: agent.agentName, runtimes: builtInRuntimes(silentLogger) }).pipe(toArray()));
+    messages.next({ kind: 'logsRequest', requestId: 'r', workloads: [chatty().instanceName], options: { follow: false, ...options } });
+    setTimeout(() => messages.complete(), 3000);
+    return out;
+  };
+  const lines = (out: ToServer[]) => out.flatMap((m) => (m.kind === 'logEntries' ? m.entries.map((e) => e.message) : []));
+
+  it('sends all lines of stdout and stderr, then the stop response', async () => {
+    const out = await ask({});
+    expect(lines(out).sort()).to.deep.equal(['line 1', 'line 2', 'line 3', 'line 4', 'line 5', 'oops'].sort());
+    expect(out.at(-1)).to.deep.include({ kind: 'logsStop', requestId: 'r' });
+  });
+
+  it('honours tail and since', async () => {
+    expect(lines(await ask({ tail: 2 }))).to.have.length(2);
+    expect(lines(await ask({ since: new Date(Date.now() + 60_000).toISOString() }))).to.deep.equal([]);
+  });
+
+  it('follows until cancelled, and the cancel leaves no podman logs process', async () => {
+    const messages = new Subject<FromServer>();
+    const out: ToServer[] = [];
+    const sub = serveLogs(messages, { agentName: agent.agentName, runtimes: builtInRuntimes(silentLogger) }).subscribe((m) => out.push(m));
+    messages.next({ kind: 'logsRequest', requestId: 'f', workloads: [chatty().instanceName], options: { follow: true } });
+    const container = containerOf(chatty());
+    for (let waited = 0; lines(out).length < 6 && waited < 10_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    expect(lines(out)).to.have.length(6);
+    expect(podmanLogsProcesses(container)).to.have.length(1);
+    messages.next({ kind: 'logsCancelRequest', requestId: 'f' });
+    for (let waited = 0; podmanLogsProcesses(container).length > 0 && waited < 5000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    expect(podmanLogsProcesses(container)).to.deep.equal([]);
+    expect(out.some((m) => m.kind === 'logsStop')).to.equal(false);
+    sub.unsubscribe();
+  });
+});

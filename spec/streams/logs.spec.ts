@@ -1,0 +1,54 @@
+import { expect } from 'chai';
+import { NEVER, finalize, map, of } from 'rxjs';
+import type { FromServer, ToServer } from '../../lib/messages.js';
+import { BATCH_MS, MAX_RESPONSE_BYTES, TRUNCATED, fitLine, serveLogs, splitBySize } from '../../streams/logs.js';
+import { FakeRuntime } from '../helpers/fake-runtime.js';
+import { AGENT, workload } from '../helpers/fixtures.js';
+import { testScheduler } from '../helpers/virtual-time.js';
+
+const app = workload('app');
+const other = workload('other', { agent: 'agent_B' });
+const request = (requestId: string, ...names: Array<typeof app>): FromServer =>
+  ({ kind: 'logsRequest', requestId, workloads: names.map((w) => w.instanceName), options: { follow: true } });
+const show = (m: ToServer) => (m.kind === 'logEntries' ? `${m.requestId}:${m.entries.map((e) => e.message).join(',')}` : m.kind === 'logsStop' ? `${m.requestId}:stop ${m.instanceName.workloadName}` : m.kind);
+
+describe('workload logs for the server', () => {
+  it('batches lines by time (and count), then ends each workload with a LogsStopResponse', () => {
+    testScheduler().run(({ cold, hot, expectObservable }) => {
+      const runtime = new FakeRuntime({ logs: () => cold('a-b 200ms c|', { a: 'one', b: 'two', c: 'three' }) });
+      const out$ = serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) });
+      expectObservable(out$.pipe(map(show))).toBe(`${BATCH_MS}ms a 103ms (bc)`, {
+        a: 'r1:one,two', b: 'r1:three', c: 'r1:stop app',
+      });
+    });
+  });
+
+  it('stops the log streams of a request on LogsCancelRequest, killing them (no stop response)', () => {
+    let unsubscribed = false;
+    testScheduler().run(({ cold, hot, expectObservable }) => {
+      const runtime = new FakeRuntime({ logs: () => cold('a 150ms b', { a: 'x', b: 'y' }).pipe(finalize(() => (unsubscribed = true))) });
+      const messages = hot<FromServer>('a 120ms b', { a: request('r1', app), b: { kind: 'logsCancelRequest', requestId: 'r1' } });
+      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, { a: 'r1:x' });
+    });
+    expect(unsubscribed).to.equal(true);
+  });
+
+  it('ignores workloads of other agents and workloads this agent does not run', () => {
+    testScheduler().run(({ hot, expectObservable }) => {
+      const runtime = new FakeRuntime({ workloadId: () => of(undefined), logs: () => NEVER });
+      expectObservable(serveLogs(hot('a', { a: request('r1', app, other) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) })).toBe('');
+    });
+  });
+
+  it('keeps every response under 2 MiB: splits batches and truncates an over-long line', () => {
+    const long = 'x'.repeat(MAX_RESPONSE_BYTES * 2);
+    const cut = fitLine(long);
+    expect(Buffer.byteLength(cut)).to.be.below(MAX_RESPONSE_BYTES);
+    expect(cut.endsWith(TRUNCATED)).to.equal(true);
+    expect(fitLine('short')).to.equal('short');
+    const entries = Array.from({ length: 5 }, () => ({ instanceName: app.instanceName, message: 'y'.repeat(700 * 1024) }));
+    const groups = splitBySize(entries);
+    expect(groups.map((g) => g.length)).to.deep.equal([2, 2, 1]);
+    for (const g of groups) expect(g.reduce((n, e) => n + Buffer.byteLength(e.message), 0)).to.be.below(MAX_RESPONSE_BYTES);
+  });
+});

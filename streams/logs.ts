@@ -1,0 +1,100 @@
+// Workload logs for the server: a LogsRequest starts a log stream per workload of this agent, sent in
+// bounded batches, each ended by a LogsStopResponse; a LogsCancelRequest stops the streams.
+import {
+  EMPTY, Observable, SchedulerLike, asyncScheduler, bufferTime, catchError, concat, defer, filter, forkJoin, map,
+  merge, mergeMap, of, share, takeUntil,
+} from 'rxjs';
+import type { Logger } from '../lib/logger.js';
+import type { FromServer, LogEntry, LogsOptions, ToServer } from '../lib/messages.js';
+import type { RuntimeConnector } from '../lib/runtime-connector.js';
+import { type WorkloadInstanceName, instanceKey } from '../lib/workload.js';
+
+/** No response may exceed this, so a chatty workload cannot break the gRPC message limit. */
+export const MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
+/** Room for the envelope of each entry and of the response. */
+const ENTRY_OVERHEAD_BYTES = 256;
+export const MAX_LINE_BYTES = MAX_RESPONSE_BYTES - 64 * 1024;
+export const TRUNCATED = ' [truncated]';
+export const BATCH_MS = 100;
+export const BATCH_LINES = 1000;
+
+export interface LogsDeps {
+  readonly agentName: string;
+  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  readonly log?: Logger;
+  readonly scheduler?: SchedulerLike;
+}
+
+type LogsRequest = Extract<FromServer, { kind: 'logsRequest' }>;
+
+/** A line cut to fit a response, marked when cut. */
+export function fitLine(line: string, maxBytes = MAX_LINE_BYTES): string {
+  if (Buffer.byteLength(line) <= maxBytes) return line;
+  let cut = Buffer.from(line).subarray(0, maxBytes - Buffer.byteLength(TRUNCATED)).toString();
+  if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
+  return cut + TRUNCATED;
+}
+
+/** Splits entries into groups whose responses stay under the limit. */
+export function splitBySize(entries: readonly LogEntry[], maxBytes = MAX_RESPONSE_BYTES): LogEntry[][] {
+  const groups: LogEntry[][] = [];
+  let group: LogEntry[] = [];
+  let size = 0;
+  for (const e of entries) {
+    const bytes = Buffer.byteLength(e.message) + instanceKey(e.instanceName).length + ENTRY_OVERHEAD_BYTES;
+    if (group.length > 0 && size + bytes > maxBytes) {
+      groups.push(group);
+      group = [];
+      size = 0;
+    }
+    group.push(e);
+    size += bytes;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups;
+}
+
+/** The runtime and id of a workload instance this agent runs, if any. */
+function findWorkload(name: WorkloadInstanceName, runtimes: ReadonlyMap<string, RuntimeConnector>): Observable<{ runtime: RuntimeConnector; id: string } | undefined> {
+  const all = [...runtimes.values()];
+  if (all.length === 0) return of(undefined);
+  return forkJoin(all.map((runtime) => runtime.getWorkloadId(name).pipe(catchError(() => of(undefined)), map((id) => ({ runtime, id }))))).pipe(
+    map((found) => found.find((f) => f.id !== undefined) as { runtime: RuntimeConnector; id: string } | undefined),
+  );
+}
+
+/** One workload's logs for one request: batches of entries, then the stop response. */
+function workloadLogs(requestId: string, instanceName: WorkloadInstanceName, options: LogsOptions, deps: LogsDeps): Observable<ToServer> {
+  return findWorkload(instanceName, deps.runtimes).pipe(mergeMap((found) => {
+    if (!found) {
+      deps.log?.debug(`Logs of '${instanceKey(instanceName)}' asked for, but this agent does not run it.`);
+      return EMPTY;
+    }
+    const batches$ = found.runtime.logs(found.id, options).pipe(
+      map((line): LogEntry => ({ instanceName, message: fitLine(line) })),
+      bufferTime(BATCH_MS, null, BATCH_LINES, deps.scheduler ?? asyncScheduler),
+      filter((entries) => entries.length > 0),
+      mergeMap((entries) => splitBySize(entries).map((group): ToServer => ({ kind: 'logEntries', requestId, entries: group }))),
+      catchError((err: unknown) => {
+        deps.log?.warn(`The logs of '${instanceKey(instanceName)}' ended early: ${String(err)}`);
+        return EMPTY;
+      }),
+    );
+    return concat(batches$, of<ToServer>({ kind: 'logsStop', requestId, instanceName }));
+  }));
+}
+
+/** Answers the server's log requests until each is cancelled or its streams end. */
+export function serveLogs(fromServer$: Observable<FromServer>, deps: LogsDeps): Observable<ToServer> {
+  return defer(() => {
+    const messages$ = fromServer$.pipe(share());
+    const cancels$ = messages$.pipe(filter((m): m is Extract<FromServer, { kind: 'logsCancelRequest' }> => m.kind === 'logsCancelRequest'));
+    return messages$.pipe(
+      filter((m): m is LogsRequest => m.kind === 'logsRequest'),
+      mergeMap((request) => merge(...request.workloads
+        .filter((w) => w.agentName === deps.agentName)
+        .map((w) => workloadLogs(request.requestId, w, request.options, deps)))
+        .pipe(takeUntil(cancels$.pipe(filter((c) => c.requestId === request.requestId))))),
+    );
+  });
+}
