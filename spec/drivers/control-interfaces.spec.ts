@@ -170,6 +170,24 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(noisy.received.slice(2).map((m) => m.FromAnkaiosEnum.case)).to.include('controlInterfaceAccepted');
   });
 
+  it('logs through the Control Interface: a LogRule lets the request through; log responses for a gone workload cancel it at the server', async () => {
+    const client = await open(withAccess('viewer', [{ kind: 'log', workloadNames: ['ivi_*', 'nav'] }]));
+    client.hello();
+    await client.next();
+    const forwarded = nextRequest();
+    client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'l1', RequestContent: { case: 'logsRequest', value: {
+      workloadNames: [{ workloadName: 'nav', agentName: 'agent_A', id: 'x' }], follow: true,
+    } } } } });
+    const request = await forwarded;
+    expect(request.requestId).to.equal('viewer@l1');
+    expect(request.RequestContent.case).to.equal('logsRequest');
+    const cancel = nextRequest();
+    hub.deliver(create(ResponseSchema, { requestId: 'gone@l9', ResponseContent: { case: 'logEntriesResponse', value: { logEntries: [] } } }));
+    const cancelled = await cancel;
+    expect(cancelled.requestId).to.equal('gone@l9');
+    expect(cancelled.RequestContent.case).to.equal('logsCancelRequest');
+  });
+
   it('a folder of a resumed workload is reused', async () => {
     const spec = withAccess('again', [readState('*')]);
     const first = await firstValueFrom(hub.prepare(spec));

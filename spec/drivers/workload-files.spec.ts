@@ -35,6 +35,18 @@ describe('workload files', () => {
     expect(existsSync(root)).to.equal(false);
   });
 
+  it('an update with changed files writes them anew (old ones go)', async () => {
+    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const files = new WorkloadFiles(io);
+    const v1 = { ...workload('w'), files: [{ mountPoint: '/a', data: 'one' }, { mountPoint: '/b', data: 'old' }] };
+    const v2 = { ...workload('w'), files: [{ mountPoint: '/a', data: 'two' }] };
+    await firstValueFrom(files.prepare(v1));
+    await lastValueFrom(files.release(v1), { defaultValue: undefined });
+    await firstValueFrom(files.prepare(v2));
+    expect(readFileSync(path.join(filesFolder(io, v2), 'a'), 'utf8')).to.equal('two');
+    expect(existsSync(path.join(filesFolder(io, v2), 'b'))).to.equal(false);
+  });
+
   it('refuses a mount point that escapes, or binary data that is not base64, as a configuration error', async () => {
     const files = new WorkloadFiles(mkdtempSync(path.join(tmpdir(), 'ank-files-')));
     const escape = { ...workload('w'), files: [{ mountPoint: '/../../etc/passwd', data: 'x' }] };
