@@ -25,7 +25,12 @@ export interface ContainerCache {
  * every new watcher triggers one extra poll (swdd~podman-state-getter-reset-cache~1,
  * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way.
  */
-export function containerCache(list: () => Observable<Container[]>, scheduler: SchedulerLike = asyncScheduler): ContainerCache {
+export function containerCache(
+  list: () => Observable<Container[]>,
+  scheduler: SchedulerLike = asyncScheduler,
+  /** Emits when a container changed (e.g. `podman events`): the cache polls at once instead of at the next tick. */
+  changes$: Observable<unknown> = EMPTY,
+): ContainerCache {
   const refresh$ = new Subject<void>();
   let polls = 0;
   let pending = false;
@@ -37,7 +42,7 @@ export function containerCache(list: () => Observable<Container[]>, scheduler: S
       catchError(() => of<Snapshot>({ poll })),
     );
   });
-  const snapshots$ = merge(timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS, scheduler), refresh$).pipe(
+  const snapshots$ = merge(timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS, scheduler), refresh$, changes$).pipe(
     tap(() => (pending = true)),
     // A trigger that comes while a poll runs is served by one more poll right after it.
     exhaustMap(() => poll$.pipe(repeat({ delay: () => (pending ? of(0) : EMPTY) }))),
