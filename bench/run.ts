@@ -1,0 +1,276 @@
+// npm run bench: scheduling throughput, Podman call economy, reaction latency, agent overhead and
+// Control Interface round trips. Prints a table and writes bench/results.json.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { create } from '@bufbuild/protobuf';
+import { EMPTY, Subject, firstValueFrom, of } from 'rxjs';
+import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
+import { ControlInterfaces } from '../lib/drivers/control-interfaces.js';
+import { PodmanCli } from '../lib/drivers/podman-cli.js';
+import { builtInRuntimes } from '../lib/drivers/runtimes.js';
+import { ExecutionState } from '../lib/execution-state.js';
+import { silentLogger } from '../lib/logger.js';
+import type { FromServer } from '../lib/messages.js';
+import type { WorkloadSpec } from '../lib/workload.js';
+import { instanceKey } from '../lib/workload.js';
+import { runWorkloads } from '../streams/run-workloads.js';
+import { ControlInterfaceClient } from '../spec/helpers/ci-client.js';
+import { FakeRuntime } from '../spec/helpers/fake-runtime.js';
+import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../spec/helpers/fake-server.js';
+import { workload } from '../spec/helpers/fixtures.js';
+import { PodmanAgent, busybox, cleanup, requirePodman, uniqueAgent } from '../spec/helpers/podman.js';
+
+interface Figure {
+  readonly name: string;
+  readonly value: number;
+  readonly unit: string;
+  readonly target?: string;
+  readonly note?: string;
+}
+
+const figures: Figure[] = [];
+const record = (f: Figure) => {
+  figures.push(f);
+  console.log(`  ${f.name.padEnd(62)} ${String(Number(f.value.toFixed(2))).padStart(10)} ${f.unit.padEnd(10)} ${f.target ? `target ${f.target}` : ''}${f.note ? `  (${f.note})` : ''}`);
+};
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until(condition: () => boolean, timeoutMs = 120_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 20) {
+    if (waited > timeoutMs) throw new Error('timed out');
+    await sleep(20);
+  }
+}
+const BIN = path.resolve('bin/ank-agent.js');
+
+// 1. Scheduling throughput on the pure pipelines ---------------------------------------------------
+
+/** N workloads in 10 layers; each depends on one of the layer before, with running or succeeded. */
+function layeredDag(n: number): WorkloadSpec[] {
+  const width = Math.max(1, Math.floor(n / 10));
+  return Array.from({ length: n }, (_, i) => {
+    const layer = Math.floor(i / width);
+    const dependencies = layer === 0 ? {} : { [`w${(layer - 1) * width + (i % width)}`]: (layer % 2 ? 'Running' : 'Succeeded') as 'Running' | 'Succeeded' };
+    return workload(`w${i}`, { dependencies });
+  });
+}
+
+function scheduling(n: number): { create: number; remove: number } {
+  const specs = layeredDag(n);
+  let creates = 0;
+  let deletes = 0;
+  const runtime = new FakeRuntime({
+    create: (spec) => (creates++, of(`id-${spec.instanceName.workloadName}`)),
+    states: () => of(ExecutionState.running(), ExecutionState.succeeded()),
+    delete: () => (deletes++, EMPTY),
+  });
+  const input = new Subject<FromServer>();
+  const sub = runWorkloads(input, { agentName: 'agent_A', runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY }).subscribe();
+  const t0 = performance.now();
+  input.next({ kind: 'serverHello', added: specs });
+  const t1 = performance.now();
+  if (creates !== n) throw new Error(`only ${creates} of ${n} created`);
+  const dependents = new Map<string, Record<string, 'NotPendingNorRunning'>>();
+  for (const s of specs) for (const [dep, c] of Object.entries(s.dependencies)) if (c === 'Running') dependents.set(dep, { ...dependents.get(dep), [s.instanceName.workloadName]: 'NotPendingNorRunning' });
+  input.next({ kind: 'updateWorkload', added: [], deleted: specs.map((s) => ({ instanceName: s.instanceName, dependencies: dependents.get(s.instanceName.workloadName) ?? {} })) });
+  const t2 = performance.now();
+  if (deletes !== n) throw new Error(`only ${deletes} of ${n} deleted`);
+  sub.unsubscribe();
+  return { create: t1 - t0, remove: t2 - t1 };
+}
+
+function benchScheduling(): void {
+  console.log('\n1. Scheduling throughput (pure pipelines, in-memory runtime; layered dependency DAG)');
+  // Warm the JIT up first, or the smallest N measures compilation.
+  for (let i = 0; i < 3; i++) scheduling(5000);
+  let previous: number | undefined;
+  for (const n of [100, 1000, 10_000]) {
+    const runs = Array.from({ length: n === 10_000 ? 3 : 5 }, () => scheduling(n));
+    const create = median(runs.map((r) => r.create));
+    const remove = median(runs.map((r) => r.remove));
+    record({ name: `ServerHello → last create, N=${n}`, value: create, unit: 'ms', note: `${Math.round(n / (create / 1000))} ops/s` });
+    record({ name: `UpdateWorkload deleting all → last delete, N=${n}`, value: remove, unit: 'ms', note: `${Math.round(n / (remove / 1000))} ops/s` });
+    if (previous !== undefined) record({ name: `growth of create time for 10× N`, value: create / previous, unit: '×', target: '≈10 (linear)' });
+    previous = create;
+  }
+}
+
+// 2. Podman call economy -------------------------------------------------------------------------
+
+async function benchEconomy(): Promise<void> {
+  console.log('\n2. Podman call economy (real Podman, sleeping busybox workloads, steady state over 5 s)');
+  for (const n of [1, 10, 50]) {
+    const agent = new PodmanAgent(uniqueAgent('bench'));
+    try {
+      const specs = Array.from({ length: n }, (_, i) => busybox(`sleeper${i}`, agent.agentName));
+      agent.send({ kind: 'serverHello', added: specs });
+      await until(() => specs.every((s) => agent.history(s.instanceName.workloadName).includes('Running(Ok)')));
+      await sleep(1500);
+      const before = agent.cli.calls;
+      await sleep(5000);
+      const perSecond = (agent.cli.calls - before) / 5;
+      record({ name: `Podman processes per second with ${n} workload(s)`, value: perSecond, unit: '/s', target: '≈1', note: `one ps per workload would be ${n}/s: ${(n / perSecond).toFixed(0)}× fewer` });
+    } finally {
+      agent.stop();
+    }
+  }
+}
+
+// 3. Reaction latency ----------------------------------------------------------------------------
+
+const finishedAt = (name: string) => Number(execFileSync('podman', ['inspect', '--format', '{{.State.FinishedAt.UnixMilli}}', name], { encoding: 'utf8' }).trim());
+
+async function exitLatencies(events: boolean, count: number): Promise<number[]> {
+  const agentName = uniqueAgent('lat');
+  const input = new Subject<FromServer>();
+  const seen = new Map<string, number>();
+  const sub = runWorkloads(input, { agentName, runtimes: builtInRuntimes(silentLogger, new PodmanCli(), { events }), prepare: () => of({}), release: () => EMPTY })
+    .subscribe((states) => {
+      for (const s of states) if (s.executionState.state === 'Succeeded') seen.set(s.instanceName.workloadName, Date.now());
+    });
+  try {
+    const specs = Array.from({ length: count }, (_, i) => busybox(`exit${i}`, agentName, { script: `sleep ${(2 + i * 0.37).toFixed(2)}` }));
+    input.next({ kind: 'serverHello', added: specs });
+    await until(() => seen.size === count);
+    return specs.map((s) => seen.get(s.instanceName.workloadName)! - finishedAt(instanceKey(s.instanceName)));
+  } finally {
+    sub.unsubscribe();
+    cleanup(agentName);
+  }
+}
+
+async function benchLatency(): Promise<void> {
+  console.log('\n3. Reaction latency (real Podman: container exit → Succeeded reported; 20 exits)');
+  for (const events of [false, true]) {
+    const l = await exitLatencies(events, 20);
+    const how = events ? 'one-second poll + podman events' : 'one-second poll only';
+    record({ name: `exit noticed, median (${how})`, value: median(l), unit: 'ms', target: '<100' });
+    record({ name: `exit noticed, p95 (${how})`, value: p95(l), unit: 'ms' });
+  }
+  const agent = new PodmanAgent(uniqueAgent('restart'));
+  try {
+    const w = busybox('phoenix', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
+    agent.send({ kind: 'serverHello', added: [w] });
+    const restarts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const runs = () => agent.history('phoenix').filter((h) => h === 'Running(Ok)').length;
+      const before = runs();
+      await until(() => agent.history('phoenix').filter((h) => h === 'Succeeded(Ok)').length > i);
+      const finished = finishedAt(instanceKey(w.instanceName));
+      await until(() => runs() > before || runs() > i + 1);
+      restarts.push(Date.now() - finished);
+    }
+    record({ name: 'ALWAYS: exit → new container reported running, median', value: median(restarts), unit: 'ms' });
+  } finally {
+    agent.stop();
+  }
+  const direct = Array.from({ length: 5 }, (_, i) => {
+    const t = performance.now();
+    execFileSync('podman', ['run', '-d', '--name', `bench-direct-${process.pid}-${i}`, 'localhost/busybox:latest', '/bin/true']);
+    const ms = performance.now() - t;
+    execFileSync('podman', ['rm', '-f', `bench-direct-${process.pid}-${i}`]);
+    return ms;
+  });
+  record({ name: '`podman run -d` alone (for comparison), median', value: median(direct), unit: 'ms' });
+}
+
+// 4. Agent overhead ------------------------------------------------------------------------------
+
+const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+const cpuTicks = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+};
+
+async function benchOverhead(idleSeconds: number): Promise<void> {
+  console.log(`\n4. Agent overhead (the real agent process against a fake server; idle for ${idleSeconds} s)`);
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-'));
+  const helloTimes: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const server = await FakeAnkaiosServer.start();
+    const t = performance.now();
+    const child = spawn(process.execPath, [BIN, '-n', `hello_${i}`, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+    const stream = await server.nextStream();
+    await stream.waitFor(() => true);
+    helloTimes.push(performance.now() - t);
+    child.kill('SIGKILL');
+    server.stop();
+  }
+  record({ name: 'process start → AgentHello at the server, median', value: median(helloTimes), unit: 'ms', target: '<400' });
+  for (const n of [0, 50]) {
+    const agentName = uniqueAgent('idle');
+    const server = await FakeAnkaiosServer.start();
+    const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+    try {
+      const stream = await server.nextStream();
+      const specs = Array.from({ length: n }, (_, i) => busybox(`idle${i}`, agentName));
+      stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
+      await until(() => specs.every((s) => reportedStates(stream).some(([w, , st]) => w === s.instanceName.workloadName && st === 'Running(Ok)')));
+      await sleep(2000);
+      const ticks = cpuTicks(child.pid!);
+      const rss: number[] = [];
+      for (let s = 0; s < idleSeconds; s++) {
+        await sleep(1000);
+        rss.push(rssKiB(child.pid!));
+      }
+      const cpu = ((cpuTicks(child.pid!) - ticks) / 100 / idleSeconds) * 100;
+      record({ name: `idle RSS with ${n} workloads, median`, value: median(rss) / 1024, unit: 'MiB', target: n === 50 ? '<80' : undefined });
+      record({ name: `idle CPU with ${n} workloads (podman children not counted)`, value: cpu, unit: '% core', target: '<0.5' });
+    } finally {
+      child.kill('SIGKILL');
+      server.stop();
+      cleanup(agentName);
+    }
+  }
+}
+
+// 5. Control Interface round trip ----------------------------------------------------------------
+
+async function benchControlInterface(count: number): Promise<void> {
+  console.log('\n5. Control Interface round trip (FIFOs → agent → fake server → agent → FIFOs)');
+  const io = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-ci-'));
+  const hub = new ControlInterfaces(io, silentLogger);
+  const spec = { ...workload('bench'), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] } };
+  // The fake server answers every request at once.
+  const answering = hub.requests$.subscribe((r) => hub.deliver(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'completeState', value: {} } })));
+  const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
+  const client = new ControlInterfaceClient(controlInterfacePath!);
+  client.hello();
+  await client.next();
+  const rtts: number[] = [];
+  const t0 = performance.now();
+  for (let i = 0; i < count; i++) {
+    const t = performance.now();
+    client.askState(`r${i}`, 'desiredState');
+    await client.next();
+    rtts.push(performance.now() - t);
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  record({ name: `round trip, median (${count} sequential requests)`, value: median(rtts), unit: 'ms' });
+  record({ name: 'requests per second, one at a time', value: count / seconds, unit: '/s' });
+  client.close();
+  answering.unsubscribe();
+  hub.closeAll();
+}
+
+// ------------------------------------------------------------------------------------------------
+
+const quick = process.argv.includes('--quick');
+const machine = {
+  cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version,
+  podman: execFileSync('podman', ['--version'], { encoding: 'utf8' }).trim(), date: new Date().toISOString(),
+};
+console.log(`ank-agent-rx benchmarks on ${machine.cpus} × ${machine.model}, ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.podman}`);
+requirePodman();
+benchScheduling();
+await benchEconomy();
+await benchLatency();
+await benchOverhead(quick ? 10 : 60);
+await benchControlInterface(quick ? 200 : 1000);
+writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
+console.log('\nWritten to bench/results.json');
+process.exit(0);
