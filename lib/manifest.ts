@@ -2,8 +2,7 @@
 import { createHash } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';
 import type {
-  AccessRule, AddCondition, ControlInterfaceAccess, DeleteCondition, DeletedWorkload, ReadWrite, RestartPolicy,
-  WorkloadFile, WorkloadSpec,
+  AccessRule, AddCondition, DeleteCondition, DeletedWorkload, ReadWrite, RestartPolicy, WorkloadFile, WorkloadSpec,
 } from './workload.js';
 
 /** A manifest the agent cannot use; the message says where and why. */
@@ -11,19 +10,12 @@ export class ManifestError extends Error {}
 
 export type ConfigValue = string | ConfigValue[] | { [key: string]: ConfigValue };
 
-/** A workload as the manifest states it, templates not yet rendered. */
-export interface ManifestWorkload {
+/** A workload as the manifest states it: templates in `agent` and `runtimeConfig` not yet rendered. */
+export interface ManifestWorkload extends Omit<WorkloadSpec, 'instanceName'> {
   readonly name: string;
   readonly agent: string;
-  readonly runtime: string;
-  readonly runtimeConfig: string;
-  readonly restartPolicy: RestartPolicy;
-  readonly dependencies: Readonly<Record<string, AddCondition>>;
-  readonly tags: Readonly<Record<string, string>>;
-  readonly controlInterfaceAccess: ControlInterfaceAccess;
   /** alias → config key */
   readonly configs: Readonly<Record<string, string>>;
-  readonly files: readonly WorkloadFile[];
 }
 
 export interface DesiredState {

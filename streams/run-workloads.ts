@@ -1,7 +1,6 @@
 // The agent's workload core: from the server's messages to the states of its own workloads.
 import {
-  Observable, OperatorFunction, Subject, defer, filter, groupBy, map, merge, mergeMap, observeOn, queueScheduler,
-  share, tap, ignoreElements,
+  Observable, OperatorFunction, Subject, defer, filter, groupBy, ignoreElements, map, merge, mergeMap, share, tap,
 } from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
 import { WorkloadScheduler } from '../lib/scheduler.js';
@@ -10,6 +9,7 @@ import type { WorkloadOperation } from '../lib/workload-operation.js';
 import { operationTarget } from '../lib/workload-operation.js';
 import { type ControlDeps, type WorkloadCommand, controlWorkload, endsLoop } from './control-workload.js';
 import { applyHysteresis } from './hysteresis.js';
+import { trampoline } from './trampoline.js';
 import { type AddressedCommand, type ManagerDeps, type Plan, type WorkloadLists, manageWorkloads } from './manage-workloads.js';
 
 export type WorkloadDeps = ManagerDeps & ControlDeps;
@@ -43,7 +43,7 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
       merge(othersStates$, ownStates$).pipe(map((states): Event => ({ states }))),
     ).pipe(
       // A decision is dispatched completely before the decisions it causes are taken.
-      observeOn(queueScheduler),
+      trampoline(),
       decide(),
       share(),
     );
