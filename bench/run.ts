@@ -265,12 +265,14 @@ const machine = {
   podman: execFileSync('podman', ['--version'], { encoding: 'utf8' }).trim(), date: new Date().toISOString(),
 };
 console.log(`ank-agent-rx benchmarks on ${machine.cpus} × ${machine.model}, ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.podman}`);
-requirePodman();
-benchScheduling();
-await benchEconomy();
-await benchLatency();
-await benchOverhead(quick ? 10 : 60);
-await benchControlInterface(quick ? 200 : 1000);
+const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+const wanted = (section: string) => !only || only.includes(section);
+if (wanted('scheduling')) benchScheduling();
+if (['economy', 'latency', 'overhead'].some(wanted)) requirePodman();
+if (wanted('economy')) await benchEconomy();
+if (wanted('latency')) await benchLatency();
+if (wanted('overhead')) await benchOverhead(quick ? 10 : 60);
+if (wanted('ci')) await benchControlInterface(quick ? 200 : 1000);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);
