@@ -2,7 +2,6 @@
 // peer) and driven by net.Socket on epoll, so no libuv threadpool thread waits on a pipe.
 import { constants, lstatSync, openSync } from 'node:fs';
 import net from 'node:net';
-import { execa } from 'execa';
 import { Observable } from 'rxjs';
 
 /** Creates the FIFO unless it exists. */
@@ -13,6 +12,7 @@ export async function makeFifo(path: string): Promise<void> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
+  const { execa } = await import('execa');
   await execa('mkfifo', ['-m', '0600', path]);
 }
 

@@ -1,10 +1,28 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
-import { execa } from 'execa';
 import { Observable, map } from 'rxjs';
 import type { Container } from '../podman/container-state.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
 export class PodmanError extends Error {}
+
+/** execa, loaded on first use: it is the heaviest module, and nothing needs it before the agent said hello. */
+let execaLoaded: Promise<typeof import('execa')> | undefined;
+const loadExeca = () => (execaLoaded ??= import('execa'));
+
+/** Subscribes `start` to a subprocess of podman once execa is loaded; the teardown kills it. */
+function withSubprocess<T>(start: (execa: typeof import('execa')['execa'], subscriber: import('rxjs').Subscriber<T>) => { kill: () => void }): Observable<T> {
+  return new Observable<T>((subscriber) => {
+    let kill: (() => void) | undefined;
+    let cancelled = false;
+    loadExeca().then(({ execa }) => {
+      if (!cancelled) kill = start(execa, subscriber).kill;
+    }, (err: unknown) => subscriber.error(new PodmanError(`Cannot load execa: ${String(err)}`)));
+    return () => {
+      cancelled = true;
+      kill?.();
+    };
+  });
+}
 
 export interface Volume {
   readonly Name: string;
@@ -19,7 +37,7 @@ export class PodmanCli {
 
   /** Runs `podman <args>` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it. */
   run(args: readonly string[], input?: string): Observable<string> {
-    return new Observable<string>((subscriber) => {
+    return withSubprocess<string>((execa, subscriber) => {
       this.calls += 1;
       const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
       child.then((result) => {
@@ -32,9 +50,7 @@ export class PodmanCli {
           subscriber.error(new PodmanError((String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '')));
         }
       }, (err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
-      return () => {
-        if (child.exitCode === null) child.kill();
-      };
+      return { kill: () => child.exitCode === null && child.kill() };
     });
   }
 
@@ -43,7 +59,7 @@ export class PodmanCli {
    * podman ends; unsubscribing kills it.
    */
   lines(args: readonly string[]): Observable<string> {
-    return new Observable<string>((subscriber) => {
+    return withSubprocess<string>((execa, subscriber) => {
       this.calls += 1;
       const child = execa(this.binary, args, { reject: false, buffer: false, stdin: 'ignore' });
       let open = 2;
@@ -62,9 +78,7 @@ export class PodmanCli {
         });
       }
       child.catch((err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
-      return () => {
-        if (child.exitCode === null) child.kill('SIGKILL');
-      };
+      return { kill: () => child.exitCode === null && child.kill('SIGKILL') };
     });
   }
 
