@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -124,6 +125,42 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     for (let i = 0; i < 50 && l.errors.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
     expect(l.errors[0]).to.be.instanceOf(ServerRefused);
     expect((l.errors[0] as Error).message).to.include("Unsupported protocol version '0.8.0'");
+  });
+
+  it('notices a half-open connection through HTTP/2 keepalive within seconds and reconnects', async function () {
+    this.timeout(20_000);
+    // A proxy on loopback that can go silent on its open connections, as a dead peer would.
+    const frozen = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(server.port, '127.0.0.1');
+      client.on('data', (d) => !frozen.has(client) && upstream.write(d));
+      upstream.on('data', (d) => !frozen.has(client) && client.write(d));
+      for (const [a, b] of [[client, upstream], [upstream, client]]) {
+        a.on('error', () => b.destroy());
+        a.on('close', () => b.destroy());
+      }
+      proxy.emit('connected', client);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const port = (proxy.address() as net.AddressInfo).port;
+    const sockets: net.Socket[] = [];
+    proxy.on('connected', (s: net.Socket) => sockets.push(s));
+    const out$ = new Subject<ToServer>();
+    const sub = serverLink((o$) => connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure, keepaliveMs: 1000 }, o$), out$, {
+      agentName: AGENT, log: silentLogger,
+    }).subscribe();
+    subscriptions.push(sub);
+    try {
+      await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      const silencedAt = Date.now();
+      sockets.forEach((s) => frozen.add(s));
+      const second = await server.nextStream(15_000, 1);
+      await second.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      expect(Date.now() - silencedAt).to.be.below(10_000);
+    } finally {
+      proxy.close();
+      sockets.forEach((s) => s.destroy());
+    }
   });
 
   describe('mTLS', () => {
