@@ -1,6 +1,6 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
 import {
-  EMPTY, Observable, catchError, concat, concatWith, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, merge, of,
+  EMPTY, Observable, catchError, concat, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, merge, of,
   scan, switchMap, throwError,
 } from 'rxjs';
 import { type ExecutionState, ExecutionState as S, sameState } from '../execution-state.js';
@@ -14,6 +14,9 @@ import type { ContainerCache, Snapshot } from '../../streams/container-cache.js'
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
 
 const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
+/** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
+const quietly = (step: Observable<unknown>): Observable<never> => step.pipe(ignoreElements(), catchError(() => EMPTY));
+
 /** Runs `step`, counting "it is already gone" as done. */
 const tolerateMissing = (step: Observable<unknown>) => step.pipe(ignoreElements(), catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))));
 
@@ -61,8 +64,8 @@ export class PodmanRuntime implements RuntimeConnector {
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => {
           // A name in use belongs to a container being deleted: leave it; anything else may have left a broken container.
-          const cleanup = err instanceof PodmanError && /already in use/.test(err.message) ? EMPTY : tolerateMissing(this.cli.run(['rm', '--force', container]));
-          return cleanup.pipe(catchError(() => EMPTY), concatWith(throwError(() => err)));
+          const cleanup = err instanceof PodmanError && /already in use/.test(err.message) ? EMPTY : quietly(this.cli.run(['rm', '--force', container]));
+          return concat(cleanup, throwError(() => err));
         }),
       );
     });
@@ -162,9 +165,8 @@ export class PodmanKubeRuntime implements RuntimeConnector {
       return concat(
         this.volume(`${instance}.config`, spec.runtimeConfig),
         this.cli.run(play, config.manifest).pipe(
-          catchError((err: unknown) => this.cli.run(['kube', 'down', '-'], config.manifest).pipe(
-            catchError(() => EMPTY), ignoreElements(), concatWith(this.removeVolumes(instance).pipe(catchError(() => EMPTY))), concatWith(throwError(() => err)),
-          )),
+          // What a failed play left behind goes, so that a retry starts clean.
+          catchError((err: unknown) => concat(quietly(this.cli.run(['kube', 'down', '-'], config.manifest)), quietly(this.removeVolumes(instance)), throwError(() => err))),
           switchMap((output) => {
             const id: KubeId = { instance, pods: podsPlayed(output), manifest: config.manifest, downOptions: config.downOptions };
             return concat(this.volume(`${instance}.pods`, JSON.stringify(id.pods)), of(JSON.stringify(id)));
