@@ -203,17 +203,14 @@ class ControlLoop {
   private removeCurrent({ report: reporting }: { report: boolean }): Observable<Output> {
     const { spec, id } = this;
     if (!spec) return EMPTY;
-    // swdd~agent-workload-control-loop-update-broken-allowed~1: nothing on the runtime to delete.
-    if (id === undefined) {
-      this.spec = undefined;
-      return concat(this.deps.release(spec), reporting ? of(report(spec.instanceName, ExecutionState.removed())) : EMPTY);
-    }
-    const runtime = this.deps.runtimes.get(spec.runtime)!;
     const gone$ = defer(() => {
       this.spec = undefined;
       this.id = undefined;
       return concat(this.deps.release(spec), reporting ? of(report(spec.instanceName, ExecutionState.removed())) : EMPTY);
     });
+    // swdd~agent-workload-control-loop-update-broken-allowed~1: nothing on the runtime to delete.
+    if (id === undefined) return gone$;
+    const runtime = this.deps.runtimes.get(spec.runtime)!;
     return concat(
       reporting ? of(report(spec.instanceName, ExecutionState.stoppingRequested())) : EMPTY,
       runtime.deleteWorkload(id).pipe(
