@@ -1,5 +1,6 @@
 // npm run trace: which spec checks which requirement of the agent.
 //   npm run trace                         report; exits 1 when a requirement that needs a test has none
+//   npm run trace -- --quiet              only what is missing, and the summary
 //   npm run trace -- --extract <seeds>    refresh spec/requirements.json from the seed documents
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -65,16 +66,18 @@ if (args[0] === '--extract') {
 
 const requirements = JSON.parse(readFileSync(REQUIREMENTS, 'utf8')) as Requirement[];
 const specs = specFiles('spec').map((f) => [f, readFileSync(f, 'utf8').split('\n')] as [string, string[]]);
+const quiet = args.includes('--quiet');
 let untested = 0;
 for (const r of requirements) {
   const where = mentions(r.id, specs);
   const needsTest = r.needs.some((n) => /test/.test(n));
   const status = r.notForAgent ? 'n/a ' : where.length > 0 ? 'ok  ' : needsTest ? 'MISSING' : 'impl';
   if (status === 'MISSING') untested += 1;
+  if (quiet && status !== 'MISSING') continue;
   console.log(`${status.padEnd(7)} ${r.id}${r.notForAgent ? `  (${r.notForAgent})` : ''}`);
   for (const w of where.slice(0, 3)) console.log(`          ${w}`);
   if (where.length > 3) console.log(`          … and ${where.length - 3} more`);
 }
 const agentRequirements = requirements.filter((r) => !r.notForAgent);
-console.log(`\n${agentRequirements.length} agent requirements; ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none.`);
+console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements; ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none.`);
 process.exit(untested > 0 ? 1 : 0);
