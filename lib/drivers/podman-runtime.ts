@@ -1,6 +1,7 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
 import {
-  EMPTY, Observable, catchError, concat, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, merge, of,
+  EMPTY, Observable, SchedulerLike, asyncScheduler, catchError, concat, defer, distinctUntilChanged, filter, forkJoin,
+  ignoreElements, map, merge, of,
   scan, switchMap, throwError,
 } from 'rxjs';
 import { type ExecutionState, ExecutionState as S, sameState } from '../execution-state.js';
@@ -20,17 +21,23 @@ const quietly = (step: Observable<unknown>): Observable<never> => step.pipe(igno
 /** Runs `step`, counting "it is already gone" as done. */
 const tolerateMissing = (step: Observable<unknown>) => step.pipe(ignoreElements(), catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))));
 
+/** How long a container must stay `stopped` before that is reported. */
+export const TRANSIENT_MS = 1000;
+
 /**
  * Maps every fresh snapshot to a state and emits only changes (swdd~generic-state-checker-sends-workload-state~2).
- * Podman shows an exiting container as `stopped` for a moment before `exited`; reported as Stopping, the
- * stopping hysteresis would hold it there, so a state seen while a container is `stopped` is reported only
- * when the next snapshot still shows it.
+ * Podman shows an exiting container as `stopped` for a moment (~150 ms) before `exited`; reported as
+ * Stopping, the stopping hysteresis would hold it there. So a state seen while a container is `stopped`
+ * is reported only once it has lasted TRANSIENT_MS (a container stopped from outside stays so).
  */
-function stateChecker(cache: ContainerCache, stateIn: (containers: readonly Container[]) => ExecutionState, ids: (containers: readonly Container[]) => readonly Container[]): Observable<ExecutionState> {
-  const transient = (s: Snapshot) => s.containers !== undefined && ids(s.containers).some((c) => c.State === 'stopped');
+function stateChecker(
+  cache: ContainerCache, stateIn: (containers: readonly Container[]) => ExecutionState,
+  own: (containers: readonly Container[]) => readonly Container[], scheduler: SchedulerLike = asyncScheduler,
+): Observable<ExecutionState> {
+  const transient = (s: Snapshot) => s.containers !== undefined && own(s.containers).some((c) => c.State === 'stopped');
   return cache.fresh().pipe(
-    scan((acc, s) => ({ snapshot: s, settled: !transient(s) || (acc.snapshot !== undefined && transient(acc.snapshot)) }), { snapshot: undefined as Snapshot | undefined, settled: false }),
-    filter((acc) => acc.settled),
+    scan((acc: { snapshot?: Snapshot; since?: number }, s) => ({ snapshot: s, since: transient(s) ? acc.since ?? scheduler.now() : undefined }), {}),
+    filter(({ since }) => since === undefined || scheduler.now() - since >= TRANSIENT_MS),
     map(({ snapshot: s }) => (s!.containers ? stateIn(s!.containers) : S.unknown('Podman could not be asked for the container states.'))),
     distinctUntilChanged(sameState),
   );

@@ -32,8 +32,11 @@ export function podman(...args: string[]): string {
 export function cleanup(agentName: string): void {
   const ids = podman('ps', '--all', '--quiet', `--filter=label=agent=${agentName}`).split('\n').filter(Boolean);
   if (ids.length) podman('rm', '--force', '--time=0', ...ids);
-  const pods = podman('pod', 'ps', '--quiet', `--filter=name=${agentName}`).split('\n').filter(Boolean);
-  if (pods.length) podman('pod', 'rm', '--force', ...pods);
+  // Pods are named by their Kubernetes manifests; the specs name them after the agent, with '-' for '_'.
+  const pods = [agentName, agentName.replace(/_/g, '-')]
+    .flatMap((name) => podman('pod', 'ps', '--quiet', `--filter=name=${name}`).split('\n'))
+    .filter(Boolean);
+  if (pods.length) podman('pod', 'rm', '--force', ...new Set(pods));
   const volumes = podman('volume', 'ls', '--quiet').split('\n').filter((v) => v.includes(`.${agentName}.`));
   if (volumes.length) podman('volume', 'rm', '--force', ...volumes);
 }
