@@ -115,7 +115,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     it('swdd~agent-workload-control-loop-executes-retry~1: a retry that succeeds stores the new id and watches its state', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime({
-          create: (spec, attempt) => (attempt < 3 ? boom() : of('the-id')),
+          create: (_spec, attempt) => (attempt < 3 ? boom() : of('the-id')),
           states: (id) => (id === 'the-id' ? cold('r', { r: ExecutionState.running() }) : NEVER),
         });
         expectObservable(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 996ms c 999ms d', {
