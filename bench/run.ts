@@ -8,9 +8,9 @@ import { performance } from 'node:perf_hooks';
 import { create } from '@bufbuild/protobuf';
 import { EMPTY, Subject, firstValueFrom, of } from 'rxjs';
 import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
-import { ControlInterfaces } from '../lib/drivers/control-interfaces.js';
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
-import { builtInRuntimes } from '../lib/drivers/runtimes.js';
+import { builtInRuntimes } from '../bin/wiring.js';
+import { ControlInterfaceHub } from '../spec/helpers/control-interfaces.js';
 import { ExecutionState } from '../lib/execution-state.js';
 import { silentLogger } from '../lib/logger.js';
 import type { FromServer } from '../lib/messages.js';
@@ -233,7 +233,7 @@ async function benchOverhead(idleSeconds: number): Promise<void> {
 async function benchControlInterface(count: number): Promise<void> {
   console.log('\n5. Control Interface round trip (FIFOs → agent → fake server → agent → FIFOs)');
   const io = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-ci-'));
-  const hub = new ControlInterfaces(io, silentLogger);
+  const hub = new ControlInterfaceHub(io, silentLogger);
   const spec = { ...workload('bench'), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] } };
   // The fake server answers every request at once.
   const answering = hub.requests$.subscribe((r) => hub.deliver(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'completeState', value: {} } })));

@@ -2,27 +2,31 @@
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import meow from 'meow';
-import { Observable, Subject, concat, of, takeUntil, timer } from 'rxjs';
+import { Observable, Subject, concat, merge, of, takeUntil, tap, timer } from 'rxjs';
 import {
   AGENT_NAME_PATTERN, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_RUN_FOLDER, DEFAULT_SERVER_URL,
   parseConfigFile, resolveConfig,
 } from '../lib/config.js';
-import { ControlInterfaces } from '../lib/drivers/control-interfaces.js';
+import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
-import { builtInRuntimes } from '../lib/drivers/runtimes.js';
 import { sampleMachine } from '../lib/drivers/machine.js';
 import { loadSecurity } from '../lib/drivers/security.js';
 import { readManifest, statusView, watchManifest } from '../lib/drivers/standalone.js';
 import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
-import { type DesiredState, ManifestError, rendered } from '../lib/manifest.js';
-import { type AgentDeps, type Link, runAgent } from '../streams/agent.js';
-import { loadStatus } from '../streams/load-status.js';
-import { type LocalSnapshot, localServer } from '../streams/local-server.js';
+import { type DesiredState, ManifestError } from '../lib/manifest.js';
+import type { FromServer, ToServer } from '../lib/messages.js';
+import type { LocalSnapshot } from '../lib/status.js';
+import { type AgentDeps, type AgentSinks, agent } from '../streams/agent.js';
+import { localServer } from '../streams/local-server.js';
 import { ServerRefused, serverLink } from '../streams/server-link.js';
 import { noTrace, tracer } from '../streams/trace.js';
+import { builtInRuntimes } from './wiring.js';
+
+/** Where the server's messages come from: the gRPC server link, or the local server of standalone mode. */
+type Link = (toServer$: Observable<ToServer>, greeting: () => ToServer[]) => Observable<FromServer>;
 
 const HELP = `
   Usage
@@ -112,22 +116,29 @@ function prepareIoFolder(runFolder: string, name: string): string {
   return ioFolder;
 }
 
-/** Runs the agent with the given link until it ends; the signals stop it. */
-function run(name: string, ioFolder: string, log: Logger, link: (controlInterfaces: ControlInterfaces) => Link, onSignal: () => void, extra: Partial<AgentDeps> = {}): void {
-  const controlInterfaces = new ControlInterfaces(ioFolder, log);
-  const host = hostSide(controlInterfaces, new WorkloadFiles(ioFolder));
+/**
+ * Runs the agent with the given link until it ends; the signals stop it. The drivers are wired to the
+ * agent's sources and sinks here, and the loop from its messages back to the link is closed here.
+ */
+function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: () => void, extra: Partial<AgentDeps> = {}): void {
+  const pipes = new ControlInterfacePipes(ioFolder, log);
+  const host = hostSide(pipes, new WorkloadFiles(ioFolder));
   const deps: AgentDeps = {
     agentName: name,
     runtimes: builtInRuntimes(log),
     prepare: (spec) => host.prepare(spec),
     release: (spec) => host.release(spec),
-    controlInterfaces,
-    link: link(controlInterfaces),
     log,
     trace: flags.debug ? tracer(log) : noTrace,
     ...extra,
   };
-  runAgent(deps).subscribe({
+  const toServer$ = new Subject<ToServer>();
+  let sinks: AgentSinks | undefined;
+  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? []), controlInterfaces$: pipes.opened$ }, deps);
+  merge(
+    sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
+    sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
+  ).subscribe({
     error: (err: unknown) => {
       log.error(err instanceof ServerRefused ? err.message : `The agent failed: ${String(err)}`);
       process.exit(1);
@@ -141,7 +152,7 @@ function run(name: string, ioFolder: string, log: Logger, link: (controlInterfac
       if (stopping) return;
       stopping = true;
       log.info(`${signal}: stopping.`);
-      controlInterfaces.closeAll();
+      pipes.closeAll();
       onSignal();
     });
   }
@@ -161,18 +172,18 @@ function connected(): void {
   const ioFolder = prepareIoFolder(config.runFolder, config.name);
   const stop$ = new Subject<void>();
   log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
-  run(config.name, ioFolder, log, () => (outbound$, greeting) => serverLink(
+  run(config.name, ioFolder, log, (outbound$, greeting) => serverLink(
     (wire$) => connectAgent({ serverUrl: config.serverUrl, security }, wire$), outbound$, { agentName: config.name, log, stop$, greeting },
   ), () => {
     // Goodbye to the server; the workloads keep running and are resumed at the next start.
     stop$.next();
     setTimeout(() => process.exit(0), 3000).unref();
-  }, { loadStatus$: loadStatus(sampleMachine) });
+  }, { sampleMachine });
 }
 
 /** The agent a manifest is for, when -n does not say: the one agent its workloads name. */
 function agentOf(desired: DesiredState): string {
-  const agents = new Set([...desired.workloads.values()].map((w) => rendered(w, desired).agent).filter((a) => a !== ''));
+  const agents = new Set([...desired.workloads.values()].map((w) => w.spec.instanceName.agentName).filter((a) => a !== ''));
   if (agents.size === 1) return [...agents][0];
   if (agents.size === 0) return 'standalone';
   throw new ConfigError(`The manifest names the agents ${[...agents].sort().join(', ')}: say which one this is with -n.`);
@@ -196,7 +207,7 @@ function standalone(manifestFile: string): void {
     ? concat(watchManifest(manifestFile, first, log).pipe(takeUntil(stop$)), of(empty))
     : watchManifest(manifestFile, first, log);
   log.info(`Agent '${name}' running the manifest '${manifestFile}' without a server.`);
-  run(name, ioFolder, log, () => (outbound$) => localServer(manifests$, outbound$, {
+  run(name, ioFolder, log, (outbound$) => localServer(manifests$, outbound$, {
     agentName: name, log, onSnapshot: (s) => {
       snapshot = s;
       view(s);

@@ -60,3 +60,9 @@ export function transition(current: ExecutionState | undefined, incoming: Execut
   const settled = ['Running', 'Succeeded', 'Failed'].includes(incoming.state);
   return stopping && settled ? current! : incoming;
 }
+
+/** Stores an instance's latest state under `key`; a `Removed` instance is forgotten (the one place that decides so). */
+export function keepLatest<V>(map: Map<string, V>, key: string, state: ExecutionState, value: V): void {
+  if (state.state === 'Removed') map.delete(key);
+  else map.set(key, value);
+}

@@ -1,26 +1,24 @@
-// Ankaios manifests for standalone mode: parsing and the checks the server would make.
-import { createHash } from 'node:crypto';
+// The desired state of standalone mode: Ankaios manifests read into domain workloads, and the checks
+// and rendering the server would do (names, config references, cycles, templates, instance ids).
 import { parse as parseYaml } from 'yaml';
-import type {
-  AccessRule, AddCondition, DeleteCondition, DeletedWorkload, ReadWrite, RestartPolicy, WorkloadFile, WorkloadSpec,
+import { ADD_CONDITION, READ_WRITE, RESTART_POLICY } from './codec/tables.js';
+import {
+  type AccessRule, type ConfigValue, type DeclaredState, type DeleteCondition, type DeletedWorkload,
+  type Workload, type WorkloadFile, type WorkloadSpec, instanceId,
 } from './workload.js';
 
 /** A manifest the agent cannot use; the message says where and why. */
 export class ManifestError extends Error {}
 
-export type ConfigValue = string | ConfigValue[] | { [key: string]: ConfigValue };
-
-/** A workload as the manifest states it: templates in `agent` and `runtimeConfig` not yet rendered. */
-export interface ManifestWorkload extends Omit<WorkloadSpec, 'instanceName'> {
+/** A workload of the desired state: as declared, and rendered once for its agent. */
+export interface DesiredWorkload extends Workload {
   readonly name: string;
-  readonly agent: string;
-  /** alias → config key */
-  readonly configs: Readonly<Record<string, string>>;
+  readonly spec: WorkloadSpec;
 }
 
 export interface DesiredState {
   readonly apiVersion: string;
-  readonly workloads: ReadonlyMap<string, ManifestWorkload>;
+  readonly workloads: ReadonlyMap<string, DesiredWorkload>;
   readonly configs: Readonly<Record<string, ConfigValue>>;
 }
 
@@ -34,16 +32,14 @@ const CONFIG_KEY = /^[a-zA-Z0-9_-]{1,63}$/;
 const MASK_SEGMENT = /^(\*|[a-zA-Z0-9_-]+)$/;
 const LOG_NAME = /^[a-zA-Z0-9_*-]{1,64}$/;
 
-const RESTART_POLICIES: Record<string, RestartPolicy> = { NEVER: 'Never', ON_FAILURE: 'OnFailure', ALWAYS: 'Always' };
-const ADD_CONDITIONS: Record<string, AddCondition> = { ADD_COND_RUNNING: 'Running', ADD_COND_SUCCEEDED: 'Succeeded', ADD_COND_FAILED: 'Failed' };
-const OPERATIONS: Record<string, ReadWrite> = { Nothing: 'Nothing', Read: 'Read', Write: 'Write', ReadWrite: 'ReadWrite' };
-
 type Doc = Record<string, unknown>;
 const isMap = (v: unknown): v is Doc => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function fail(where: string, message: string): never {
   throw new ManifestError(`${where}: ${message}`);
 }
+
+// ---- the manifest document → declared workloads (its syntax) ------------------------------------
 
 function stringOf(v: unknown, where: string, field: string): string {
   if (typeof v === 'string') return v;
@@ -57,26 +53,13 @@ function stringList(v: unknown, where: string, field: string): string[] {
   return v.map((x) => stringOf(x, where, field));
 }
 
-/** swdd~api-access-rules-filter-mask-convention~1, swdd~api-access-rules-logs-workload-names-convention~1 */
 function accessRule(v: unknown, where: string): AccessRule {
   if (!isMap(v)) fail(where, 'an access rule must be a mapping');
   if (v.type === 'StateRule') {
-    const operation = OPERATIONS[String(v.operation)];
-    if (!operation) fail(where, `unknown operation '${String(v.operation)}' (Nothing, Read, Write or ReadWrite)`);
-    const filterMasks = stringList(v.filterMask ?? v.filterMasks, where, 'filterMask');
-    if (filterMasks.length === 0) fail(where, 'a StateRule needs at least one filter mask');
-    for (const mask of filterMasks) {
-      if (!mask.split('.').every((s) => MASK_SEGMENT.test(s))) fail(where, `invalid filter mask '${mask}' (dot-separated names or '*')`);
-    }
-    return { kind: 'state', operation, filterMasks };
+    const operation = READ_WRITE.fromText(String(v.operation)) ?? fail(where, `unknown operation '${String(v.operation)}' (${READ_WRITE.texts})`);
+    return { kind: 'state', operation, filterMasks: stringList(v.filterMask ?? v.filterMasks, where, 'filterMask') };
   }
-  if (v.type === 'LogRule') {
-    const workloadNames = stringList(v.workloadNames, where, 'workloadNames');
-    for (const name of workloadNames) {
-      if (!LOG_NAME.test(name) || name.split('*').length > 2) fail(where, `invalid workload name '${name}' in a LogRule (a workload name with at most one '*')`);
-    }
-    return { kind: 'log', workloadNames };
-  }
+  if (v.type === 'LogRule') return { kind: 'log', workloadNames: stringList(v.workloadNames, where, 'workloadNames') };
   return fail(where, `unknown access rule type '${String(v.type)}' (StateRule or LogRule)`);
 }
 
@@ -110,39 +93,26 @@ function configValue(v: unknown, where: string): ConfigValue {
   return stringOf(v, where, 'value');
 }
 
-function workloadOf(name: string, v: unknown, configs: Readonly<Record<string, ConfigValue>>): ManifestWorkload {
+function mapping(v: unknown, where: string, field: string): Doc {
+  if (v === undefined || v === null) return {};
+  return isMap(v) ? v : fail(where, field);
+}
+
+function workloadOf(name: string, v: unknown): Workload {
   const where = `workload '${name}'`;
-  // swdd~api-workload-naming-convention~1
-  if (!WORKLOAD_NAME.test(name)) fail(where, 'a workload name has 1 to 63 letters, digits, \'-\' or \'_\'');
   if (!isMap(v)) fail(where, 'must be a mapping');
   const runtime = v.runtime === undefined ? fail(where, "'runtime' is missing") : stringOf(v.runtime, where, 'runtime');
-  const restart = v.restartPolicy === undefined ? 'NEVER' : String(v.restartPolicy);
-  const restartPolicy = RESTART_POLICIES[restart] ?? fail(where, `unknown restartPolicy '${restart}' (NEVER, ON_FAILURE or ALWAYS)`);
-  const dependencies: Record<string, AddCondition> = {};
-  if (v.dependencies !== undefined && v.dependencies !== null) {
-    if (!isMap(v.dependencies)) fail(where, "'dependencies' must be a mapping");
-    for (const [dep, c] of Object.entries(v.dependencies)) {
-      if (!WORKLOAD_NAME.test(dep)) fail(where, `invalid dependency name '${dep}'`);
-      dependencies[dep] = ADD_CONDITIONS[String(c)] ?? fail(where, `unknown condition '${String(c)}' for dependency '${dep}'`);
-    }
-  }
-  const aliases: Record<string, string> = {};
-  if (v.configs !== undefined && v.configs !== null) {
-    if (!isMap(v.configs)) fail(where, "'configs' must be a mapping of alias to config key");
-    for (const [alias, key] of Object.entries(v.configs)) {
-      const k = stringOf(key, where, `configs.${alias}`);
-      // swdd~api-config-aliases-and-config-reference-keys-naming-convention~1
-      if (!CONFIG_KEY.test(alias) || !CONFIG_KEY.test(k)) fail(where, `invalid config reference '${alias}: ${k}' (letters, digits, '-' and '_')`);
-      if (!(k in configs)) fail(where, `refers to the config '${k}', which the manifest does not define`);
-      aliases[alias] = k;
-    }
-  }
+  const restart = v.restartPolicy === undefined ? RESTART_POLICY.toText('Never') : String(v.restartPolicy);
+  const restartPolicy = RESTART_POLICY.fromText(restart) ?? fail(where, `unknown restartPolicy '${restart}' (${RESTART_POLICY.texts})`);
+  const dependencies = Object.fromEntries(Object.entries(mapping(v.dependencies, where, "'dependencies' must be a mapping")).map(([dep, c]) =>
+    [dep, ADD_CONDITION.fromText(String(c)) ?? fail(where, `unknown condition '${String(c)}' for dependency '${dep}'`)]));
+  const configs = Object.fromEntries(Object.entries(mapping(v.configs, where, "'configs' must be a mapping of alias to config key")).map(([alias, key]) =>
+    [alias, stringOf(key, where, `configs.${alias}`)]));
   const access = isMap(v.controlInterfaceAccess) ? v.controlInterfaceAccess : {};
   const rules = (field: 'allowRules' | 'denyRules') =>
     (access[field] === undefined ? [] : Array.isArray(access[field]) ? access[field] as unknown[] : fail(where, `'controlInterfaceAccess.${field}' must be a list`))
       .map((r) => accessRule(r, where));
   return {
-    name,
     agent: v.agent === undefined || v.agent === null ? '' : stringOf(v.agent, where, 'agent'),
     runtime,
     runtimeConfig: v.runtimeConfig === undefined || v.runtimeConfig === null ? '' : stringOf(v.runtimeConfig, where, 'runtimeConfig'),
@@ -150,7 +120,7 @@ function workloadOf(name: string, v: unknown, configs: Readonly<Record<string, C
     dependencies,
     tags: tagsOf(v.tags, where),
     controlInterfaceAccess: { allowRules: rules('allowRules'), denyRules: rules('denyRules') },
-    configs: aliases,
+    configs,
     files: filesOf(v.files, where),
   };
 }
@@ -163,11 +133,6 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
   } catch (err) {
     throw new ManifestError(`not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
-  return manifestFromDocument(doc, warn);
-}
-
-/** Checks a manifest already read into objects (from YAML, or from an UpdateStateRequest). */
-export function manifestFromDocument(doc: unknown, warn: (message: string) => void = () => undefined): DesiredState {
   if (!isMap(doc)) throw new ManifestError('a manifest must be a YAML mapping with apiVersion and workloads');
   const apiVersion = doc.apiVersion;
   if (apiVersion === undefined) throw new ManifestError(`'apiVersion' is missing (this agent reads '${API_VERSION}')`);
@@ -178,44 +143,68 @@ export function manifestFromDocument(doc: unknown, warn: (message: string) => vo
   for (const key of Object.keys(doc)) {
     if (!['apiVersion', 'workloads', 'configs'].includes(key)) throw new ManifestError(`unknown top-level key '${key}' (apiVersion, workloads, configs)`);
   }
-  const configs: Record<string, ConfigValue> = {};
-  if (doc.configs !== undefined && doc.configs !== null) {
-    if (!isMap(doc.configs)) throw new ManifestError("'configs' must be a mapping");
-    for (const [key, value] of Object.entries(doc.configs)) {
-      if (!CONFIG_KEY.test(key)) throw new ManifestError(`invalid config key '${key}' (letters, digits, '-' and '_')`);
-      configs[key] = configValue(value, `config '${key}'`);
+  if (doc.configs !== undefined && doc.configs !== null && !isMap(doc.configs)) throw new ManifestError("'configs' must be a mapping");
+  const configs = Object.fromEntries(Object.entries(isMap(doc.configs) ? doc.configs : {}).map(([key, value]) => {
+    if (!CONFIG_KEY.test(key)) throw new ManifestError(`invalid config key '${key}' (letters, digits, '-' and '_')`);
+    return [key, configValue(value, `config '${key}'`)];
+  }));
+  if (doc.workloads !== undefined && doc.workloads !== null && !isMap(doc.workloads)) throw new ManifestError("'workloads' must be a mapping");
+  const workloads = Object.fromEntries(Object.entries(isMap(doc.workloads) ? doc.workloads : {}).map(([name, w]) => {
+    checkWorkloadName(name);
+    return [name, workloadOf(name, w)];
+  }));
+  return checkDesiredState({ apiVersion: API_VERSION, workloads, configs });
+}
+
+// ---- the checks of a declared state, from a manifest or an UpdateStateRequest --------------------
+
+/** swdd~api-workload-naming-convention~1 */
+function checkWorkloadName(name: string): void {
+  if (!WORKLOAD_NAME.test(name)) fail(`workload '${name}'`, 'a workload name has 1 to 63 letters, digits, \'-\' or \'_\'');
+}
+
+/** swdd~api-access-rules-filter-mask-convention~1, swdd~api-access-rules-logs-workload-names-convention~1 */
+function checkAccessRule(rule: AccessRule, where: string): void {
+  if (rule.kind === 'state') {
+    if (rule.filterMasks.length === 0) fail(where, 'a StateRule needs at least one filter mask');
+    for (const mask of rule.filterMasks) {
+      if (!mask.split('.').every((s) => MASK_SEGMENT.test(s))) fail(where, `invalid filter mask '${mask}' (dot-separated names or '*')`);
+    }
+  } else {
+    for (const name of rule.workloadNames) {
+      if (!LOG_NAME.test(name) || name.split('*').length > 2) fail(where, `invalid workload name '${name}' in a LogRule (a workload name with at most one '*')`);
     }
   }
-  if (doc.workloads !== undefined && doc.workloads !== null && !isMap(doc.workloads)) throw new ManifestError("'workloads' must be a mapping");
-  const workloads = new Map(Object.entries(isMap(doc.workloads) ? doc.workloads : {}).map(([name, w]) => [name, workloadOf(name, w, configs)]));
-  const state: DesiredState = { apiVersion: API_VERSION, workloads, configs };
+}
+
+function checkWorkload(name: string, w: Workload, configs: Readonly<Record<string, ConfigValue>>): void {
+  const where = `workload '${name}'`;
+  checkWorkloadName(name);
+  if (w.runtime === '') fail(where, "'runtime' is missing");
+  for (const dep of Object.keys(w.dependencies)) if (!WORKLOAD_NAME.test(dep)) fail(where, `invalid dependency name '${dep}'`);
+  for (const [alias, key] of Object.entries(w.configs)) {
+    // swdd~api-config-aliases-and-config-reference-keys-naming-convention~1
+    if (!CONFIG_KEY.test(alias) || !CONFIG_KEY.test(key)) fail(where, `invalid config reference '${alias}: ${key}' (letters, digits, '-' and '_')`);
+    if (!(key in configs)) fail(where, `refers to the config '${key}', which the manifest does not define`);
+  }
+  for (const rule of [...w.controlInterfaceAccess.allowRules, ...w.controlInterfaceAccess.denyRules]) checkAccessRule(rule, where);
+}
+
+/** Checks a declared state and renders each workload once; throws ManifestError. */
+export function checkDesiredState(declared: DeclaredState): DesiredState {
+  for (const [name, w] of Object.entries(declared.workloads)) checkWorkload(name, w, declared.configs);
+  const workloads = new Map(Object.entries(declared.workloads).map(([name, w]) => [name, { ...w, name, spec: render(name, w, declared.configs) }]));
+  const state: DesiredState = { apiVersion: declared.apiVersion, workloads, configs: declared.configs };
   checkCycles(state);
-  for (const w of workloads.values()) rendered(w, state);
   return state;
 }
 
-const POLICY_NAMES: Record<RestartPolicy, string> = { Never: 'NEVER', OnFailure: 'ON_FAILURE', Always: 'ALWAYS' };
-const CONDITION_NAMES: Record<AddCondition, string> = { Running: 'ADD_COND_RUNNING', Succeeded: 'ADD_COND_SUCCEEDED', Failed: 'ADD_COND_FAILED' };
-
-/** The desired state as a manifest document again (the inverse of manifestFromDocument). */
-export function manifestDocument(state: DesiredState): Record<string, unknown> {
-  const rule = (r: AccessRule) => (r.kind === 'state'
-    ? { type: 'StateRule', operation: r.operation, filterMask: [...r.filterMasks] }
-    : { type: 'LogRule', workloadNames: [...r.workloadNames] });
+/** The desired state as declared again (the inverse of checkDesiredState). */
+export function declaredState(state: DesiredState): DeclaredState {
   return {
     apiVersion: state.apiVersion,
-    workloads: Object.fromEntries([...state.workloads.values()].map((w) => [w.name, {
-      runtime: w.runtime,
-      agent: w.agent,
-      restartPolicy: POLICY_NAMES[w.restartPolicy],
-      dependencies: Object.fromEntries(Object.entries(w.dependencies).map(([d, c]) => [d, CONDITION_NAMES[c]])),
-      tags: { ...w.tags },
-      runtimeConfig: w.runtimeConfig,
-      controlInterfaceAccess: { allowRules: w.controlInterfaceAccess.allowRules.map(rule), denyRules: w.controlInterfaceAccess.denyRules.map(rule) },
-      configs: { ...w.configs },
-      files: w.files.map((f) => ({ ...f })),
-    }])),
-    configs: structuredClone(state.configs),
+    workloads: Object.fromEntries([...state.workloads].map(([name, { name: _n, spec: _s, ...w }]) => [name, w])),
+    configs: state.configs,
   };
 }
 
@@ -250,25 +239,16 @@ export function renderTemplate(template: string, values: Readonly<Record<string,
   });
 }
 
-/** The workload with its templates rendered (runtimeConfig and agent), and its instance id. */
-export function rendered(w: ManifestWorkload, state: DesiredState): { agent: string; runtimeConfig: string; id: string } {
-  const where = `workload '${w.name}'`;
-  const values = Object.fromEntries(Object.entries(w.configs).map(([alias, key]) => [alias, state.configs[key]]));
+/** The workload as its agent runs it: templates rendered, instance named (swdd~api-workload-execution-instance-naming~1). */
+function render(name: string, w: Workload, configs: Readonly<Record<string, ConfigValue>>): WorkloadSpec {
+  const where = `workload '${name}'`;
+  const values = Object.fromEntries(Object.entries(w.configs).map(([alias, key]) => [alias, configs[key]]));
   const runtimeConfig = renderTemplate(w.runtimeConfig, values, where);
   const agent = renderTemplate(w.agent, values, where);
   // swdd~api-agent-naming-convention~1 (empty: not scheduled)
   if (!AGENT_NAME.test(agent)) fail(where, `invalid agent name '${agent}' (letters, digits, '-' and '_')`);
-  return { agent, runtimeConfig, id: createHash('sha256').update(runtimeConfig).digest('hex') };
-}
-
-/** The workload as the agent runs it (swdd~api-workload-execution-instance-naming~1). */
-export function toSpec(w: ManifestWorkload, state: DesiredState): WorkloadSpec {
-  const { agent, runtimeConfig, id } = rendered(w, state);
-  return {
-    instanceName: { workloadName: w.name, agentName: agent, id },
-    runtime: w.runtime, runtimeConfig, restartPolicy: w.restartPolicy, dependencies: w.dependencies, tags: w.tags,
-    controlInterfaceAccess: w.controlInterfaceAccess, files: w.files,
-  };
+  const { agent: _agent, configs: _configs, ...spec } = w;
+  return { ...spec, runtimeConfig, instanceName: { workloadName: name, agentName: agent, id: instanceId(runtimeConfig) } };
 }
 
 /**
@@ -285,7 +265,7 @@ export function deleteConditionsOf(name: string, state: DesiredState): Record<st
 
 /** The workloads of the desired state that this agent runs. */
 export function specsFor(agentName: string, state: DesiredState): WorkloadSpec[] {
-  return [...state.workloads.values()].map((w) => toSpec(w, state)).filter((s) => s.instanceName.agentName === agentName);
+  return [...state.workloads.values()].map((w) => w.spec).filter((s) => s.instanceName.agentName === agentName);
 }
 
 /** What changes for this agent from one desired state to the next, as an UpdateWorkload carries it. */

@@ -1,4 +1,5 @@
 // What the core receives from and sends to the server, independent of the wire format.
+import type { Request, Response } from '../proto/gen/ank_base_pb.js';
 import type { ExecutionState } from './execution-state.js';
 import type { DeletedWorkload, WorkloadInstanceName, WorkloadSpec } from './workload.js';
 
@@ -7,9 +8,9 @@ export interface WorkloadState {
   readonly executionState: ExecutionState;
 }
 
-/** Opaque to the core: requests and responses travel as the wire objects they are. */
-export type WireRequest = { readonly requestId: string } & object;
-export type WireResponse = { readonly requestId: string } & object;
+/** Requests and responses travel through the core as the wire objects they are. */
+export type WireRequest = Request;
+export type WireResponse = Response;
 
 export interface LogsOptions {
   readonly follow: boolean;

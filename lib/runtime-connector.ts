@@ -5,10 +5,10 @@ import type { LogsOptions } from './messages.js';
 import type { WorkloadInstanceName, WorkloadSpec } from './workload.js';
 
 /** A workload a previous run of this agent left on the runtime (a reusable workload). */
-export interface ExistingWorkload {
+export interface ExistingWorkload<Id = unknown> {
   readonly instanceName: WorkloadInstanceName;
   readonly runtime: string;
-  readonly id: string;
+  readonly id: Id;
   readonly state: ExecutionState;
 }
 
@@ -22,21 +22,22 @@ export interface CreateOptions {
 /**
  * Every method returns a cold observable: nothing happens until it is subscribed, and
  * unsubscribing cancels it. Failures are errors whose message says what went wrong.
+ * `Id` is the runtime's own handle of a workload (a container id, a kube workload's pods and manifest).
  */
-export interface RuntimeConnector {
+export interface RuntimeConnector<Id = unknown> {
   readonly name: string;
   /** Workloads this agent started earlier on this runtime (swdd~agent-existing-workloads-finds-list~1). */
-  listReusableWorkloads(agentName: string): Observable<readonly ExistingWorkload[]>;
+  listReusableWorkloads(agentName: string): Observable<readonly ExistingWorkload<Id>[]>;
   /** Creates and starts the workload; emits its id once, then completes. */
-  createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string>;
+  createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<Id>;
   /** Emits the id of the workload with this instance name, or undefined. */
-  getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined>;
+  getWorkloadId(instanceName: WorkloadInstanceName): Observable<Id | undefined>;
   /** The state checker: the workload's execution state, each time it changes. */
-  checkState(id: string, instanceName: WorkloadInstanceName): Observable<ExecutionState>;
+  checkState(id: Id, instanceName: WorkloadInstanceName): Observable<ExecutionState>;
   /** Stops and removes the workload; completes when it is gone. */
-  deleteWorkload(id: string): Observable<void>;
+  deleteWorkload(id: Id): Observable<void>;
   /** The workload's log lines (stdout and stderr); completes at their end unless following; unsubscribing stops it. */
-  logs(id: string, options: LogsOptions): Observable<string>;
+  logs(id: Id, options: LogsOptions): Observable<string>;
 }
 
 /** A create that can never succeed as configured (e.g. a malformed runtime config): not retried. */

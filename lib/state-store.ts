@@ -1,5 +1,5 @@
 // The WorkloadStateStore: the latest execution state of every workload instance the agent knows of.
-import type { ExecutionState } from './execution-state.js';
+import { type ExecutionState, keepLatest } from './execution-state.js';
 import type { WorkloadState } from './messages.js';
 import { instanceKey } from './workload.js';
 
@@ -16,8 +16,7 @@ export class WorkloadStateStore {
       const name = s.instanceName.workloadName;
       const key = instanceKey(s.instanceName);
       const instances = this.byWorkload.get(name) ?? new Map<string, WorkloadState>();
-      if (s.executionState.state === 'Removed') instances.delete(key);
-      else instances.set(key, s);
+      keepLatest(instances, key, s.executionState, s);
       if (instances.size === 0) this.byWorkload.delete(name);
       else this.byWorkload.set(name, instances);
       changed.add(name);

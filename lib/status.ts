@@ -1,8 +1,15 @@
 // The rows of the standalone status view, like `ank get workloads`.
 import { formatState } from './execution-state.js';
-import { type DesiredState, toSpec } from './manifest.js';
+import type { DesiredState } from './manifest.js';
 import type { WorkloadState } from './messages.js';
 import { instanceKey } from './workload.js';
+
+/** What the local server of standalone mode knows: the desired state and the states of the agent's workloads. */
+export interface LocalSnapshot {
+  readonly desired?: DesiredState;
+  /** The latest state of every instance of the agent's workloads. */
+  readonly states: ReadonlyMap<string, WorkloadState>;
+}
 
 export interface StatusRow {
   readonly workload: string;
@@ -16,7 +23,7 @@ export interface StatusRow {
 export function statusRows(agentName: string, desired: DesiredState | undefined, states: ReadonlyMap<string, WorkloadState>): StatusRow[] {
   if (!desired) return [];
   return [...desired.workloads.values()].sort((a, b) => a.name.localeCompare(b.name)).map((w) => {
-    const spec = toSpec(w, desired);
+    const { spec } = w;
     const agent = spec.instanceName.agentName;
     const row = { workload: w.name, agent, runtime: w.runtime };
     if (agent === '') return { ...row, state: 'NotScheduled', info: '' };

@@ -1,4 +1,5 @@
-// Workload objects as the agent uses them, independent of the wire format.
+// Workload objects as the agent uses them, independent of the wire format and of manifests.
+import { createHash } from 'node:crypto';
 
 export interface WorkloadInstanceName {
   readonly workloadName: string;
@@ -6,6 +7,9 @@ export interface WorkloadInstanceName {
   /** SHA-256 of the runtime config (swdd~api-workload-execution-instance-naming~1). */
   readonly id: string;
 }
+
+/** swdd~api-workload-execution-instance-naming~1: the lowercase hex SHA-256 of the rendered runtime config. */
+export const instanceId = (runtimeConfig: string): string => createHash('sha256').update(runtimeConfig).digest('hex');
 
 /** `<workloadName>.<id>.<agentName>`: the name containers and folders carry. */
 export const instanceKey = (n: WorkloadInstanceName): string => `${n.workloadName}.${n.id}.${n.agentName}`;
@@ -39,16 +43,25 @@ export interface WorkloadFile {
   readonly binaryData?: string;
 }
 
-/** A workload the server assigned to this agent (an AddedWorkload). */
-export interface WorkloadSpec {
-  readonly instanceName: WorkloadInstanceName;
+/**
+ * A workload as the desired state declares it (ank_base.Workload): `agent` and `runtimeConfig` may
+ * still hold `{{…}}` templates over the configs the workload names (alias → config key).
+ */
+export interface Workload {
+  readonly agent: string;
   readonly runtime: string;
   readonly runtimeConfig: string;
   readonly restartPolicy: RestartPolicy;
   readonly dependencies: Readonly<Record<string, AddCondition>>;
   readonly tags: Readonly<Record<string, string>>;
   readonly controlInterfaceAccess: ControlInterfaceAccess;
+  readonly configs: Readonly<Record<string, string>>;
   readonly files: readonly WorkloadFile[];
+}
+
+/** A workload the server assigned to this agent (an AddedWorkload): rendered, named, its agent known. */
+export interface WorkloadSpec extends Omit<Workload, 'agent' | 'configs'> {
+  readonly instanceName: WorkloadInstanceName;
 }
 
 /** A workload the server removes from this agent, with the conditions its dependents set. */
@@ -61,3 +74,13 @@ export interface DeletedWorkload {
 export const needsControlInterface = (spec: WorkloadSpec): boolean => spec.controlInterfaceAccess.allowRules.length > 0;
 
 export const noAccess: ControlInterfaceAccess = { allowRules: [], denyRules: [] };
+
+/** A config item of the desired state: a string, a list or a mapping of them. */
+export type ConfigValue = string | ConfigValue[] | { [key: string]: ConfigValue };
+
+/** The desired state as declared (ank_base.State): workloads by name, templates unrendered. */
+export interface DeclaredState {
+  readonly apiVersion: string;
+  readonly workloads: Readonly<Record<string, Workload>>;
+  readonly configs: Readonly<Record<string, ConfigValue>>;
+}

@@ -1,68 +1,79 @@
-// The whole agent, connected: server link in, workload core, states out.
-import { EMPTY, Observable, Subject, defer, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
+// The whole agent as one function from what it hears to what it says: server messages and Control
+// Interface pipes in; messages to the server and frames to the workloads out.
+import { EMPTY, Observable, Subject, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
-import type { FromServer, ToServer, WireRequest, WireResponse } from '../lib/messages.js';
+import type { FromServer, ToServer } from '../lib/messages.js';
+import type { ControlInterfacePipe, MachineSample, WorkloadFrame } from '../lib/ports.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
-import { type WorkloadDeps, runWorkloads } from './run-workloads.js';
-import type { LoadStatus } from './load-status.js';
+import { type ControlInterfaceOutput, controlInterfaces } from './control-interfaces.js';
+import { loadStatus } from './load-status.js';
 import { serveLogs } from './logs.js';
+import { type WorkloadDeps, runWorkloads } from './run-workloads.js';
 import { type Trace, noTrace } from './trace.js';
 
-/**
- * Where the server's messages come from and the agent's go: the gRPC server link, or the local server of
- * standalone mode. `greeting` gives what to send first on each new connection.
- */
-export type Link = (outbound$: Observable<ToServer>, greeting: () => ToServer[]) => Observable<FromServer>;
-
-export interface AgentDeps extends WorkloadDeps {
-  readonly link: Link;
-  readonly log: Logger;
-  readonly trace?: Trace;
-  /** Samples of the machine's load, sent to the server as AgentLoadStatus every 2 s (connected mode). */
-  readonly loadStatus$?: Observable<LoadStatus>;
-  /** The workloads' Control Interfaces: their requests go to the server, the server's responses come back. */
-  readonly controlInterfaces?: { readonly requests$: Observable<WireRequest>; deliver(response: WireResponse): void };
+export interface AgentSources {
+  /** What the server (or the local server of standalone mode) sends; completes when the link is closed for good. */
+  readonly fromServer$: Observable<FromServer>;
+  /** The workloads' Control Interfaces, as they are opened. */
+  readonly controlInterfaces$: Observable<ControlInterfacePipe>;
 }
 
+export interface AgentDeps extends WorkloadDeps {
+  readonly log: Logger;
+  readonly trace?: Trace;
+  /** Reads the machine's load, sent to the server as AgentLoadStatus every 2 s (connected mode). */
+  readonly sampleMachine?: () => MachineSample;
+}
+
+export interface AgentSinks {
+  readonly toServer$: Observable<ToServer>;
+  readonly toWorkloads$: Observable<WorkloadFrame>;
+  /** What to send right after the hello of each new connection: the current states of the agent's workloads. */
+  readonly greeting: () => ToServer[];
+}
+
+const only = <K extends ControlInterfaceOutput['kind']>(kind: K) =>
+  filter((o: ControlInterfaceOutput): o is Extract<ControlInterfaceOutput, { kind: K }> => o.kind === kind);
+
 /**
- * swdd~agent-shall-use-interfaces-to-server~1: runs until the link ends (after a stop); errors only when
- * the server refuses the agent (ServerRefused).
+ * swdd~agent-shall-use-interfaces-to-server~1: the sinks end when the server link ends (after a stop)
+ * and error when the server refuses the agent (ServerRefused).
  */
-export function runAgent(deps: AgentDeps): Observable<never> {
-  return defer(() => {
-    const trace = deps.trace ?? noTrace;
-    const toServer$ = new Subject<ToServer>();
-    const linkClosed$ = new Subject<void>();
-    // The agent's own current states, sent again after each reconnect so the server forgets
-    // that it had marked them disconnected.
-    const current = new WorkloadStateStore();
-    const greeting = (): ToServer[] => {
+export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
+  const trace = deps.trace ?? noTrace;
+  // The agent's own current states, sent again after each reconnect so the server forgets
+  // that it had marked them disconnected.
+  const current = new WorkloadStateStore();
+  // Told by the link's end, not by a subscription of its own: a first subscriber would take what a
+  // synchronous source (the local server) says at once.
+  const closed$ = new Subject<void>();
+  const fromServer$ = sources.fromServer$.pipe(trace('server.in'), tap({ complete: () => closed$.next() }), share());
+
+  const states$ = runWorkloads(fromServer$, deps).pipe(
+    trace('workloads.states'),
+    tap((states) => current.update(states)),
+    map((states): ToServer => ({ kind: 'updateWorkloadState', states })),
+  );
+  const responses$ = fromServer$.pipe(
+    filter((m) => m.kind === 'response'),
+    map((m) => m.response),
+    trace('control-interface.responses'),
+  );
+  const ci$ = controlInterfaces(sources.controlInterfaces$, responses$).pipe(share());
+  const requests$ = ci$.pipe(only('toServer'), map((o) => o.request), trace('control-interface.requests'), map((request): ToServer => ({ kind: 'request', request })));
+  const ciLog$ = ci$.pipe(only('log'), tap((o) => deps.log[o.level](o.text)), ignoreElements());
+  // Sent only while connected: the link drops what comes while no connection is up.
+  const load$ = deps.sampleMachine
+    ? loadStatus(deps.sampleMachine).pipe(map((l): ToServer => ({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })))
+    : EMPTY;
+  const logs$ = serveLogs(fromServer$, deps).pipe(trace('logs'));
+
+  return {
+    toServer$: merge(states$, requests$, load$, logs$, ciLog$).pipe(takeUntil(closed$), trace('server.out')),
+    toWorkloads$: ci$.pipe(only('toWorkload'), map((o) => o.frame), takeUntil(closed$)),
+    greeting: () => {
       const states = current.all();
       return states.length > 0 ? [{ kind: 'updateWorkloadState', states }] : [];
-    };
-    const fromServer$ = deps.link(toServer$.pipe(trace('server.out')), greeting).pipe(
-      trace('server.in'),
-      tap({ complete: () => linkClosed$.next() }),
-      share(),
-    );
-    const states$ = runWorkloads(fromServer$, deps).pipe(
-      trace('workloads.states'),
-      tap((states) => {
-        current.update(states);
-        toServer$.next({ kind: 'updateWorkloadState', states });
-      }),
-    );
-    const ci = deps.controlInterfaces;
-    const requests$ = (ci?.requests$ ?? EMPTY).pipe(trace('control-interface.requests'), tap((request) => toServer$.next({ kind: 'request', request })));
-    const responses$ = fromServer$.pipe(
-      filter((m) => m.kind === 'response'),
-      map((m) => m.response),
-      trace('control-interface.responses'),
-      tap((response) => ci?.deliver(response)),
-    );
-    // Sent only while connected: the link drops what comes while no connection is up.
-    const load$ = (deps.loadStatus$ ?? EMPTY).pipe(tap((l) => toServer$.next({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })));
-    const logs$ = serveLogs(fromServer$, deps).pipe(trace('logs'), tap((m) => toServer$.next(m)));
-    return merge(states$, requests$, responses$, load$, logs$).pipe(ignoreElements(), takeUntil(linkClosed$));
-  });
+    },
+  };
 }

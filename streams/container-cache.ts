@@ -1,23 +1,11 @@
 // The PodmanCli container state cache: one `podman ps` for all workloads of both Podman runtimes.
 import {
-  EMPTY, Observable, ReplaySubject, SchedulerLike, Subject, asyncScheduler, catchError, defer, exhaustMap, filter,
-  map, merge, of, repeat, share, tap, timer,
+  EMPTY, Observable, ReplaySubject, Subject, catchError, defer, exhaustMap, filter, map, merge, of, repeat, share, tap, timer,
 } from 'rxjs';
 import type { Container } from '../lib/podman/container-state.js';
-
-export interface Snapshot {
-  /** Counts the polls: a snapshot is younger than every poll with a lower number. */
-  readonly poll: number;
-  /** Undefined when Podman could not be asked. */
-  readonly containers?: readonly Container[];
-}
+import type { ContainerCache, Snapshot } from '../lib/ports.js';
 
 export const CACHE_INTERVAL_MS = 1000;
-
-export interface ContainerCache {
-  /** swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, polled every second while watched. */
-  fresh(): Observable<Snapshot>;
-}
 
 /**
  * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
@@ -27,7 +15,6 @@ export interface ContainerCache {
  */
 export function containerCache(
   list: () => Observable<Container[]>,
-  scheduler: SchedulerLike = asyncScheduler,
   /** Emits when a container changed (e.g. `podman events`): the cache polls at once instead of at the next tick. */
   changes$: Observable<unknown> = EMPTY,
 ): ContainerCache {
@@ -42,7 +29,7 @@ export function containerCache(
       catchError(() => of<Snapshot>({ poll })),
     );
   });
-  const snapshots$ = merge(timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS, scheduler), refresh$, changes$).pipe(
+  const snapshots$ = merge(timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS), refresh$, changes$).pipe(
     tap(() => (pending = true)),
     // A trigger that comes while a poll runs is served by one more poll right after it.
     exhaustMap(() => poll$.pipe(repeat({ delay: () => (pending ? of(0) : EMPTY) }))),

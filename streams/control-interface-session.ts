@@ -1,7 +1,7 @@
 // One workload's conversation on its Control Interface: Hello first, then authorized requests.
 import { Observable, defer, mergeMap } from 'rxjs';
 import { isAllowed } from '../lib/authorizer.js';
-import { type FromAnkaios, FromAnkaiosMessage, type Request, accessOf, decodeToAnkaios } from '../lib/control-api.js';
+import { type FromAnkaios, FromAnkaiosMessage, type Request, accessOf, decodeToAnkaios } from '../lib/codec/control-api.js';
 import { PROTOCOL_VERSION, compatibleVersions } from '../lib/version.js';
 import type { ControlInterfaceAccess } from '../lib/workload.js';
 import type { Frame } from './length-delimited.js';

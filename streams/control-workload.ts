@@ -1,9 +1,8 @@
 // The WorkloadControlLoop: executes the commands for one workload strictly in order and watches
 // the workload's state in between, restarting it by its restart policy and retrying failed creates.
 import {
-  BehaviorSubject, EMPTY, Observable, SchedulerLike, Subject, concat, concatMap, defer, filter, map,
-  merge, mergeMap, of, takeUntil, takeWhile, tap, timer, catchError, endWith, asyncScheduler, ignoreElements,
-  concatWith,
+  BehaviorSubject, EMPTY, Observable, Subject, catchError, concat, concatMap, concatWith, defer, endWith, filter, ignoreElements,
+  map, merge, mergeMap, of, takeUntil, takeWhile, tap, timer,
 } from 'rxjs';
 import { ExecutionState } from '../lib/execution-state.js';
 import type { WorkloadState } from '../lib/messages.js';
@@ -35,7 +34,6 @@ export interface ControlDeps {
   readonly prepare: (spec: WorkloadSpec) => Observable<CreateOptions>;
   /** Undoes `prepare` once the workload is gone. */
   readonly release: (spec: WorkloadSpec) => Observable<never>;
-  readonly scheduler?: SchedulerLike;
 }
 
 type Output = WorkloadState | { readonly command: WorkloadCommand };
@@ -73,7 +71,7 @@ class ControlLoop {
   /** The config the loop manages (used for retries and restarts). */
   private spec?: WorkloadSpec;
   /** The runtime's id of the workload, once created or resumed. */
-  private id?: string;
+  private id?: unknown;
   private retries = 0;
   /** Why the last create failed, while a retry is due. */
   private failure?: string;
@@ -100,7 +98,7 @@ class ControlLoop {
     if (spec && id !== undefined) return this.watch(spec, id);
     if (spec && this.failure !== undefined) {
       // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1
-      return timer(RETRY_INTERVAL_MS, this.deps.scheduler ?? asyncScheduler).pipe(map(() => ({ command: { kind: 'retry' } as const })));
+      return timer(RETRY_INTERVAL_MS).pipe(map(() => ({ command: { kind: 'retry' } as const })));
     }
     return EMPTY;
   }
@@ -240,7 +238,7 @@ class ControlLoop {
    * swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-checks-workload-state-validity~1,
    * swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~workload-control-loop-handles-workload-restarts~2
    */
-  private watch(spec: WorkloadSpec, id: string): Observable<Output> {
+  private watch(spec: WorkloadSpec, id: unknown): Observable<Output> {
     const runtime = this.deps.runtimes.get(spec.runtime)!;
     return runtime.checkState(id, spec.instanceName).pipe(
       filter(() => this.spec !== undefined && sameInstance(this.spec.instanceName, spec.instanceName)),

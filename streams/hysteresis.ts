@@ -1,5 +1,5 @@
 import { MonoTypeOperatorFunction, defer, filter, map } from 'rxjs';
-import { type ExecutionState, sameState, transition } from '../lib/execution-state.js';
+import { type ExecutionState, keepLatest, sameState, transition } from '../lib/execution-state.js';
 import type { WorkloadState } from '../lib/messages.js';
 import { instanceKey } from '../lib/workload.js';
 
@@ -16,8 +16,7 @@ export function applyHysteresis(): MonoTypeOperatorFunction<readonly WorkloadSta
         const previous = last.get(key);
         const next = transition(previous, s.executionState);
         if (previous && sameState(previous, next)) return [];
-        if (next.state === 'Removed') last.delete(key);
-        else last.set(key, next);
+        keepLatest(last, key, next, next);
         return [next === s.executionState ? s : { ...s, executionState: next }];
       })),
       filter((states) => states.length > 0),

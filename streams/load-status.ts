@@ -1,12 +1,7 @@
 // The agent's resource availability, sent to the server every two seconds.
-import { Observable, SchedulerLike, asyncScheduler, defer, interval, map, pairwise, startWith } from 'rxjs';
+import { Observable, defer, interval, map, pairwise, startWith } from 'rxjs';
+import type { MachineSample } from '../lib/ports.js';
 
-/** Cumulative CPU time (busy and total, in ticks) and free memory, as the machine reports them. */
-export interface MachineSample {
-  readonly cpuBusy: number;
-  readonly cpuTotal: number;
-  readonly freeMemory: number;
-}
 
 export interface LoadStatus {
   /** Whole-machine CPU usage in percent since the previous sample. */
@@ -25,8 +20,8 @@ export function cpuPercent(before: MachineSample, after: MachineSample): number 
 }
 
 /** A LoadStatus every interval, from samples taken then. */
-export function loadStatus(sample: () => MachineSample, scheduler: SchedulerLike = asyncScheduler): Observable<LoadStatus> {
-  return defer(() => interval(LOAD_STATUS_INTERVAL_MS, scheduler).pipe(
+export function loadStatus(sample: () => MachineSample): Observable<LoadStatus> {
+  return defer(() => interval(LOAD_STATUS_INTERVAL_MS).pipe(
     map(() => sample()),
     startWith(sample()),
     pairwise(),

@@ -4,15 +4,12 @@ import { type MessageInitShape, create } from '@bufbuild/protobuf';
 import { type Request, ResponseSchema } from '../proto/gen/ank_base_pb.js';
 import { applyUpdate, completeState } from '../lib/complete-state.js';
 import type { Logger } from '../lib/logger.js';
-import { type DesiredState, diffFor, specsFor, toSpec } from '../lib/manifest.js';
-import type { FromServer, ToServer, WorkloadState } from '../lib/messages.js';
+import { type DesiredState, diffFor, specsFor } from '../lib/manifest.js';
+import type { LocalSnapshot } from '../lib/status.js';
+import { keepLatest } from '../lib/execution-state.js';
+import type { FromServer, ToServer } from '../lib/messages.js';
 import { instanceKey } from '../lib/workload.js';
 
-export interface LocalSnapshot {
-  readonly desired?: DesiredState;
-  /** The latest state of every instance of the agent's workloads. */
-  readonly states: ReadonlyMap<string, WorkloadState>;
-}
 
 type Event = { readonly manifest: DesiredState } | { readonly message: ToServer };
 
@@ -27,10 +24,7 @@ export function localServerStep(agentName: string, snapshot: LocalSnapshot, even
   const message = event.message;
   if (message.kind === 'updateWorkloadState') {
     const states = new Map(snapshot.states);
-    for (const s of message.states) {
-      if (s.executionState.state === 'Removed') states.delete(instanceKey(s.instanceName));
-      else states.set(instanceKey(s.instanceName), s);
-    }
+    for (const s of message.states) keepLatest(states, instanceKey(s.instanceName), s.executionState, s);
     return { snapshot: { ...snapshot, states }, out: [] };
   }
   if (message.kind === 'request' && snapshot.desired) return answer(agentName, snapshot, snapshot.desired, message.request as Request);
@@ -48,7 +42,7 @@ function applyManifest(agentName: string, snapshot: LocalSnapshot, desired: Desi
 const respond = (requestId: string, content: MessageInitShape<typeof ResponseSchema>['ResponseContent']): FromServer =>
   ({ kind: 'response', response: create(ResponseSchema, { requestId, ResponseContent: content }) });
 
-const instanceKeys = (d: DesiredState) => new Set([...d.workloads.values()].map((w) => instanceKey(toSpec(w, d).instanceName)));
+const instanceKeys = (d: DesiredState) => new Set([...d.workloads.values()].map((w) => instanceKey(w.spec.instanceName)));
 
 /** The Control Interface in standalone mode: requests are answered here instead of by a server. */
 function answer(agentName: string, snapshot: LocalSnapshot, desired: DesiredState, request: Request): Step {

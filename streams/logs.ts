@@ -1,7 +1,7 @@
 // Workload logs for the server: a LogsRequest starts a log stream per workload of this agent, sent in
 // bounded batches, each ended by a LogsStopResponse; a LogsCancelRequest stops the streams.
 import {
-  EMPTY, Observable, SchedulerLike, asyncScheduler, bufferTime, catchError, concat, defer, filter, forkJoin, map,
+  EMPTY, Observable, bufferTime, catchError, concat, defer, filter, forkJoin, map,
   merge, mergeMap, of, share, takeUntil,
 } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
@@ -22,7 +22,6 @@ export interface LogsDeps {
   readonly agentName: string;
   readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
   readonly log?: Logger;
-  readonly scheduler?: SchedulerLike;
 }
 
 type LogsRequest = Extract<FromServer, { kind: 'logsRequest' }>;
@@ -72,7 +71,7 @@ function workloadLogs(requestId: string, instanceName: WorkloadInstanceName, opt
     }
     const batches$ = found.runtime.logs(found.id, options).pipe(
       map((line): LogEntry => ({ instanceName, message: fitLine(line) })),
-      bufferTime(BATCH_MS, null, BATCH_LINES, deps.scheduler ?? asyncScheduler),
+      bufferTime(BATCH_MS, null, BATCH_LINES),
       filter((entries) => entries.length > 0),
       mergeMap((entries) => splitBySize(entries).map((group): ToServer => ({ kind: 'logEntries', requestId, entries: group }))),
       catchError((err: unknown) => {

@@ -1,11 +1,11 @@
 // The link to the Ankaios server as an observable: connects when subscribed, says hello first on
 // every connection, reconnects every second for as long as it is wanted.
 import {
-  EMPTY, NEVER, Observable, SchedulerLike, asyncScheduler, concat, concatMap, defer, map, of, repeat, retry, shareReplay,
+  EMPTY, NEVER, Observable, concat, concatMap, defer, map, of, repeat, retry, shareReplay,
   take, takeUntil, throwError, timer,
 } from 'rxjs';
 import type * as grpc from '../proto/gen/grpc_api_pb.js';
-import { MalformedMessage, agentHello, fromServerMessage, toServerMessage } from '../lib/convert.js';
+import { MalformedMessage, agentHello, fromServerMessage, toServerMessage } from '../lib/codec/wire.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import { PROTOCOL_VERSION } from '../lib/version.js';
@@ -27,7 +27,6 @@ export interface LinkOptions {
   readonly greeting?: () => readonly ToServer[];
   /** Emits once when the agent stops: the link says Goodbye, closes and no longer reconnects. */
   readonly stop$?: Observable<unknown>;
-  readonly scheduler?: SchedulerLike;
 }
 
 /**
@@ -37,11 +36,11 @@ export interface LinkOptions {
  * next connection brings the server up to date).
  */
 export function serverLink(connect: Connect, outbound$: Observable<ToServer>, options: LinkOptions): Observable<FromServer> {
-  const { log, scheduler = asyncScheduler } = options;
+  const { log } = options;
   const stop$ = (options.stop$ ?? NEVER).pipe(take(1), shareReplay(1));
   // On stop, Goodbye ends the outbound stream, which half-closes the call.
   const goodbye$ = stop$.pipe(map((): ToServer => ({ kind: 'goodbye' })));
-  const wait = () => timer(RECONNECT_INTERVAL_MS, scheduler).pipe(takeUntil(stop$));
+  const wait = () => timer(RECONNECT_INTERVAL_MS).pipe(takeUntil(stop$));
 
   const session$ = defer(() => {
     const outgoing$ = concat(

@@ -1,17 +1,15 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
 import {
-  EMPTY, Observable, SchedulerLike, asyncScheduler, catchError, concat, defer, distinctUntilChanged, filter, forkJoin,
-  ignoreElements, map, merge, of,
-  scan, switchMap, throwError,
+  EMPTY, Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, of, repeat, switchMap, throwError, timer,
 } from 'rxjs';
-import { type ExecutionState, ExecutionState as S, sameState } from '../execution-state.js';
+import type { ExecutionState } from '../execution-state.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
-import { type Container, containersOf, kubeWorkloadState, podmanState } from '../podman/container-state.js';
+import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
 import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
+import type { WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
-import type { ContainerCache, Snapshot } from '../../streams/container-cache.js';
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
 
 const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
@@ -21,37 +19,15 @@ const quietly = (step: Observable<unknown>): Observable<never> => step.pipe(igno
 /** Runs `step`, counting "it is already gone" as done. */
 const tolerateMissing = (step: Observable<unknown>) => step.pipe(ignoreElements(), catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))));
 
-/** How long a container must stay `stopped` before that is reported. */
-export const TRANSIENT_MS = 1000;
-
-/**
- * Maps every fresh snapshot to a state and emits only changes (swdd~generic-state-checker-sends-workload-state~2).
- * Podman shows an exiting container as `stopped` for a moment (~150 ms) before `exited`; reported as
- * Stopping, the stopping hysteresis would hold it there. So a state seen while a container is `stopped`
- * is reported only once it has lasted TRANSIENT_MS (a container stopped from outside stays so).
- */
-function stateChecker(
-  cache: ContainerCache, stateIn: (containers: readonly Container[]) => ExecutionState,
-  own: (containers: readonly Container[]) => readonly Container[], scheduler: SchedulerLike = asyncScheduler,
-): Observable<ExecutionState> {
-  const transient = (s: Snapshot) => s.containers !== undefined && own(s.containers).some((c) => c.State === 'stopped');
-  return cache.fresh().pipe(
-    scan((acc: { snapshot?: Snapshot; since?: number }, s) => ({ snapshot: s, since: transient(s) ? acc.since ?? scheduler.now() : undefined }), {}),
-    filter(({ since }) => since === undefined || scheduler.now() - since >= TRANSIENT_MS),
-    map(({ snapshot: s }) => (s!.containers ? stateIn(s!.containers) : S.unknown('Podman could not be asked for the container states.'))),
-    distinctUntilChanged(sameState),
-  );
-}
-
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
-export class PodmanRuntime implements RuntimeConnector {
+export class PodmanRuntime implements RuntimeConnector<string> {
   /** swdd~podman-name-returns-podman~1 */
   readonly name = 'podman';
 
-  constructor(private readonly cli: PodmanCli, private readonly cache: ContainerCache) {}
+  constructor(private readonly cli: PodmanCli, private readonly watch: WatchState) {}
 
   /** swdd~podman-list-of-existing-workloads-uses-labels~1 */
-  listReusableWorkloads(agentName: string): Observable<ExistingWorkload[]> {
+  listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
     return this.cli.listContainers([`label=agent=${agentName}`]).pipe(map((containers) => containers.flatMap((c) => {
       const instanceName = parseInstanceKey(c.Labels?.name ?? '');
       return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime: this.name, id: c.Id, state: podmanState(c) }] : [];
@@ -88,11 +64,7 @@ export class PodmanRuntime implements RuntimeConnector {
    * swdd~podman-state-getter-returns-lost-state~1
    */
   checkState(id: string): Observable<ExecutionState> {
-    const own = (containers: readonly Container[]) => containers.filter((x) => x.Id === id);
-    return stateChecker(this.cache, (containers) => {
-      const [c] = own(containers);
-      return c ? podmanState(c) : S.lost('The container is gone.');
-    }, own);
+    return this.watch(podmanReading(id));
   }
 
   /** swdd~podman-delete-workload-stops-and-removes-workload~1 */
@@ -113,8 +85,8 @@ function logArgs(o: LogsOptions): string[] {
   ];
 }
 
-/** swdd~podman-kube-workload-id: what `kube down` and the state getter need. */
-interface KubeId {
+/** The podman-kube runtime's handle of a workload: what `kube down`, the state getter and the logs need. */
+export interface KubeId {
   readonly instance: string;
   readonly pods: readonly string[];
   readonly manifest: string;
@@ -136,14 +108,14 @@ export function podsPlayed(output: string): string[] {
 }
 
 /** swdd~agent-supports-podman-kube-runtime~1, swdd~podman-kube-implements-runtime-connector~1 */
-export class PodmanKubeRuntime implements RuntimeConnector {
+export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** swdd~podman-kube-name-returns-podman-kube~1 */
   readonly name = 'podman-kube';
 
-  constructor(private readonly cli: PodmanCli, private readonly cache: ContainerCache, private readonly log?: Logger) {}
+  constructor(private readonly cli: PodmanCli, private readonly watch: WatchState, private readonly log?: Logger) {}
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
-  listReusableWorkloads(agentName: string): Observable<ExistingWorkload[]> {
+  listReusableWorkloads(agentName: string): Observable<ExistingWorkload<KubeId>[]> {
     return forkJoin([this.cli.listVolumes(), this.cli.listContainers()]).pipe(map(([volumes, containers]) => {
       const byName = new Map(volumes.map((v) => [v.Name, v]));
       return volumes.flatMap((v) => {
@@ -151,7 +123,7 @@ export class PodmanKubeRuntime implements RuntimeConnector {
         if (!instanceName || instanceName.agentName !== agentName) return [];
         const id = this.idFromVolumes(instanceKey(instanceName), v, byName.get(`${instanceKey(instanceName)}.pods`));
         if (!id) return [];
-        return [{ instanceName, runtime: this.name, id: JSON.stringify(id), state: kubeWorkloadState(id.pods, containers) }];
+        return [{ instanceName, runtime: this.name, id, state: kubeWorkloadState(id.pods, containers) }];
       });
     }));
   }
@@ -161,7 +133,7 @@ export class PodmanKubeRuntime implements RuntimeConnector {
    * swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1,
    * swdd~podman-kube-create-continues-if-cannot-create-volume~1, swdd~podman-kube-create-starts-podman-kube-state-getter~1
    */
-  createWorkload(spec: WorkloadSpec): Observable<string> {
+  createWorkload(spec: WorkloadSpec): Observable<KubeId> {
     return defer(() => {
       const config = parseKubeConfig(spec.runtimeConfig);
       if (spec.files.length > 0) {
@@ -176,7 +148,7 @@ export class PodmanKubeRuntime implements RuntimeConnector {
           catchError((err: unknown) => concat(quietly(this.cli.run(['kube', 'down', '-'], config.manifest)), quietly(this.removeVolumes(instance)), throwError(() => err))),
           switchMap((output) => {
             const id: KubeId = { instance, pods: podsPlayed(output), manifest: config.manifest, downOptions: config.downOptions };
-            return concat(this.volume(`${instance}.pods`, JSON.stringify(id.pods)), of(JSON.stringify(id)));
+            return concat(this.volume(`${instance}.pods`, JSON.stringify(id.pods)), of(id));
           }),
         ),
       );
@@ -184,34 +156,26 @@ export class PodmanKubeRuntime implements RuntimeConnector {
   }
 
   /** swdd~podman-kube-get-workload-id-uses-volumes~1 */
-  getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined> {
+  getWorkloadId(instanceName: WorkloadInstanceName): Observable<KubeId | undefined> {
     const instance = instanceKey(instanceName);
     return this.cli.listVolumes([`name=${instance}`]).pipe(map((volumes) => {
       const byName = new Map(volumes.map((v) => [v.Name, v]));
-      const id = this.idFromVolumes(instance, byName.get(`${instance}.config`), byName.get(`${instance}.pods`));
-      return id && JSON.stringify(id);
+      return this.idFromVolumes(instance, byName.get(`${instance}.config`), byName.get(`${instance}.pods`));
     }));
   }
 
-  /** swdd~podman-kube-state-getter-uses-container-states~1 */
-  checkState(id: string): Observable<ExecutionState> {
-    return defer(() => {
-      const { pods } = JSON.parse(id) as KubeId;
-      return stateChecker(this.cache, (containers) => kubeWorkloadState(pods, containers), (containers) => containersOf(pods, containers));
-    });
+  checkState(id: KubeId): Observable<ExecutionState> {
+    return this.watch(kubeReading(id.pods));
   }
 
   /** swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1 */
-  deleteWorkload(id: string): Observable<void> {
-    return defer(() => {
-      const { instance, manifest, downOptions } = JSON.parse(id) as KubeId;
-      return concat(this.cli.run(['kube', 'down', ...downOptions, '-'], manifest).pipe(ignoreElements()), this.removeVolumes(instance));
-    });
+  deleteWorkload({ instance, manifest, downOptions }: KubeId): Observable<void> {
+    return concat(this.cli.run(['kube', 'down', ...downOptions, '-'], manifest).pipe(ignoreElements()), this.removeVolumes(instance));
   }
 
   /** The logs of all containers of the workload's pods. */
-  logs(id: string, options: LogsOptions): Observable<string> {
-    return defer(() => merge(...(JSON.parse(id) as KubeId).pods.map((pod) => this.cli.lines(['pod', 'logs', ...logArgs(options), pod]))));
+  logs(id: KubeId, options: LogsOptions): Observable<string> {
+    return merge(...id.pods.map((pod) => this.cli.lines(['pod', 'logs', ...logArgs(options), pod])));
   }
 
   private volume(name: string, data: string): Observable<never> {
@@ -237,4 +201,24 @@ export class PodmanKubeRuntime implements RuntimeConnector {
       return undefined;
     }
   }
+}
+
+/**
+ * One line per container that died, was cleaned up (its state is `exited` from then on) or was removed,
+ * from one long-running `podman events` (no periodic calls): lets the state cache notice an exit at
+ * once. Restarted after a second if it ends.
+ */
+export function containerDeaths(cli: PodmanCli): Observable<string> {
+  return cli.lines(['events', '--filter', 'event=died', '--filter', 'event=cleanup', '--filter', 'event=remove', '--format', '{{.ID}}']).pipe(
+    catchError(() => EMPTY),
+    repeat({ delay: () => timer(1000) }),
+  );
+}
+
+/** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI and one state checker. */
+export function podmanRuntimes(cli: PodmanCli, watch: WatchState, log: Logger): Map<string, RuntimeConnector> {
+  return new Map<string, RuntimeConnector>([
+    ['podman', new PodmanRuntime(cli, watch)],
+    ['podman-kube', new PodmanKubeRuntime(cli, watch, log)],
+  ]);
 }

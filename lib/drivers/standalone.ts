@@ -4,8 +4,7 @@ import path from 'node:path';
 import { Observable, debounceTime, distinctUntilChanged, filter, map, merge, of } from 'rxjs';
 import type { Logger } from '../logger.js';
 import { type DesiredState, ManifestError, parseManifest } from '../manifest.js';
-import { type StatusRow, formatTable, statusRows } from '../status.js';
-import type { LocalSnapshot } from '../../streams/local-server.js';
+import { type LocalSnapshot, type StatusRow, formatTable, statusRows } from '../status.js';
 
 /** Reads the manifest; throws ManifestError naming the file. */
 export function readManifest(file: string, log: Logger): DesiredState {

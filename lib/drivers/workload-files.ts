@@ -5,6 +5,10 @@ import path from 'node:path';
 import { EMPTY, Observable, defer, of } from 'rxjs';
 import { ConfigurationError, type CreateOptions } from '../runtime-connector.js';
 import type { WorkloadFile, WorkloadSpec } from '../workload.js';
+import type { HostSide } from './host-side.js';
+import { filesFolder } from './run-folder.js';
+
+export { filesFolder };
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -23,10 +27,7 @@ function contentOf(file: WorkloadFile): Buffer {
   return Buffer.from(compact, 'base64');
 }
 
-export const filesFolder = (ioFolder: string, spec: WorkloadSpec) =>
-  path.join(ioFolder, `${spec.instanceName.workloadName}.${spec.instanceName.id}`, 'files');
-
-export class WorkloadFiles {
+export class WorkloadFiles implements HostSide {
   constructor(private readonly ioFolder: string) {}
 
   /** Writes the files; a file that cannot be used fails the create without retries (ConfigurationError). */

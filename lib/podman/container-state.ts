@@ -1,5 +1,6 @@
 // From Podman's container states to execution states (the state getter tables of seed 000).
 import { ExecutionState } from '../execution-state.js';
+import type { StateReading } from '../ports.js';
 
 /** The fields of `podman ps --all --format=json` the agent reads. */
 export interface Container {
@@ -71,3 +72,16 @@ export function kubeWorkloadState(pods: readonly string[], containers: readonly 
 /** The containers of the given pods. */
 export const containersOf = (pods: readonly string[], containers: readonly Container[]): Container[] =>
   containers.filter((c) => c.Pod !== undefined && c.Pod !== '' && pods.some((pod) => pod === c.Pod || pod.startsWith(c.Pod!)));
+
+/** A Podman container is `stopped` for a moment (~150 ms) on its way to `exited`. */
+const isTransient = (c: Container) => c.State === 'stopped';
+
+/** swdd~podman-state-getter-uses-podmancli~1, swdd~podman-state-getter-returns-lost-state~1: the state getter of the podman runtime. */
+export const podmanReading = (id: string) => (containers: readonly Container[]): StateReading => {
+  const c = containers.find((x) => x.Id === id);
+  return c ? { state: podmanState(c), transient: isTransient(c) } : { state: ExecutionState.lost('The container is gone.'), transient: false };
+};
+
+/** swdd~podman-kube-state-getter-uses-container-states~1: the state getter of the podman-kube runtime. */
+export const kubeReading = (pods: readonly string[]) => (containers: readonly Container[]): StateReading =>
+  ({ state: kubeWorkloadState(pods, containers), transient: containersOf(pods, containers).some(isTransient) });

@@ -6,8 +6,10 @@ import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom, take, timeout } from 'rxjs';
 import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
-import type { Request } from '../../lib/control-api.js';
-import { ControlInterfaces, MAX_BACKLOG_BYTES, controlInterfaceFolder } from '../../lib/drivers/control-interfaces.js';
+import type { Request } from '../../lib/codec/control-api.js';
+import { MAX_BACKLOG_BYTES } from '../../lib/drivers/control-interface-pipes.js';
+import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
+import { ControlInterfaceHub } from '../helpers/control-interfaces.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { AccessRule, WorkloadSpec } from '../../lib/workload.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
@@ -19,11 +21,11 @@ const withAccess = (name: string, allowRules: AccessRule[], denyRules: AccessRul
 
 describe('Control Interfaces on real FIFOs', () => {
   let io: string;
-  let hub: ControlInterfaces;
+  let hub: ControlInterfaceHub;
   const clients: ControlInterfaceClient[] = [];
   beforeEach(() => {
     io = mkdtempSync(path.join(tmpdir(), 'ank-ci-'));
-    hub = new ControlInterfaces(io, silentLogger);
+    hub = new ControlInterfaceHub(io, silentLogger);
   });
   afterEach(() => {
     clients.splice(0).forEach((c) => c.close());

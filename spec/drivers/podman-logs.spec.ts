@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { Subject, lastValueFrom, toArray } from 'rxjs';
-import { builtInRuntimes } from '../../lib/drivers/runtimes.js';
+import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
 import { serveLogs } from '../../streams/logs.js';

@@ -3,8 +3,9 @@ import { expect } from 'chai';
 import { firstValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { podsPlayed } from '../../lib/drivers/podman-runtime.js';
-import { builtInRuntimes } from '../../lib/drivers/runtimes.js';
+import { type KubeId, podsPlayed } from '../../lib/drivers/podman-runtime.js';
+import type { RuntimeConnector } from '../../lib/runtime-connector.js';
+import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import { podmanRunArgs, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
 import { instanceKey } from '../../lib/workload.js';
@@ -119,7 +120,7 @@ describe('Podman runtimes (real Podman)', function () {
     });
 
     it('swdd~podman-create-workload-returns-workload-id~1, swdd~podman-list-of-existing-workloads-uses-labels~1, swdd~podman-get-workload-id-uses-label~1: the id is the container id; the agent label lists the workloads, the name label finds one', async () => {
-      const runtime = builtInRuntimes(silentLogger).get('podman')!;
+      const runtime = builtInRuntimes(silentLogger).get('podman') as RuntimeConnector<string>;
       const w = busybox('direct', agent.agentName);
       const id = await firstValueFrom(runtime.createWorkload(w, {}));
       expect(podman('inspect', instanceKey(w.instanceName), '--format={{.Id}}')).to.equal(id);
@@ -135,7 +136,7 @@ describe('Podman runtimes (real Podman)', function () {
     });
 
     it('swdd~podman-create-workload-deletes-failed-container~1: a container that cannot start is removed again', async () => {
-      const runtime = builtInRuntimes(silentLogger).get('podman')!;
+      const runtime = builtInRuntimes(silentLogger).get('podman') as RuntimeConnector<string>;
       const w = spec('broken', agent.agentName, 'podman', `image: ${IMAGE}\ncommandArgs: ["/no/such/program"]\n`);
       const error = await firstValueFrom(runtime.createWorkload(w, {})).then(() => undefined, (e: Error) => e);
       expect(error?.message).to.match(/no\/such\/program|no such file/i);
@@ -194,12 +195,12 @@ spec:
       const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'), 'sleep 3600');
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('found', /^Running/);
-      const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube')!;
+      const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube') as RuntimeConnector<KubeId>;
       const existing = await firstValueFrom(runtime.listReusableWorkloads(agent.agentName));
       expect(existing).to.have.length(1);
       expect(existing[0].instanceName).to.deep.equal(w.instanceName);
       expect(existing[0].state).to.deep.equal(ExecutionState.running());
-      expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.equal(existing[0].id);
+      expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.deep.equal(existing[0].id);
     });
 
     it('swdd~podman-kube-create-continues-if-cannot-create-volume~1: the pod is played even when its volumes cannot be made', async () => {

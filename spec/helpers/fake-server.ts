@@ -138,36 +138,11 @@ export class FakeAnkaiosServer {
 
 // ---- helpers to speak about workloads on the wire ----------------------------------------------
 
-import { executionStateFrom } from '../../lib/convert.js';
+import { addedWorkloadTo, executionStateFrom } from '../../lib/codec/wire.js';
 import { formatState } from '../../lib/execution-state.js';
-import type { AccessRule, WorkloadSpec } from '../../lib/workload.js';
-
-const RESTART = { Never: 0, OnFailure: 1, Always: 2 } as const;
-const RW = { Nothing: 0, Read: 1, Write: 2, ReadWrite: 5 } as const;
-const rule = (r: AccessRule) => ({
-  AccessRightsRuleEnum: r.kind === 'state'
-    ? { case: 'stateRule' as const, value: { operation: RW[r.operation], filterMasks: [...r.filterMasks] } }
-    : { case: 'logRule' as const, value: { workloadNames: [...r.workloadNames] } },
-});
-const ADD = { Running: 0, Succeeded: 1, Failed: 2 } as const;
 
 /** An AddedWorkload as the server sends it. */
-export function addedWorkload(spec: WorkloadSpec) {
-  return {
-    instanceName: spec.instanceName,
-    workload: {
-      agent: spec.instanceName.agentName,
-      runtime: spec.runtime,
-      runtimeConfig: spec.runtimeConfig,
-      restartPolicy: RESTART[spec.restartPolicy],
-      dependencies: { dependencies: Object.fromEntries(Object.entries(spec.dependencies).map(([k, v]) => [k, ADD[v]])) },
-      controlInterfaceAccess: {
-        allowRules: spec.controlInterfaceAccess.allowRules.map(rule),
-        denyRules: spec.controlInterfaceAccess.denyRules.map(rule),
-      },
-    },
-  };
-}
+export const addedWorkload = addedWorkloadTo;
 
 /** Every workload state the agent sent on the stream, as `[workloadName, id, "State(Sub): info"]`. */
 export function reportedStates(stream: AgentStream): Array<[string, string, string]> {

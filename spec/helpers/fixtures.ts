@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { ExecutionState } from '../../lib/execution-state.js';
 import type { WorkloadState } from '../../lib/messages.js';
 import {
-  type AddCondition, type DeleteCondition, type DeletedWorkload, type RestartPolicy, type WorkloadSpec, noAccess,
+  type AddCondition, type DeleteCondition, type DeletedWorkload, type RestartPolicy, type WorkloadSpec, instanceId, noAccess,
 } from '../../lib/workload.js';
 
 export const AGENT = 'agent_A';
@@ -19,7 +18,7 @@ export interface WorkloadOptions {
 export function workload(name: string, o: WorkloadOptions = {}): WorkloadSpec {
   const runtimeConfig = o.config ?? `image: ${name}`;
   return {
-    instanceName: { workloadName: name, agentName: o.agent ?? AGENT, id: createHash('sha256').update(runtimeConfig).digest('hex') },
+    instanceName: { workloadName: name, agentName: o.agent ?? AGENT, id: instanceId(runtimeConfig) },
     runtime: o.runtime ?? 'fake',
     runtimeConfig,
     restartPolicy: o.restartPolicy ?? 'Never',

@@ -1,14 +1,14 @@
 // Helpers for the specs that run real Podman.
 import { execFileSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { EMPTY, Subject, Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { builtInRuntimes } from '../../lib/drivers/runtimes.js';
+import { builtInRuntimes } from '../../bin/wiring.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
-import { type RestartPolicy, type WorkloadSpec, instanceKey, noAccess } from '../../lib/workload.js';
+import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
 import { runWorkloads } from '../../streams/run-workloads.js';
 
 export const IMAGE = 'localhost/busybox:latest';
@@ -57,7 +57,7 @@ export function busybox(name: string, agentName: string, o: BusyboxOptions = {})
 
 export function spec(name: string, agentName: string, runtime: string, runtimeConfig: string, o: BusyboxOptions = {}): WorkloadSpec {
   return {
-    instanceName: { workloadName: name, agentName, id: createHash('sha256').update(runtimeConfig).digest('hex') },
+    instanceName: { workloadName: name, agentName, id: instanceId(runtimeConfig) },
     runtime, runtimeConfig, restartPolicy: o.restartPolicy ?? 'Never', dependencies: o.dependencies ?? {}, tags: {},
     controlInterfaceAccess: noAccess, files: o.files ?? [],
   };

@@ -1,11 +1,7 @@
 import { expect } from 'chai';
-import { map } from 'rxjs';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { PodmanRuntime } from '../../lib/drivers/podman-runtime.js';
 import { type Container, kubeContainerState, kubeWorkloadState, podmanState } from '../../lib/podman/container-state.js';
 import { RuntimeConfigError, parseKubeConfig, parsePodmanConfig, podmanRunArgs } from '../../lib/podman/runtime-config.js';
-import { testScheduler } from '../helpers/virtual-time.js';
 
 const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
 const shown = (s: ExecutionState) => formatState(s);
@@ -44,36 +40,6 @@ describe('Podman state tables', () => {
     expect(shown(kubeWorkloadState(['p1', 'p2'], [c('exited', 0, 'p1')]))).to.equal('Failed(Unknown)');
     expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Removed');
     expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
-  });
-});
-
-describe('the state checker of the podman runtime', () => {
-  it('swdd~generic-state-checker-sends-workload-state~2, swdd~agent-provides-generic-state-checker-implementation~1, swdd~podman-state-getter-uses-podmancli~1: emits only changes; `stopped` is reported only once it lasted a second', () => {
-    testScheduler().run(({ cold, expectObservable }) => {
-      const snap = (poll: number, State: string, ExitCode = 0) => ({ poll, containers: [{ Id: 'id1', State, ExitCode }] });
-      const cache = {
-        fresh: () => cold('a-b-c-d-e 999ms f-g', {
-          a: snap(1, 'running'), b: snap(2, 'running'), c: snap(3, 'stopped', 3), d: snap(4, 'exited', 3),
-          e: snap(5, 'stopped'), f: snap(6, 'stopped'), g: { poll: 7 },
-        }),
-      };
-      const runtime = new PodmanRuntime(new PodmanCli(), cache);
-      expectObservable(runtime.checkState('id1').pipe(map(shown))).toBe('a-----d 1001ms f-g', {
-        a: 'Running(Ok)', d: "Failed(ExecFailed): Exit code: '3'", f: 'Stopping(Stopping)', g: 'Failed(Unknown): Podman could not be asked for the container states.',
-      });
-    });
-  });
-});
-
-describe('the state checker and quick polls', () => {
-  it('two quick polls that both see an exiting container `stopped` (events died + cleanup) do not report Stopping', () => {
-    testScheduler().run(({ cold, expectObservable }) => {
-      const snap = (poll: number, State: string, ExitCode = 0) => ({ poll, containers: [{ Id: 'id1', State, ExitCode }] });
-      const cache = { fresh: () => cold('a 100ms s 50ms t 100ms x', { a: snap(1, 'running'), s: snap(2, 'stopped', 3), t: snap(3, 'stopped', 3), x: snap(4, 'exited', 3) }) };
-      expectObservable(new PodmanRuntime(new PodmanCli(), cache).checkState('id1').pipe(map(shown))).toBe('a 252ms x', {
-        a: 'Running(Ok)', x: "Failed(ExecFailed): Exit code: '3'",
-      });
-    });
   });
 });
 

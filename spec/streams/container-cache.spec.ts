@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { Observable, Subscription, defer, throwError } from 'rxjs';
 import type { Container } from '../../lib/podman/container-state.js';
-import { type Snapshot, containerCache } from '../../streams/container-cache.js';
+import type { Snapshot } from '../../lib/ports.js';
+import { containerCache } from '../../streams/container-cache.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 /** A `podman ps` that takes `duration` frames and counts its calls. */

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { expect } from 'chai';
 import { parseMemFree, parseProcStat, sampleMachine } from '../../lib/drivers/machine.js';
-import { type MachineSample, cpuPercent, loadStatus } from '../../streams/load-status.js';
+import type { MachineSample } from '../../lib/ports.js';
+import { cpuPercent, loadStatus } from '../../streams/load-status.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 describe('AgentLoadStatus', () => {

@@ -1,9 +1,9 @@
 // The control_api wire messages a Control Interface reads and writes.
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import type { Request, Response } from '../proto/gen/ank_base_pb.js';
-import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
-import { type FromAnkaios, FromAnkaiosSchema, type ToAnkaios, ToAnkaiosSchema } from '../proto/gen/control_api_pb.js';
-import type { Access } from './authorizer.js';
+import type { Request, Response } from '../../proto/gen/ank_base_pb.js';
+import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
+import { type FromAnkaios, FromAnkaiosSchema, type ToAnkaios, ToAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
+import type { Access } from '../authorizer.js';
 
 export type { FromAnkaios, Request, Response, ToAnkaios };
 

@@ -1,0 +1,72 @@
+// Every enum the agent translates, written once: the domain name, the wire number and, where manifests
+// spell it, the manifest text. Each table answers in every direction.
+import * as pb from '../../proto/gen/ank_base_pb.js';
+import * as grpc from '../../proto/gen/grpc_api_pb.js';
+import type { ExecutionState } from '../execution-state.js';
+import type { AddCondition, DeleteCondition, ReadWrite, RestartPolicy } from '../workload.js';
+
+export class EnumTable<D extends string, W extends number> {
+  constructor(private readonly rows: ReadonlyArray<readonly [domain: D, wire: W, text: string]>) {}
+
+  toWire(d: D): W {
+    return this.rows.find((r) => r[0] === d)![1];
+  }
+
+  /** undefined for a number the table does not know. */
+  fromWire(w: number): D | undefined {
+    return this.rows.find((r) => r[1] === w)?.[0];
+  }
+
+  toText(d: D): string {
+    return this.rows.find((r) => r[0] === d)![2];
+  }
+
+  /** undefined for a text the table does not know. */
+  fromText(t: string): D | undefined {
+    return this.rows.find((r) => r[2] === t)?.[0];
+  }
+
+  /** The texts, for messages: `NEVER, ON_FAILURE or ALWAYS`. */
+  get texts(): string {
+    const t = this.rows.map((r) => r[2]);
+    return `${t.slice(0, -1).join(', ')} or ${t.at(-1)}`;
+  }
+}
+
+export const RESTART_POLICY = new EnumTable<RestartPolicy, pb.RestartPolicy>([
+  ['Never', pb.RestartPolicy.NEVER, 'NEVER'],
+  ['OnFailure', pb.RestartPolicy.ON_FAILURE, 'ON_FAILURE'],
+  ['Always', pb.RestartPolicy.ALWAYS, 'ALWAYS'],
+]);
+
+export const ADD_CONDITION = new EnumTable<AddCondition, pb.AddCondition>([
+  ['Running', pb.AddCondition.ADD_COND_RUNNING, 'ADD_COND_RUNNING'],
+  ['Succeeded', pb.AddCondition.ADD_COND_SUCCEEDED, 'ADD_COND_SUCCEEDED'],
+  ['Failed', pb.AddCondition.ADD_COND_FAILED, 'ADD_COND_FAILED'],
+]);
+
+export const DELETE_CONDITION = new EnumTable<DeleteCondition, grpc.DeleteCondition>([
+  ['Running', grpc.DeleteCondition.DEL_COND_RUNNING, 'DEL_COND_RUNNING'],
+  ['NotPendingNorRunning', grpc.DeleteCondition.DEL_COND_NOT_PENDING_NOR_RUNNING, 'DEL_COND_NOT_PENDING_NOR_RUNNING'],
+]);
+
+export const READ_WRITE = new EnumTable<ReadWrite, pb.ReadWriteEnum>([
+  ['Nothing', pb.ReadWriteEnum.RW_NOTHING, 'Nothing'],
+  ['Read', pb.ReadWriteEnum.RW_READ, 'Read'],
+  ['Write', pb.ReadWriteEnum.RW_WRITE, 'Write'],
+  ['ReadWrite', pb.ReadWriteEnum.RW_READ_WRITE, 'ReadWrite'],
+]);
+
+type StateCase = pb.ExecutionState['ExecutionStateEnum']['case'] & string;
+
+/** Execution states: the domain state and substate, the wire's oneof case and substate number. */
+export const EXECUTION_STATE: { readonly [S in ExecutionState['state']]: { readonly case: StateCase; readonly substates: Readonly<Record<number, string>> } } = {
+  AgentDisconnected: { case: 'agentDisconnected', substates: { 0: 'AgentDisconnected' } },
+  Pending: { case: 'pending', substates: { 0: 'Initial', 1: 'WaitingToStart', 2: 'Starting', 8: 'StartingFailed' } },
+  Running: { case: 'running', substates: { 0: 'Ok' } },
+  Stopping: { case: 'stopping', substates: { 0: 'Stopping', 1: 'WaitingToStop', 2: 'RequestedAtRuntime', 8: 'DeleteFailed' } },
+  Succeeded: { case: 'succeeded', substates: { 0: 'Ok' } },
+  Failed: { case: 'failed', substates: { 0: 'ExecFailed', 1: 'Unknown', 2: 'Lost' } },
+  NotScheduled: { case: 'notScheduled', substates: { 0: 'NotScheduled' } },
+  Removed: { case: 'removed', substates: { 0: 'Removed' } },
+};

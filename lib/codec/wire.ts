@@ -1,0 +1,255 @@
+// The wire codec: protobuf-es objects ↔ the agent's domain types. The only place in the core that
+// knows the wire format of the server connection.
+import { create } from '@bufbuild/protobuf';
+import * as pb from '../../proto/gen/ank_base_pb.js';
+import * as grpc from '../../proto/gen/grpc_api_pb.js';
+import type { CompleteState } from '../complete-state.js';
+import { ExecutionState } from '../execution-state.js';
+import type { FromServer, ToServer, WireResponse, WorkloadState } from '../messages.js';
+import type {
+  AccessRule, AddCondition, ConfigValue, ControlInterfaceAccess, DeleteCondition, DeletedWorkload, Workload, WorkloadFile,
+  WorkloadInstanceName, WorkloadSpec,
+} from '../workload.js';
+import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY } from './tables.js';
+
+/** A message the agent cannot use; the text says why. */
+export class MalformedMessage extends Error {}
+
+const mapValues = <A, B>(record: Readonly<Record<string, A>>, f: (a: A, key: string) => B): Record<string, B> =>
+  Object.fromEntries(Object.entries(record).map(([k, v]) => [k, f(v, k)]));
+
+// ---- instance names -----------------------------------------------------------------------------
+
+export function instanceNameFrom(n: pb.WorkloadInstanceName | undefined): WorkloadInstanceName {
+  if (!n || !n.workloadName || !n.agentName) throw new MalformedMessage('a workload instance name without workload or agent name');
+  return { workloadName: n.workloadName, agentName: n.agentName, id: n.id };
+}
+
+export const instanceNameTo = (n: WorkloadInstanceName): pb.WorkloadInstanceName => create(pb.WorkloadInstanceNameSchema, n);
+
+// ---- workloads ----------------------------------------------------------------------------------
+
+function accessRuleFrom(rule: pb.AccessRightsRule): AccessRule[] {
+  const r = rule.AccessRightsRuleEnum;
+  if (r.case === 'stateRule') return [{ kind: 'state', operation: READ_WRITE.fromWire(r.value.operation) ?? 'Nothing', filterMasks: r.value.filterMasks }];
+  if (r.case === 'logRule') return [{ kind: 'log', workloadNames: r.value.workloadNames }];
+  return [];
+}
+
+const accessRuleTo = (r: AccessRule): pb.AccessRightsRule => create(pb.AccessRightsRuleSchema, {
+  AccessRightsRuleEnum: r.kind === 'state'
+    ? { case: 'stateRule', value: { operation: READ_WRITE.toWire(r.operation), filterMasks: [...r.filterMasks] } }
+    : { case: 'logRule', value: { workloadNames: [...r.workloadNames] } },
+});
+
+export function accessFrom(a: pb.ControlInterfaceAccess | undefined): ControlInterfaceAccess {
+  return { allowRules: (a?.allowRules ?? []).flatMap(accessRuleFrom), denyRules: (a?.denyRules ?? []).flatMap(accessRuleFrom) };
+}
+
+const fileFrom = (f: pb.File): WorkloadFile => (f.FileContent.case === 'binaryData'
+  ? { mountPoint: f.mountPoint, binaryData: f.FileContent.value }
+  : { mountPoint: f.mountPoint, data: f.FileContent.value ?? '' });
+
+const fileTo = (f: WorkloadFile): pb.File => create(pb.FileSchema, {
+  mountPoint: f.mountPoint,
+  FileContent: f.binaryData !== undefined ? { case: 'binaryData', value: f.binaryData } : { case: 'data', value: f.data ?? '' },
+});
+
+function addConditionFrom(c: number, name: string): AddCondition {
+  const condition = ADD_CONDITION.fromWire(c);
+  if (!condition) throw new MalformedMessage(`an unknown add condition ${c} for dependency '${name}'`);
+  return condition;
+}
+
+/** A workload of the desired state (or of an AddedWorkload) in the domain's terms. */
+export function workloadFrom(w: pb.Workload | undefined): Workload {
+  return {
+    agent: w?.agent ?? '',
+    runtime: w?.runtime ?? '',
+    runtimeConfig: w?.runtimeConfig ?? '',
+    restartPolicy: RESTART_POLICY.fromWire(w?.restartPolicy ?? pb.RestartPolicy.NEVER) ?? 'Never',
+    dependencies: mapValues(w?.dependencies?.dependencies ?? {}, addConditionFrom),
+    tags: { ...(w?.tags?.tags ?? {}) },
+    controlInterfaceAccess: accessFrom(w?.controlInterfaceAccess),
+    configs: { ...(w?.configs?.configs ?? {}) },
+    files: (w?.files?.files ?? []).map(fileFrom),
+  };
+}
+
+/** A workload, or the parts of it a field mask picked, on the wire. */
+export function workloadTo(w: Partial<Workload>): pb.Workload {
+  return create(pb.WorkloadSchema, {
+    agent: w.agent,
+    runtime: w.runtime,
+    runtimeConfig: w.runtimeConfig,
+    restartPolicy: w.restartPolicy && RESTART_POLICY.toWire(w.restartPolicy),
+    dependencies: w.dependencies && { dependencies: mapValues(w.dependencies, (c) => ADD_CONDITION.toWire(c)) },
+    tags: w.tags && { tags: { ...w.tags } },
+    controlInterfaceAccess: w.controlInterfaceAccess && {
+      allowRules: w.controlInterfaceAccess.allowRules.map(accessRuleTo),
+      denyRules: w.controlInterfaceAccess.denyRules.map(accessRuleTo),
+    },
+    configs: w.configs && { configs: { ...w.configs } },
+    files: w.files && { files: w.files.map(fileTo) },
+  });
+}
+
+export function workloadSpecFrom(added: grpc.AddedWorkload): WorkloadSpec {
+  const { agent: _agent, configs: _configs, ...spec } = workloadFrom(added.workload);
+  return { instanceName: instanceNameFrom(added.instanceName), ...spec };
+}
+
+/** An AddedWorkload as a server sends it. */
+export function addedWorkloadTo(spec: WorkloadSpec): grpc.AddedWorkload {
+  return create(grpc.AddedWorkloadSchema, {
+    instanceName: instanceNameTo(spec.instanceName),
+    workload: workloadTo({ ...spec, agent: spec.instanceName.agentName, configs: {} }),
+  });
+}
+
+export function deletedWorkloadFrom(d: grpc.DeletedWorkload): DeletedWorkload {
+  const dependencies = mapValues(d.dependencies, (c, name): DeleteCondition => {
+    const condition = DELETE_CONDITION.fromWire(c);
+    if (!condition) throw new MalformedMessage(`an unknown delete condition ${c} for dependent '${name}'`);
+    return condition;
+  });
+  return { instanceName: instanceNameFrom(d.instanceName), dependencies };
+}
+
+// ---- execution states ---------------------------------------------------------------------------
+
+export function executionStateTo(s: ExecutionState): pb.ExecutionState {
+  const { case: c, substates } = EXECUTION_STATE[s.state];
+  const value = Number(Object.entries(substates).find(([, name]) => name === s.substate)![0]);
+  return create(pb.ExecutionStateSchema, {
+    additionalInfo: s.additionalInfo,
+    ExecutionStateEnum: { case: c, value } as pb.ExecutionState['ExecutionStateEnum'],
+  });
+}
+
+export function executionStateFrom(s: pb.ExecutionState | undefined): ExecutionState | undefined {
+  const e = s?.ExecutionStateEnum;
+  if (!e?.case) return undefined;
+  const [state, { substates }] = Object.entries(EXECUTION_STATE).find(([, row]) => row.case === e.case)!;
+  const substate = substates[e.value];
+  return substate === undefined ? undefined : { state, substate, additionalInfo: s?.additionalInfo ?? '' } as ExecutionState;
+}
+
+export const workloadStateTo = (s: WorkloadState): pb.WorkloadState =>
+  create(pb.WorkloadStateSchema, { instanceName: instanceNameTo(s.instanceName), executionState: executionStateTo(s.executionState) });
+
+/** Empty or unreadable states are left out (swdd~agent-stores-workload-states-of-its-workloads~1). */
+function workloadStatesFrom(states: readonly pb.WorkloadState[]): WorkloadState[] {
+  return states.flatMap((s) => {
+    const executionState = executionStateFrom(s.executionState);
+    if (!executionState || !s.instanceName?.workloadName) return [];
+    return [{ instanceName: instanceNameFrom(s.instanceName), executionState }];
+  });
+}
+
+// ---- the complete state -------------------------------------------------------------------------
+
+function configItemTo(v: ConfigValue): pb.ConfigItem {
+  if (typeof v === 'string') return create(pb.ConfigItemSchema, { ConfigItemEnum: { case: 'String', value: v } });
+  if (Array.isArray(v)) return create(pb.ConfigItemSchema, { ConfigItemEnum: { case: 'array', value: { values: v.map(configItemTo) } } });
+  return create(pb.ConfigItemSchema, { ConfigItemEnum: { case: 'object', value: { fields: mapValues(v, configItemTo) } } });
+}
+
+function configItemFrom(item: pb.ConfigItem): ConfigValue {
+  const c = item.ConfigItemEnum;
+  if (c.case === 'array') return c.value.values.map(configItemFrom);
+  if (c.case === 'object') return mapValues(c.value.fields, configItemFrom);
+  return c.value ?? '';
+}
+
+/** swdd~api-object-serialization~1: the (possibly masked) complete state on the wire. */
+export function completeStateTo(s: CompleteState): pb.CompleteState {
+  const d = s.desiredState;
+  return create(pb.CompleteStateSchema, {
+    desiredState: d && {
+      apiVersion: d.apiVersion,
+      workloads: d.workloads && { workloads: mapValues(d.workloads, workloadTo) },
+      configs: d.configs && { configs: mapValues(d.configs, configItemTo) },
+    },
+    workloadStates: s.workloadStates && {
+      agentStateMap: mapValues(s.workloadStates, (byName) => ({
+        wlNameStateMap: mapValues(byName, (byId) => ({ idStateMap: mapValues(byId, executionStateTo) })),
+      })),
+    },
+    agents: s.agents && { agents: mapValues(s.agents, () => ({})) },
+  });
+}
+
+/** The desired state a workload sent in an UpdateStateRequest. Throws MalformedMessage. */
+export function declaredStateFrom(s: pb.CompleteState | undefined): NonNullable<CompleteState['desiredState']> {
+  const d = s?.desiredState;
+  return {
+    apiVersion: d?.apiVersion || undefined,
+    workloads: mapValues(d?.workloads?.workloads ?? {}, workloadFrom),
+    configs: mapValues(d?.configs?.configs ?? {}, configItemFrom),
+  };
+}
+
+// ---- whole messages -----------------------------------------------------------------------------
+
+/** A FromServer message the core understands; undefined for kinds it does not handle. Throws MalformedMessage. */
+export function fromServerMessage(m: grpc.FromServer): FromServer | undefined {
+  const e = m.FromServerEnum;
+  switch (e.case) {
+    case 'serverHello':
+      return { kind: 'serverHello', added: e.value.addedWorkloads.map(workloadSpecFrom) };
+    case 'updateWorkload':
+      return {
+        kind: 'updateWorkload',
+        added: e.value.addedWorkloads.map(workloadSpecFrom),
+        deleted: e.value.deletedWorkloads.map(deletedWorkloadFrom),
+      };
+    case 'updateWorkloadState':
+      return { kind: 'updateWorkloadState', states: workloadStatesFrom(e.value.workloadStates) };
+    case 'response':
+      return { kind: 'response', response: e.value as WireResponse };
+    case 'logsRequest': {
+      const r = e.value.logsRequest;
+      const tail = r?.tail;
+      return {
+        kind: 'logsRequest',
+        requestId: e.value.requestId,
+        workloads: (r?.workloadNames ?? []).map(instanceNameFrom),
+        options: { follow: r?.follow ?? false, tail: tail === undefined || tail < 0 ? undefined : tail, since: r?.since || undefined, until: r?.until || undefined },
+      };
+    }
+    case 'logsCancelRequest':
+      return { kind: 'logsCancelRequest', requestId: e.value.requestId };
+    default:
+      return undefined;
+  }
+}
+
+export function toServerMessage(m: ToServer): grpc.ToServer {
+  switch (m.kind) {
+    case 'updateWorkloadState':
+      return create(grpc.ToServerSchema, {
+        ToServerEnum: { case: 'updateWorkloadState', value: { workloadStates: m.states.map(workloadStateTo) } },
+      });
+    case 'request':
+      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'request', value: m.request as pb.Request } });
+    case 'goodbye':
+      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'goodbye', value: {} } });
+    case 'logEntries':
+      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'logEntriesResponse', value: {
+        requestId: m.requestId,
+        logEntriesResponse: { logEntries: m.entries.map((e) => ({ workloadName: instanceNameTo(e.instanceName), message: e.message })) },
+      } } });
+    case 'logsStop':
+      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'logsStopResponse', value: {
+        requestId: m.requestId, logsStopResponse: { workloadName: instanceNameTo(m.instanceName) },
+      } } });
+    case 'agentLoadStatus':
+      return create(grpc.ToServerSchema, {
+        ToServerEnum: { case: 'AgentLoadStatus', value: { agentName: m.agentName, cpuUsage: { cpuUsage: m.cpuUsage }, freeMemory: { freeMemory: BigInt(m.freeMemory) } } },
+      });
+  }
+}
+
+export const agentHello = (agentName: string, protocolVersion: string): grpc.ToServer =>
+  create(grpc.ToServerSchema, { ToServerEnum: { case: 'agentHello', value: { agentName, protocolVersion } } });

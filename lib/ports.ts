@@ -1,0 +1,49 @@
+// The ports between the pure core and the drivers: what a driver provides, typed here so that
+// neither side imports the other.
+import type { Observable } from 'rxjs';
+import type { ExecutionState } from './execution-state.js';
+import type { Container } from './podman/container-state.js';
+import type { ControlInterfaceAccess } from './workload.js';
+
+/** One look at all containers of the runtime. */
+export interface Snapshot {
+  /** Counts the polls: a snapshot is younger than every poll with a lower number. */
+  readonly poll: number;
+  /** Undefined when Podman could not be asked. */
+  readonly containers?: readonly Container[];
+}
+
+export interface ContainerCache {
+  /** swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, refreshed while watched. */
+  fresh(): Observable<Snapshot>;
+}
+
+/** What a runtime's state getter reads out of a snapshot for one workload. */
+export interface StateReading {
+  readonly state: ExecutionState;
+  /** A state the runtime passes through on the way to another (Podman's `stopped` while a container exits): reported only when it lasts. */
+  readonly transient: boolean;
+}
+
+/** The generic state checker: the workload's execution state, each time it changes, as `read` finds it in the snapshots. */
+export type WatchState = (read: (containers: readonly Container[]) => StateReading) => Observable<ExecutionState>;
+
+/** Cumulative CPU time (busy and total, in ticks) and free memory, as the machine reports them. */
+export interface MachineSample {
+  readonly cpuBusy: number;
+  readonly cpuTotal: number;
+  readonly freeMemory: number;
+}
+
+/** A workload's Control Interface, opened: what the workload writes into its output pipe, until it is closed. */
+export interface ControlInterfacePipe {
+  readonly workloadName: string;
+  readonly access: ControlInterfaceAccess;
+  readonly chunks$: Observable<Uint8Array>;
+}
+
+/** A frame the agent writes into a workload's input pipe. */
+export interface WorkloadFrame {
+  readonly workloadName: string;
+  readonly bytes: Uint8Array;
+}

@@ -1,0 +1,61 @@
+// The boundaries of ARCHITECTURE.md, read from the imports: the core (lib/ outside lib/drivers/, and
+// streams/) touches no I/O and no clock of its own; drivers are leaves that never import the pipelines.
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { expect } from 'chai';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const IO_MODULES = /^(node:)?(fs|fs\/promises|net|child_process|os|http|http2|https|dgram|dns|tls|worker_threads|process|readline|cluster|tty)$/;
+const IO_PACKAGES = /^(execa|winston|@grpc\/.*)$/;
+const CLOCKS = /\b(Date\.now|setTimeout|setInterval|setImmediate|Math\.random)\b/;
+
+interface Source { readonly file: string; readonly text: string }
+
+const importsOf = (text: string) => [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'";]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
+const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
+const inCore = (file: string) => (file.startsWith('lib/') && !file.startsWith('lib/drivers/')) || file.startsWith('streams/');
+
+/** Every boundary a source breaks, as `file: what`. */
+export function boundaryViolations(sources: readonly Source[]): string[] {
+  return sources.flatMap(({ file, text }) => {
+    const problems: string[] = [];
+    for (const target of importsOf(text)) {
+      const resolved = target.startsWith('.') ? path.posix.join(path.posix.dirname(file), target) : target;
+      if (inCore(file) && (IO_MODULES.test(target) || IO_PACKAGES.test(target))) problems.push(`${file}: imports ${target}`);
+      if (file.startsWith('lib/drivers/') && resolved.startsWith('streams/')) problems.push(`${file}: a driver imports the pipeline ${resolved}`);
+    }
+    const clock = inCore(file) ? CLOCKS.exec(withoutComments(text)) : null;
+    if (clock) problems.push(`${file}: uses ${clock[1]}`);
+    return problems;
+  });
+}
+
+function sourcesUnder(folder: string): Source[] {
+  return readdirSync(path.join(ROOT, folder), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.posix.join(folder, f.split(path.sep).join('/')))
+    .map((file) => ({ file, text: readFileSync(path.join(ROOT, file), 'utf8') }));
+}
+
+describe('the boundaries of the code', () => {
+  it('the core imports no I/O and reads no clock; drivers import nothing from streams/', () => {
+    const sources = [...sourcesUnder('lib'), ...sourcesUnder('streams')];
+    expect(sources.length).to.be.greaterThan(30);
+    expect(boundaryViolations(sources)).to.deep.equal([]);
+  });
+
+  it('would catch a driver that imports a pipeline, and a core module that does I/O or keeps time', () => {
+    expect(boundaryViolations([
+      { file: 'lib/drivers/x.ts', text: "import { agent } from '../../streams/agent.js';" },
+      { file: 'streams/y.ts', text: "import { readFileSync } from 'node:fs';\nimport { execa } from 'execa';\nconst t = Date.now(); // Math.random in a comment is fine" },
+      { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
+    ])).to.deep.equal([
+      'lib/drivers/x.ts: a driver imports the pipeline streams/agent.js',
+      'streams/y.ts: imports node:fs',
+      'streams/y.ts: imports execa',
+      'streams/y.ts: uses Date.now',
+      'lib/z.ts: imports @grpc/grpc-js',
+      'lib/z.ts: uses setTimeout',
+    ]);
+  });
+});

@@ -1,0 +1,43 @@
+// The Control Interfaces wired as the agent wires them (the pipes driver and the pipelines over it),
+// with the requests for the server coming out and the server's responses going in.
+import { Observable, Subject } from 'rxjs';
+import type { Request, Response } from '../../lib/codec/control-api.js';
+import { ControlInterfacePipes } from '../../lib/drivers/control-interface-pipes.js';
+import type { Logger } from '../../lib/logger.js';
+import type { CreateOptions } from '../../lib/runtime-connector.js';
+import type { WorkloadSpec } from '../../lib/workload.js';
+import { controlInterfaces } from '../../streams/control-interfaces.js';
+
+export class ControlInterfaceHub {
+  private readonly pipes: ControlInterfacePipes;
+  private readonly responses = new Subject<Response>();
+  private readonly requests = new Subject<Request>();
+  /** Allowed requests of all workloads, with their workload name in front of the request id. */
+  readonly requests$: Observable<Request> = this.requests.asObservable();
+
+  constructor(ioFolder: string, log: Logger) {
+    this.pipes = new ControlInterfacePipes(ioFolder, log);
+    controlInterfaces(this.pipes.opened$, this.responses).subscribe((out) => {
+      if (out.kind === 'toServer') this.requests.next(out.request);
+      else if (out.kind === 'toWorkload') this.pipes.write(out.frame);
+      else log[out.level](out.text);
+    });
+  }
+
+  prepare(spec: WorkloadSpec): Observable<CreateOptions> {
+    return this.pipes.prepare(spec);
+  }
+
+  release(spec: WorkloadSpec): Observable<never> {
+    return this.pipes.release(spec);
+  }
+
+  /** A response from the server. */
+  deliver(response: Response): void {
+    this.responses.next(response);
+  }
+
+  closeAll(): void {
+    this.pipes.closeAll();
+  }
+}

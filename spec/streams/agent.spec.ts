@@ -1,0 +1,65 @@
+import { create, fromBinary } from '@bufbuild/protobuf';
+import { expect } from 'chai';
+import { EMPTY, NEVER, map, of } from 'rxjs';
+import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
+import { FromAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
+import { ControlInterfaceClient } from '../helpers/ci-client.js';
+import { ExecutionState, formatState } from '../../lib/execution-state.js';
+import { silentLogger } from '../../lib/logger.js';
+import type { FromServer, ToServer } from '../../lib/messages.js';
+import type { WorkloadFrame } from '../../lib/ports.js';
+import { type AgentDeps, agent } from '../../streams/agent.js';
+import { FakeRuntime } from '../helpers/fake-runtime.js';
+import { AGENT, workload } from '../helpers/fixtures.js';
+import { testScheduler } from '../helpers/virtual-time.js';
+
+const S = ExecutionState;
+const deps = (runtime: FakeRuntime): AgentDeps => ({
+  agentName: AGENT, runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY, log: silentLogger,
+});
+const shown = (m: ToServer) => (m.kind === 'updateWorkloadState'
+  ? m.states.map((s) => `${s.instanceName.workloadName}: ${formatState(s.executionState)}`).join(', ')
+  : m.kind === 'request' ? `request ${m.request.requestId}` : m.kind);
+const { frame } = ControlInterfaceClient;
+const hello = frame({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: '0.8.0' } } });
+const readAll = frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'r1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: [] } } } } });
+const readAccess = { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] };
+/** A frame is a varint length (one byte for these small messages), then the message. */
+const toWorkload = (f: WorkloadFrame) => `${f.workloadName}: ${fromBinary(FromAnkaiosSchema, f.bytes.subarray(1)).FromAnkaiosEnum.case}`;
+
+describe('agent(sources, deps) → sinks', () => {
+  it('swdd~agent-shall-use-interfaces-to-server~1, swdd~agent-sends-workload-states-of-its-workloads-to-server~2: a ServerHello becomes the states of the workload on toServer$; the greeting holds the current states', () => {
+    testScheduler().run(({ cold, expectObservable, flush }) => {
+      const app = workload('app');
+      const runtime = new FakeRuntime({ states: () => cold('--r', { r: S.running() }) });
+      const fromServer$ = cold<FromServer>('a', { a: { kind: 'serverHello', added: [app] } });
+      const sinks = agent({ fromServer$, controlInterfaces$: NEVER }, deps(runtime));
+      expectObservable(sinks.toServer$.pipe(map(shown)), '^ 10ms !').toBe('a 1ms b', {
+        a: 'app: Pending(Starting): Triggered at runtime.', b: 'app: Running(Ok)',
+      });
+      flush();
+      expect(sinks.greeting().map(shown)).to.deep.equal(['app: Running(Ok)']);
+    });
+  });
+
+  it('swdd~agent-forward-request-from-control-interface-pipe-to-server~1, swdd~agent-forward-responses-to-control-interface-pipe~1: Control Interface frames become requests to the server; the response comes back as a frame to the workload', () => {
+    testScheduler().run(({ cold, hot, expectObservable }) => {
+      const response: FromServer = { kind: 'response', response: create(ResponseSchema, { requestId: 'app@r1', ResponseContent: { case: 'completeState', value: {} } }) };
+      const fromServer$ = hot<FromServer>('---a', { a: response });
+      const pipes$ = cold('p', { p: { workloadName: 'app', access: readAccess, chunks$: cold('h-r', { h: hello, r: readAll }) } });
+      const sinks = agent({ fromServer$, controlInterfaces$: pipes$ }, deps(new FakeRuntime()));
+      expectObservable(sinks.toServer$.pipe(map(shown)), '^ 10ms !').toBe('--a', { a: 'request app@r1' });
+      expectObservable(sinks.toWorkloads$.pipe(map(toWorkload)), '^ 10ms !').toBe('h--r', {
+        h: 'app: controlInterfaceAccepted', r: 'app: response',
+      });
+    });
+  });
+
+  it('ends both sinks when the server link ends (after Goodbye)', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
+      const sinks = agent({ fromServer$: cold<FromServer>('---|'), controlInterfaces$: NEVER }, { ...deps(new FakeRuntime()), sampleMachine: () => ({ cpuBusy: 0, cpuTotal: 0, freeMemory: 0 }) });
+      expectObservable(sinks.toServer$).toBe('---|');
+      expectObservable(sinks.toWorkloads$).toBe('---|');
+    });
+  });
+});

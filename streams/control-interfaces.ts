@@ -1,0 +1,57 @@
+// The Control Interfaces of all workloads: frames from each workload's pipe become sessions and
+// requests to the server; the server's responses go back to the workload named before the `@` of
+// their request id.
+import { create } from '@bufbuild/protobuf';
+import { Observable, catchError, defer, finalize, map, merge, mergeMap, of } from 'rxjs';
+import { RequestSchema } from '../proto/gen/ank_base_pb.js';
+import {
+  CONTROL_API_FRAMES, type FromAnkaios, FromAnkaiosMessage, type Request, type Response, encodeFromAnkaios,
+} from '../lib/codec/control-api.js';
+import type { ControlInterfacePipe, WorkloadFrame } from '../lib/ports.js';
+import { controlSession } from './control-interface-session.js';
+import { decodeFrames, encodeFrame } from './length-delimited.js';
+
+export type ControlInterfaceOutput =
+  | { readonly kind: 'toServer'; readonly request: Request }
+  | { readonly kind: 'toWorkload'; readonly frame: WorkloadFrame }
+  | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
+
+const toWorkload = (workloadName: string, message: FromAnkaios): ControlInterfaceOutput =>
+  ({ kind: 'toWorkload', frame: { workloadName, bytes: encodeFrame(encodeFromAnkaios(message)) } });
+
+/**
+ * The sessions on every opened pipe, and the routing of responses back to them
+ * (swdd~agent-forward-responses-to-control-interface-pipe~1).
+ */
+export function controlInterfaces(pipes$: Observable<ControlInterfacePipe>, responses$: Observable<Response>): Observable<ControlInterfaceOutput> {
+  return defer(() => {
+    /** The pipe each workload reads now: a response for any other name has nobody to go to. */
+    const open = new Map<string, ControlInterfacePipe>();
+    const sessions$ = pipes$.pipe(mergeMap((pipe) => {
+      open.set(pipe.workloadName, pipe);
+      return controlSession(pipe.workloadName, pipe.access, pipe.chunks$.pipe(decodeFrames(CONTROL_API_FRAMES))).pipe(
+        map((out): ControlInterfaceOutput => (out.kind === 'toWorkload' ? toWorkload(pipe.workloadName, out.message) : out)),
+        catchError((err: unknown) => of<ControlInterfaceOutput>({ kind: 'log', level: 'warn', text: `The Control Interface of '${pipe.workloadName}' stopped reading: ${String(err)}` })),
+        finalize(() => open.get(pipe.workloadName) === pipe && open.delete(pipe.workloadName)),
+      );
+    }));
+    return merge(sessions$, responses$.pipe(mergeMap((response) => route(response, open))));
+  });
+}
+
+/**
+ * swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1,
+ * swdd~agent-remove-id-prefix-forwarding-control-interface-response~1: a response goes to the workload
+ * named before the `@` of its request id, without that prefix.
+ */
+function route(response: Response, open: ReadonlyMap<string, ControlInterfacePipe>): Observable<ControlInterfaceOutput> {
+  const at = response.requestId.indexOf('@');
+  const name = at < 0 ? '' : response.requestId.slice(0, at);
+  if (open.has(name)) return of(toWorkload(name, FromAnkaiosMessage.response({ ...response, requestId: response.requestId.slice(at + 1) })));
+  const dropped: ControlInterfaceOutput = { kind: 'log', level: 'debug', text: `Dropped a response for '${response.requestId}': no such workload with a Control Interface.` };
+  // A log stream nobody reads any more is cancelled at the server.
+  if (response.ResponseContent.case !== 'logEntriesResponse') return of(dropped);
+  const cancel = create(RequestSchema, { requestId: response.requestId, RequestContent: { case: 'logsCancelRequest', value: {} } });
+  return of(dropped, { kind: 'toServer' as const, request: cancel });
+}
+
