@@ -11,7 +11,8 @@ const CLOCKS = /\b(Date\.now|setTimeout|setInterval|setImmediate|Math\.random)\b
 
 interface Source { readonly file: string; readonly text: string }
 
-const importsOf = (text: string) => [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'";]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
+const importsOf = (text: string) =>
+  [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(?:[^'";]*?from\s*)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
 const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
 const inCore = (file: string) => (file.startsWith('lib/') && !file.startsWith('lib/drivers/')) || file.startsWith('streams/');
 
@@ -46,11 +47,12 @@ describe('the boundaries of the code', () => {
 
   it('would catch a driver that imports a pipeline, and a core module that does I/O or keeps time', () => {
     expect(boundaryViolations([
-      { file: 'lib/drivers/x.ts', text: "import { agent } from '../../streams/agent.js';" },
+      { file: 'lib/drivers/x.ts', text: "import { agent } from '../../streams/agent.js';\nimport '../../streams/trace.js';" },
       { file: 'streams/y.ts', text: "import { readFileSync } from 'node:fs';\nimport { execa } from 'execa';\nconst t = Date.now(); // Math.random in a comment is fine" },
       { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
     ])).to.deep.equal([
       'lib/drivers/x.ts: a driver imports the pipeline streams/agent.js',
+      'lib/drivers/x.ts: a driver imports the pipeline streams/trace.js',
       'streams/y.ts: imports node:fs',
       'streams/y.ts: imports execa',
       'streams/y.ts: uses Date.now',

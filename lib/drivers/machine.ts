@@ -1,6 +1,6 @@
 // Reads the machine's CPU times and free memory from /proc.
 import { readFileSync } from 'node:fs';
-import type { MachineSample } from '../../streams/load-status.js';
+import type { MachineSample } from '../ports.js';
 
 /** The first line of /proc/stat: `cpu user nice system idle iowait irq softirq steal …`. */
 export function parseProcStat(text: string): { cpuBusy: number; cpuTotal: number } {
