@@ -236,7 +236,7 @@ async function benchControlInterface(count: number): Promise<void> {
   const hub = new ControlInterfaceHub(io, silentLogger);
   const spec = { ...workload('bench'), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] } };
   // The fake server answers every request at once.
-  const answering = hub.requests$.subscribe((r) => hub.deliver(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'completeState', value: {} } })));
+  const answering = hub.requests$.subscribe((r) => hub.deliver(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'completeStateResponse', value: {} } })));
   const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
   const client = new ControlInterfaceClient(controlInterfacePath!);
   client.hello();

@@ -4,9 +4,10 @@ import path from 'node:path';
 import meow from 'meow';
 import { Observable, Subject, concat, merge, of, takeUntil, tap, timer } from 'rxjs';
 import {
-  AGENT_NAME_PATTERN, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_RUN_FOLDER, DEFAULT_SERVER_URL,
-  parseConfigFile, resolveConfig,
+  AGENT_NAME_PATTERN, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, defaultRunFolder,
+  parseConfigFile, resolveConfig, selectRuntimes,
 } from '../lib/config.js';
+import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
@@ -18,6 +19,7 @@ import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError } from '../lib/manifest.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
+import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { LocalSnapshot } from '../lib/status.js';
 import { type AgentDeps, type AgentSinks, agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
@@ -39,7 +41,8 @@ const HELP = `
   Options
     -n, --name <name>            Agent name (letters, digits, '-' and '_')
     -s, --server-url <url>       Server URL (default ${DEFAULT_SERVER_URL})
-    -r, --run-folder <folder>    Working folder (default ${DEFAULT_RUN_FOLDER})
+    -r, --run-folder <folder>    Working folder (default $TMPDIR/ankaios/, /tmp/ankaios/ without TMPDIR)
+    -t, --tag <key=value>        A tag of this agent, said to 1.x servers (repeatable)
     -x, --agent-config <file>    TOML config file (default ${DEFAULT_CONFIG_PATH}, when it exists)
     -k, --insecure               Talk to the server in plain text      (env ANKAGENT_INSECURE)
         --ca_pem <file>          CA certificate for mTLS               (env ANKAGENT_CA_PEM)
@@ -49,7 +52,7 @@ const HELP = `
         --delete-on-exit         Standalone: delete the workloads when the agent stops
         --debug                  Trace the pipelines on stderr
         --help                   Show this help
-        --version                Show the version
+        --version                Show the version and the protocol lines
 
   Flags override environment variables, which override the config file.
 
@@ -61,10 +64,13 @@ const HELP = `
 const cli = meow(HELP, {
   importMeta: import.meta,
   allowUnknownFlags: false,
+  autoVersion: false,
   flags: {
     name: { type: 'string', shortFlag: 'n' },
     serverUrl: { type: 'string', shortFlag: 's' },
     runFolder: { type: 'string', shortFlag: 'r' },
+    tag: { type: 'string', shortFlag: 't', isMultiple: true },
+    version: { type: 'boolean', default: false },
     agentConfig: { type: 'string', shortFlag: 'x' },
     insecure: { type: 'boolean', shortFlag: 'k' },
     ca_pem: { type: 'string' },
@@ -94,7 +100,7 @@ function userErrors<T>(body: () => T): T {
   }
 }
 
-function readConfigFile(): ConfigFile {
+function readConfigFile(log: Logger): ConfigFile {
   const file = flags.agentConfig ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
   if (file === undefined) return {};
   let text: string;
@@ -103,7 +109,7 @@ function readConfigFile(): ConfigFile {
   } catch (err) {
     throw new ConfigError(`Cannot read the agent config '${file}': ${(err as Error).message}`);
   }
-  return parseConfigFile(text, file);
+  return parseConfigFile(text, file, (warning) => log.warn(warning));
 }
 
 function prepareIoFolder(runFolder: string, name: string): string {
@@ -158,27 +164,41 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
   }
 }
 
+/** The built-in runtimes the config enables (all by default); names it does not know are warned about. */
+function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined): Map<string, RuntimeConnector> {
+  const all = builtInRuntimes(log);
+  const { enabled, unknown } = userErrors(() => selectRuntimes([...all.keys()], wanted));
+  for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
+  return new Map(enabled.map((name) => [name, all.get(name)!]));
+}
+
 function connected(): void {
+  const log = createLogger(flags.debug);
   const { config, security } = userErrors(() => {
     if (cli.input.length > 0) throw new ConfigError(`Unexpected argument '${cli.input[0]}'.`, true);
     const config = resolveConfig(
-      { name: flags.name, serverUrl: flags.serverUrl, runFolder: flags.runFolder, insecure: flags.insecure, caPem: flags.caPem, crtPem: flags.crtPem, keyPem: flags.keyPem },
+      {
+        name: flags.name, serverUrl: flags.serverUrl, runFolder: flags.runFolder, insecure: flags.insecure,
+        caPem: flags.caPem, crtPem: flags.crtPem, keyPem: flags.keyPem, tags: flags.tag,
+      },
       process.env,
-      readConfigFile(),
+      readConfigFile(log),
     );
     return { config, security: loadSecurity(config.security) };
   });
-  const log = createLogger(flags.debug);
+  const runtimes = enabledRuntimes(log, config.runtimes);
   const ioFolder = prepareIoFolder(config.runFolder, config.name);
   const stop$ = new Subject<void>();
   log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
   run(config.name, ioFolder, log, (outbound$, greeting) => serverLink(
-    (wire$) => connectAgent({ serverUrl: config.serverUrl, security }, wire$), outbound$, { agentName: config.name, log, stop$, greeting },
+    (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line }, wire$),
+    outbound$,
+    { agentName: config.name, log, stop$, greeting, tags: config.tags },
   ), () => {
     // Goodbye to the server; the workloads keep running and are resumed at the next start.
     stop$.next();
     setTimeout(() => process.exit(0), 3000).unref();
-  }, { sampleMachine });
+  }, { sampleMachine, runtimes });
 }
 
 /** The agent a manifest is for, when -n does not say: the one agent its workloads name. */
@@ -197,7 +217,7 @@ function standalone(manifestFile: string): void {
     if (!AGENT_NAME_PATTERN.test(name)) throw new ConfigError(`Invalid agent name '${name}': use only letters, digits, '-' and '_'.`);
     return { name, first };
   });
-  const ioFolder = prepareIoFolder(flags.runFolder ?? DEFAULT_RUN_FOLDER, name);
+  const ioFolder = prepareIoFolder(flags.runFolder ?? defaultRunFolder(process.env), name);
   const stop$ = new Subject<void>();
   const view = statusView(name, process.stdout, log);
   let snapshot: LocalSnapshot = { states: new Map() };
@@ -226,8 +246,12 @@ function standalone(manifestFile: string): void {
       log.error('Not every workload was deleted within 60 s.');
       process.exit(1);
     }, 60_000).unref();
-  });
+  }, { lines: PROTOCOL_LINES });
 }
 
+if (flags.version) {
+  process.stdout.write(`ank-agent ${cli.pkg.version ?? ''}\nprotocol lines: ${PROTOCOL_LINES.map((l) => `${l.name} (says ${l.version})`).join(', ')}\n`);
+  process.exit(0);
+}
 if (flags.manifest !== undefined) standalone(flags.manifest);
 else connected();

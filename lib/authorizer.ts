@@ -5,7 +5,8 @@ export type Access =
   | { readonly kind: 'read'; readonly paths: readonly string[] }
   | { readonly kind: 'write'; readonly paths: readonly string[] }
   | { readonly kind: 'logs'; readonly workloadNames: readonly string[] }
-  | { readonly kind: 'cancelLogs' };
+  | { readonly kind: 'cancelLogs' }
+  | { readonly kind: 'cancelEvents' };
 
 /** What an empty field mask or update mask stands for: the whole state. */
 const WHOLE_STATE = ['desiredState', 'workloadStates', 'agents'];
@@ -49,6 +50,7 @@ const logRuleMatches = (rule: AccessRule, name: string) => rule.kind === 'log' &
 export function isAllowed(access: ControlInterfaceAccess, request: Access): boolean {
   switch (request.kind) {
     case 'cancelLogs':
+    case 'cancelEvents':
       return true;
     case 'logs':
       return request.workloadNames.every((name) =>

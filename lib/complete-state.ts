@@ -57,9 +57,38 @@ function logicalState(agentName: string, desired: DesiredState, states: Iterable
   return sorted({ desiredState: declaredState(desired), workloadStates, agents: { [agentName]: {} } });
 }
 
-/** swdd~api-object-serialization~1: the CompleteState a CompleteStateRequest with these field masks gets. */
-export function completeState(agentName: string, desired: DesiredState, states: Iterable<WorkloadState>, fieldMask: readonly string[]): pb.CompleteState {
-  return completeStateTo(pick(logicalState(agentName, desired, states), fieldMask));
+/** The part of the complete state that a CompleteStateRequest with these field masks gets. */
+export const maskedState = (agentName: string, desired: DesiredState, states: Iterable<WorkloadState>, fieldMask: readonly string[]): CompleteState =>
+  pick(logicalState(agentName, desired, states), fieldMask);
+
+/** swdd~api-object-serialization~1: the CompleteState a CompleteStateRequest with these field masks gets, on the wire. */
+export const completeState = (agentName: string, desired: DesiredState, states: Iterable<WorkloadState>, fieldMask: readonly string[]): pb.CompleteState =>
+  completeStateTo(maskedState(agentName, desired, states, fieldMask));
+
+/** Which paths of a state an event reports as added, updated and removed. */
+export interface AlteredFields {
+  readonly addedFields: string[];
+  readonly updatedFields: string[];
+  readonly removedFields: string[];
+}
+
+/** An execution state is one value; below it there is nothing to address. */
+const isLeaf = (v: unknown) => !isTree(v) || ('state' in v && 'substate' in v);
+
+/** The paths (`workloadStates.agent_A.nginx.<id>`, `desiredState.workloads.nginx.agent`) that differ between two states. */
+export function alteredFields(before: object, after: object): AlteredFields {
+  const out: AlteredFields = { addedFields: [], updatedFields: [], removedFields: [] };
+  const walk = (a: Tree, b: Tree, prefix: string) => {
+    for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
+      const path = prefix ? `${prefix}.${key}` : key;
+      if (!(key in a)) out.addedFields.push(path);
+      else if (!(key in b)) out.removedFields.push(path);
+      else if (!isLeaf(a[key]) && !isLeaf(b[key])) walk(a[key] as Tree, b[key] as Tree, path);
+      else if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) out.updatedFields.push(path);
+    }
+  };
+  walk(before as Tree, after as Tree, '');
+  return out;
 }
 
 /**

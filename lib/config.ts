@@ -2,7 +2,9 @@
 import { parse as parseToml } from 'smol-toml';
 
 export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
-export const DEFAULT_RUN_FOLDER = '/tmp/ankaios/';
+/** `$TMPDIR/ankaios/`, `/tmp/ankaios/` when TMPDIR is unset (as the 1.x agent). */
+export const defaultRunFolder = (env: Readonly<Record<string, string | undefined>>): string =>
+  `${(env.TMPDIR || '/tmp').replace(/\/+$/, '')}/ankaios/`;
 export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
 export const AGENT_NAME_PATTERN = /^[a-zA-Z0-9_-]+$/;
 
@@ -20,6 +22,10 @@ export interface AgentConfig {
   readonly name: string;
   readonly serverUrl: string;
   readonly runFolder: string;
+  /** Said to a 1.x server in the hello. */
+  readonly tags: Readonly<Record<string, string>>;
+  /** The runtimes to enable; undefined: all. */
+  readonly runtimes?: readonly string[];
   readonly security: { readonly insecure: true } | { readonly insecure: false; readonly ca: PemSource; readonly cert: PemSource; readonly key: PemSource };
 }
 
@@ -31,6 +37,8 @@ export interface Flags {
   readonly caPem?: string;
   readonly crtPem?: string;
   readonly keyPem?: string;
+  /** `-t key=value`, repeatable. */
+  readonly tags?: readonly string[];
 }
 
 export interface ConfigFile {
@@ -44,16 +52,34 @@ export interface ConfigFile {
   readonly ca_pem_content?: string;
   readonly crt_pem_content?: string;
   readonly key_pem_content?: string;
+  readonly tags?: Readonly<Record<string, string>>;
+  readonly runtimes?: readonly string[];
 }
 
-const FILE_KEYS: Record<keyof ConfigFile | 'version', 'string' | 'boolean'> = {
+type KeyType = 'string' | 'boolean' | 'a table of strings' | 'a list of strings';
+const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   version: 'string', name: 'string', server_url: 'string', run_folder: 'string', insecure: 'boolean',
   ca_pem: 'string', crt_pem: 'string', key_pem: 'string',
   ca_pem_content: 'string', crt_pem_content: 'string', key_pem_content: 'string',
+  tags: 'a table of strings', runtimes: 'a list of strings',
 };
 
-/** Parses and checks the TOML agent config; `where` names it in error messages. */
-export function parseConfigFile(text: string, where: string): ConfigFile {
+function hasType(value: unknown, type: KeyType): boolean {
+  switch (type) {
+    case 'a table of strings':
+      return value !== null && typeof value === 'object' && !Array.isArray(value) && Object.values(value).every((v) => typeof v === 'string');
+    case 'a list of strings':
+      return Array.isArray(value) && value.every((v) => typeof v === 'string');
+    default:
+      return typeof value === type;
+  }
+}
+
+/**
+ * Parses and checks the TOML agent config; `where` names it in messages. Unknown keys are only warned
+ * about (the 1.x agent ignores them), so one file serves both agents.
+ */
+export function parseConfigFile(text: string, where: string, warn: (message: string) => void = () => undefined): ConfigFile {
   let doc: Record<string, unknown>;
   try {
     doc = parseToml(text) as Record<string, unknown>;
@@ -62,8 +88,12 @@ export function parseConfigFile(text: string, where: string): ConfigFile {
   }
   for (const [key, value] of Object.entries(doc)) {
     const type = FILE_KEYS[key as keyof typeof FILE_KEYS];
-    if (!type) throw new ConfigError(`Unknown key '${key}' in the agent config '${where}' (known keys: ${Object.keys(FILE_KEYS).join(', ')}).`);
-    if (typeof value !== type) throw new ConfigError(`The key '${key}' in the agent config '${where}' must be a ${type}.`);
+    if (!type) {
+      warn(`Unknown key '${key}' in the agent config '${where}' is ignored (known keys: ${Object.keys(FILE_KEYS).join(', ')}).`);
+      delete doc[key];
+    } else if (!hasType(value, type)) {
+      throw new ConfigError(`The key '${key}' in the agent config '${where}' must be ${/^[ab] /.test(type) ? type : `a ${type}`}.`);
+    }
   }
   if (doc.version !== 'v1') {
     throw new ConfigError(`The agent config '${where}' must say version = 'v1'${doc.version === undefined ? '' : `, not '${String(doc.version)}'`}.`);
@@ -79,6 +109,29 @@ export function parseConfigFile(text: string, where: string): ConfigFile {
 const truthy = (v: string | undefined): boolean | undefined =>
   v === undefined || v === '' ? undefined : !['0', 'false', 'no', 'off'].includes(v.toLowerCase());
 
+/** `key=value` tags from the command line; throws ConfigError naming a malformed one. */
+export function parseTags(tags: readonly string[]): Record<string, string> {
+  return Object.fromEntries(tags.map((tag) => {
+    const at = tag.indexOf('=');
+    if (at <= 0) throw new ConfigError(`Invalid tag '${tag}': give it as key=value.`);
+    return [tag.slice(0, at), tag.slice(at + 1)];
+  }));
+}
+
+/**
+ * The runtimes to enable out of those the agent has: all, or those the config lists. Names it does not
+ * have are returned to be warned about; a list that names none it has is an error.
+ */
+export function selectRuntimes(available: readonly string[], wanted: readonly string[] | undefined): { enabled: string[]; unknown: string[] } {
+  if (wanted === undefined) return { enabled: [...available], unknown: [] };
+  const enabled = available.filter((r) => wanted.includes(r));
+  const unknown = wanted.filter((r) => !available.includes(r));
+  if (enabled.length === 0) {
+    throw new ConfigError(`No runtime is enabled: 'runtimes' lists ${wanted.map((r) => `'${r}'`).join(', ') || 'nothing'}; this agent has ${available.map((r) => `'${r}'`).join(', ')}.`);
+  }
+  return { enabled, unknown };
+}
+
 /** Combines flags, environment and config file; throws ConfigError on anything wrong. */
 export function resolveConfig(flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile = {}): AgentConfig {
   const name = flags.name ?? file.name;
@@ -90,9 +143,11 @@ export function resolveConfig(flags: Flags, env: Readonly<Record<string, string 
   if (!/^https?:\/\/[^/]+\/?$/.test(serverUrl)) {
     throw new ConfigError(`Invalid server URL '${serverUrl}': it must start with http:// or https:// and name host and port.`);
   }
-  const runFolder = flags.runFolder ?? file.run_folder ?? DEFAULT_RUN_FOLDER;
+  const runFolder = flags.runFolder ?? file.run_folder ?? defaultRunFolder(env);
+  const tags = flags.tags && flags.tags.length > 0 ? parseTags(flags.tags) : { ...file.tags };
+  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes };
   const insecure = flags.insecure || truthy(env.ANKAGENT_INSECURE) || file.insecure || false;
-  if (insecure) return { name, serverUrl, runFolder, security: { insecure: true } };
+  if (insecure) return { ...common, security: { insecure: true } };
 
   const pem = (flag: string | undefined, envName: string, item: 'ca_pem' | 'crt_pem' | 'key_pem'): PemSource | undefined => {
     const path = flag ?? env[envName] ?? file[item];
@@ -112,5 +167,5 @@ export function resolveConfig(flags: Flags, env: Readonly<Record<string, string 
   }
   const missing = [['--ca_pem', ca], ['--crt_pem', cert], ['--key_pem', key]].filter(([, v]) => !v).map(([f]) => f);
   if (missing.length > 0) throw new ConfigError(`mTLS needs all three PEM files; missing: ${missing.join(', ')}.`, true);
-  return { name, serverUrl, runFolder, security: { insecure: false, ca: ca!, cert: cert!, key: key! } };
+  return { ...common, security: { insecure: false, ca: ca!, cert: cert!, key: key! } };
 }

@@ -1,5 +1,6 @@
 // What the core receives from and sends to the server, independent of the wire format.
 import type { Request, Response } from '../proto/gen/ank_base_pb.js';
+import type { ProtocolLine } from './codec/lines.js';
 import type { ExecutionState } from './execution-state.js';
 import type { DeletedWorkload, WorkloadInstanceName, WorkloadSpec } from './workload.js';
 
@@ -26,6 +27,8 @@ export interface LogEntry {
 }
 
 export type FromServer =
+  /** Not a message of the server's: the link's word that a connection is up, and which protocol lines workloads may speak through it. */
+  | { readonly kind: 'connected'; readonly lines: readonly ProtocolLine[] }
   | { readonly kind: 'serverHello'; readonly added: readonly WorkloadSpec[] }
   | { readonly kind: 'updateWorkload'; readonly added: readonly WorkloadSpec[]; readonly deleted: readonly DeletedWorkload[] }
   | { readonly kind: 'updateWorkloadState'; readonly states: readonly WorkloadState[] }

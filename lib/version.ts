@@ -1,6 +1,3 @@
-/** The protocol version of the API line the seeds describe. */
-export const PROTOCOL_VERSION = '0.8.0';
-
 /** Semver compatibility: equal majors and, while the major is 0, equal minors too. */
 export function compatibleVersions(ours: string, theirs: string): boolean {
   const parse = (v: string) => /^v?(\d+)\.(\d+)\.(\d+)(?:[-+].*)?$/.exec(v.trim());

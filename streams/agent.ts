@@ -1,6 +1,7 @@
 // The whole agent as one function from what it hears to what it says: server messages and Control
 // Interface pipes in; messages to the server and frames to the workloads out.
-import { EMPTY, Observable, Subject, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
+import { BehaviorSubject, EMPTY, Observable, Subject, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
+import { PROTOCOL_LINES, type ProtocolLine } from '../lib/codec/lines.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { ControlInterfacePipe, MachineSample, WorkloadFrame } from '../lib/ports.js';
@@ -21,6 +22,11 @@ export interface AgentSources {
 export interface AgentDeps extends WorkloadDeps {
   readonly log: Logger;
   readonly trace?: Trace;
+  /**
+   * The protocol lines a workload may speak until a server says its own (in standalone mode, with no
+   * server, every line: the workload's Hello decides). Default: the line tried first.
+   */
+  readonly lines?: readonly ProtocolLine[];
   /** Reads the machine's load, sent to the server as AgentLoadStatus every 2 s (connected mode). */
   readonly sampleMachine?: () => MachineSample;
 }
@@ -47,7 +53,13 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   // Told by the link's end, not by a subscription of its own: a first subscriber would take what a
   // synchronous source (the local server) says at once.
   const closed$ = new Subject<void>();
-  const fromServer$ = sources.fromServer$.pipe(trace('server.in'), tap({ complete: () => closed$.next() }), share());
+  // The protocol lines a workload may speak: the server's, once it accepted the agent.
+  const lines$ = new BehaviorSubject<readonly ProtocolLine[]>(deps.lines ?? PROTOCOL_LINES.slice(0, 1));
+  const fromServer$ = sources.fromServer$.pipe(
+    trace('server.in'),
+    tap({ next: (m) => m.kind === 'connected' && lines$.next(m.lines), complete: () => closed$.next() }),
+    share(),
+  );
 
   const states$ = runWorkloads(fromServer$, deps).pipe(
     trace('workloads.states'),
@@ -59,7 +71,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     map((m) => m.response),
     trace('control-interface.responses'),
   );
-  const ci$ = controlInterfaces(sources.controlInterfaces$, responses$).pipe(share());
+  const ci$ = controlInterfaces(sources.controlInterfaces$, responses$, lines$).pipe(share());
   const requests$ = ci$.pipe(only('toServer'), map((o) => o.request), trace('control-interface.requests'), map((request): ToServer => ({ kind: 'request', request })));
   const ciLog$ = ci$.pipe(only('log'), tap((o) => deps.log[o.level](o.text)), ignoreElements());
   // Sent only while connected: the link drops what comes while no connection is up.

@@ -1,14 +1,19 @@
-// One workload's conversation on its Control Interface: Hello first, then authorized requests.
-import { Observable, defer, mergeMap } from 'rxjs';
+// One workload's conversation on its Control Interface: Hello first, then validated, authorized requests.
+import { create } from '@bufbuild/protobuf';
+import { Observable, defer, map, merge, mergeMap } from 'rxjs';
+import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
 import { isAllowed } from '../lib/authorizer.js';
+import { type ProtocolLine, lineOf } from '../lib/codec/lines.js';
 import { type FromAnkaios, FromAnkaiosMessage, type Request, accessOf, decodeToAnkaios } from '../lib/codec/control-api.js';
-import { PROTOCOL_VERSION, compatibleVersions } from '../lib/version.js';
 import type { ControlInterfaceAccess } from '../lib/workload.js';
 import type { Frame } from './length-delimited.js';
 
 export type SessionOutput =
-  | { readonly kind: 'toWorkload'; readonly message: FromAnkaios }
+  /** A message for the workload, to be written as `line` writes it. */
+  | { readonly kind: 'toWorkload'; readonly message: FromAnkaios; readonly line: ProtocolLine }
   | { readonly kind: 'toServer'; readonly request: Request }
+  /** The session speaks `line` from now on (undefined: closed). */
+  | { readonly kind: 'line'; readonly line?: ProtocolLine }
   | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
 
 export const INITIAL_HELLO_MISSING = 'Initial Hello missing!';
@@ -17,45 +22,74 @@ export const ACCESS_DENIED = 'Access denied';
 /** The workload name in front of request ids on the way to the server (swdd~agent-adds-workload-prefix-id-control-interface-request~1). */
 export const prefixed = (workloadName: string, requestId: string) => `${workloadName}@${requestId}`;
 
+const unsupported = (version: string, lines: readonly ProtocolLine[]) =>
+  `Unsupported protocol version '${version}'. Currently supported '${lines.map((l) => l.name).join("', '")}'`;
+
+type Input = { readonly frame: Frame } | { readonly lines: readonly ProtocolLine[] };
+
 /**
  * swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1,
- * swdd~agent-forward-request-from-control-interface-pipe-to-server~1: a session is opened by a compatible Hello and
- * closed by anything else before it; a closed session ignores all but a new Hello, which starts it again.
+ * swdd~agent-forward-request-from-control-interface-pipe-to-server~1: a session is opened by a Hello of one of
+ * the lines `lines$` currently allows (the server's line; every line in standalone mode) and closed by anything
+ * else before it, or when the server's line changes to one the session does not speak; a closed session ignores
+ * all but a new Hello, which starts it again.
  */
-export function controlSession(workloadName: string, access: ControlInterfaceAccess, frames$: Observable<Frame>): Observable<SessionOutput> {
+export function controlSession(
+  workloadName: string, access: ControlInterfaceAccess, frames$: Observable<Frame>, lines$: Observable<readonly ProtocolLine[]>,
+): Observable<SessionOutput> {
   return defer(() => {
     let phase: 'new' | 'open' | 'closed' = 'new';
-    const toWorkload = (message: FromAnkaios): SessionOutput => ({ kind: 'toWorkload', message });
+    let lines: readonly ProtocolLine[] = [];
+    let spoken: ProtocolLine | undefined;
+    let version = '';
+    const toWorkload = (message: FromAnkaios): SessionOutput => ({ kind: 'toWorkload', message, line: spoken ?? lines[0] });
     const log = (level: 'warn' | 'debug', text: string): SessionOutput => ({ kind: 'log', level, text });
     const close = (reason: string): SessionOutput[] => {
-      phase = 'closed';
-      return [toWorkload(FromAnkaiosMessage.closed(reason)), log('warn', `Closed the Control Interface of '${workloadName}': ${reason}`)];
+      const out = [toWorkload(FromAnkaiosMessage.closed(reason)), { kind: 'line' as const }, log('warn', `Closed the Control Interface of '${workloadName}': ${reason}`)];
+      [phase, spoken] = ['closed', undefined];
+      return out;
     };
-    return frames$.pipe(mergeMap((frame): SessionOutput[] => {
+    const onLines = (next: readonly ProtocolLine[]): SessionOutput[] => {
+      lines = next;
+      return phase === 'open' && spoken && !next.includes(spoken) ? close(unsupported(version, next)) : [];
+    };
+    const onFrame = (frame: Frame): SessionOutput[] => {
       const message = frame.kind === 'frame' ? decodeToAnkaios(frame.bytes) : undefined;
       const content = message?.ToAnkaiosEnum;
       if (content?.case === 'hello') {
-        const version = content.value.protocolVersion;
-        if (!compatibleVersions(PROTOCOL_VERSION, version)) {
-          return close(`Unsupported protocol version '${version}'. Currently supported: '${PROTOCOL_VERSION}'.`);
-        }
-        phase = 'open';
-        return [toWorkload(FromAnkaiosMessage.accepted()), log('debug', `Control Interface of '${workloadName}' accepted (version ${version}).`)];
+        version = content.value.protocolVersion;
+        const line = lineOf(version, lines);
+        if (!line) return close(unsupported(version, lines));
+        [phase, spoken] = ['open', line];
+        return [
+          toWorkload(FromAnkaiosMessage.accepted()), { kind: 'line', line },
+          log('debug', `Control Interface of '${workloadName}' accepted (version ${version}, the ${line.name} line).`),
+        ];
       }
       if (phase === 'closed') return [log('debug', `Ignored data on the closed Control Interface of '${workloadName}' until a new Hello.`)];
       if (content?.case !== 'request') {
         return close(`Received malformed data (${frame.kind === 'garbage' ? frame.reason : 'not a Control Interface message'}).`);
       }
       if (phase === 'new') return close(INITIAL_HELLO_MISSING);
-      const request = content.value;
-      const wanted = accessOf(request);
-      if (!wanted || !isAllowed(access, wanted)) {
-        return [
-          toWorkload(FromAnkaiosMessage.error(request.requestId, ACCESS_DENIED)),
-          log('debug', `Denied request '${request.requestId}' of '${workloadName}' (${wanted?.kind ?? 'empty request'}).`),
-        ];
+      return request(content.value, spoken!);
+    };
+    const request = (r: Request, line: ProtocolLine): SessionOutput[] => {
+      const answer = (m: FromAnkaios, text: string) => [toWorkload(m), log('debug', `Request '${r.requestId}' of '${workloadName}': ${text}`)];
+      const c = r.RequestContent;
+      // Nothing a server cannot read may reach it: a 0.8 server drops the agent's whole connection on it.
+      if (c.case === undefined) return answer(FromAnkaiosMessage.error(r.requestId, 'The request has no content this agent knows.'), 'empty, refused');
+      if (!line.events && c.case === 'eventsCancelRequest') {
+        return answer(FromAnkaiosMessage.response(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'eventsCancelAccepted', value: {} } })), 'no events on this line, answered here');
       }
-      return [{ kind: 'toServer', request: { ...request, requestId: prefixed(workloadName, request.requestId) } }];
-    }));
+      if (!line.events && c.case === 'completeStateRequest' && c.value.subscribeForEvents) {
+        return answer(FromAnkaiosMessage.error(r.requestId, `Events are not available on the ${line.name} line.`), 'events refused');
+      }
+      const wanted = accessOf(r);
+      if (!wanted || !isAllowed(access, wanted)) return answer(FromAnkaiosMessage.error(r.requestId, ACCESS_DENIED), `denied (${wanted?.kind ?? 'unknown'})`);
+      return [{ kind: 'toServer', request: { ...r, requestId: prefixed(workloadName, r.requestId) } }];
+    };
+    return merge(lines$.pipe(map((l): Input => ({ lines: l }))), frames$.pipe(map((frame): Input => ({ frame })))).pipe(
+      mergeMap((input) => ('lines' in input ? onLines(input.lines) : onFrame(input.frame))),
+    );
   });
 }

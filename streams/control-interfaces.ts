@@ -1,12 +1,13 @@
 // The Control Interfaces of all workloads: frames from each workload's pipe become sessions and
 // requests to the server; the server's responses go back to the workload named before the `@` of
-// their request id.
+// their request id, written as the line that workload's session speaks writes them.
 import { create } from '@bufbuild/protobuf';
-import { Observable, catchError, defer, finalize, map, merge, mergeMap, of } from 'rxjs';
+import { Observable, catchError, defer, finalize, merge, mergeMap, of } from 'rxjs';
 import { RequestSchema } from '../proto/gen/ank_base_pb.js';
 import {
   CONTROL_API_FRAMES, type FromAnkaios, FromAnkaiosMessage, type Request, type Response, encodeFromAnkaios,
 } from '../lib/codec/control-api.js';
+import type { ProtocolLine } from '../lib/codec/lines.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../lib/ports.js';
 import { controlSession } from './control-interface-session.js';
 import { decodeFrames, encodeFrame } from './length-delimited.js';
@@ -16,23 +17,39 @@ export type ControlInterfaceOutput =
   | { readonly kind: 'toWorkload'; readonly frame: WorkloadFrame }
   | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
 
-const toWorkload = (workloadName: string, message: FromAnkaios): ControlInterfaceOutput =>
-  ({ kind: 'toWorkload', frame: { workloadName, bytes: encodeFrame(encodeFromAnkaios(message)) } });
+const toWorkload = (workloadName: string, message: FromAnkaios, line: ProtocolLine): ControlInterfaceOutput =>
+  ({ kind: 'toWorkload', frame: { workloadName, bytes: encodeFrame(line.write(encodeFromAnkaios(message))) } });
+
+interface Open {
+  readonly pipe: ControlInterfacePipe;
+  /** The line of the workload's open session, if one is open. */
+  line?: ProtocolLine;
+}
 
 /**
  * The sessions on every opened pipe, and the routing of responses back to them
- * (swdd~agent-forward-responses-to-control-interface-pipe~1).
+ * (swdd~agent-forward-responses-to-control-interface-pipe~1). `lines$` says which protocol lines a
+ * workload may speak (replaying the latest).
  */
-export function controlInterfaces(pipes$: Observable<ControlInterfacePipe>, responses$: Observable<Response>): Observable<ControlInterfaceOutput> {
+export function controlInterfaces(
+  pipes$: Observable<ControlInterfacePipe>, responses$: Observable<Response>, lines$: Observable<readonly ProtocolLine[]>,
+): Observable<ControlInterfaceOutput> {
   return defer(() => {
     /** The pipe each workload reads now: a response for any other name has nobody to go to. */
-    const open = new Map<string, ControlInterfacePipe>();
+    const open = new Map<string, Open>();
     const sessions$ = pipes$.pipe(mergeMap((pipe) => {
-      open.set(pipe.workloadName, pipe);
-      return controlSession(pipe.workloadName, pipe.access, pipe.chunks$.pipe(decodeFrames(CONTROL_API_FRAMES))).pipe(
-        map((out): ControlInterfaceOutput => (out.kind === 'toWorkload' ? toWorkload(pipe.workloadName, out.message) : out)),
+      const entry: Open = { pipe };
+      open.set(pipe.workloadName, entry);
+      return controlSession(pipe.workloadName, pipe.access, pipe.chunks$.pipe(decodeFrames(CONTROL_API_FRAMES)), lines$).pipe(
+        mergeMap((out): ControlInterfaceOutput[] => {
+          if (out.kind === 'line') {
+            entry.line = out.line;
+            return [];
+          }
+          return [out.kind === 'toWorkload' ? toWorkload(pipe.workloadName, out.message, out.line) : out];
+        }),
         catchError((err: unknown) => of<ControlInterfaceOutput>({ kind: 'log', level: 'warn', text: `The Control Interface of '${pipe.workloadName}' stopped reading: ${String(err)}` })),
-        finalize(() => open.get(pipe.workloadName) === pipe && open.delete(pipe.workloadName)),
+        finalize(() => open.get(pipe.workloadName) === entry && open.delete(pipe.workloadName)),
       );
     }));
     return merge(sessions$, responses$.pipe(mergeMap((response) => route(response, open))));
@@ -42,15 +59,16 @@ export function controlInterfaces(pipes$: Observable<ControlInterfacePipe>, resp
 /**
  * swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1,
  * swdd~agent-remove-id-prefix-forwarding-control-interface-response~1: a response goes to the workload
- * named before the `@` of its request id, without that prefix.
+ * named before the `@` of its request id, without that prefix, if a session of it is open.
  */
-function route(response: Response, open: ReadonlyMap<string, ControlInterfacePipe>): Observable<ControlInterfaceOutput> {
+function route(response: Response, open: ReadonlyMap<string, Open>): Observable<ControlInterfaceOutput> {
   const at = response.requestId.indexOf('@');
   const name = at < 0 ? '' : response.requestId.slice(0, at);
-  if (open.has(name)) return of(toWorkload(name, FromAnkaiosMessage.response({ ...response, requestId: response.requestId.slice(at + 1) })));
-  const dropped: ControlInterfaceOutput = { kind: 'log', level: 'debug', text: `Dropped a response for '${response.requestId}': no such workload with a Control Interface.` };
+  const line = open.get(name)?.line;
+  if (line) return of(toWorkload(name, FromAnkaiosMessage.response({ ...response, requestId: response.requestId.slice(at + 1) }), line));
+  const dropped: ControlInterfaceOutput = { kind: 'log', level: 'debug', text: `Dropped a response for '${response.requestId}': no open Control Interface session of that workload.` };
   // A log stream nobody reads any more is cancelled at the server.
-  if (response.ResponseContent.case !== 'logEntriesResponse') return of(dropped);
+  if (response.ResponseContent.case !== 'logEntriesResponse' || open.has(name)) return of(dropped);
   const cancel = create(RequestSchema, { requestId: response.requestId, RequestContent: { case: 'logsCancelRequest', value: {} } });
   return of(dropped, { kind: 'toServer' as const, request: cancel });
 }

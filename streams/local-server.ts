@@ -2,75 +2,128 @@
 import { Observable, defer, filter, map, merge, mergeMap, scan } from 'rxjs';
 import { type MessageInitShape, create } from '@bufbuild/protobuf';
 import { type Request, ResponseSchema } from '../proto/gen/ank_base_pb.js';
-import { applyUpdate, completeState } from '../lib/complete-state.js';
+import { completeStateTo } from '../lib/codec/wire.js';
+import { type AlteredFields, type CompleteState, alteredFields, applyUpdate, maskedState } from '../lib/complete-state.js';
+import { keepLatest } from '../lib/execution-state.js';
 import type { Logger } from '../lib/logger.js';
 import { type DesiredState, diffFor, specsFor } from '../lib/manifest.js';
-import type { LocalSnapshot } from '../lib/status.js';
-import { keepLatest } from '../lib/execution-state.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
+import type { LocalSnapshot } from '../lib/status.js';
 import { instanceKey } from '../lib/workload.js';
-
 
 type Event = { readonly manifest: DesiredState } | { readonly message: ToServer };
 
-interface Step {
+/** A workload's subscription to events: its masks and the part of the state it was last told. */
+interface Subscription {
+  readonly fieldMask: readonly string[];
+  readonly told: CompleteState;
+}
+
+/** Subscriptions by the prefixed request id (`<workload>@<id>`) that made them. */
+type Subscriptions = ReadonlyMap<string, Subscription>;
+
+interface LocalState {
   readonly snapshot: LocalSnapshot;
+  readonly subscriptions: Subscriptions;
+}
+
+interface Step extends LocalState {
   readonly out: readonly FromServer[];
-}
-
-/** One step of the local server: a new manifest becomes ServerHello (the first) or an UpdateWorkload diff. */
-export function localServerStep(agentName: string, snapshot: LocalSnapshot, event: Event): Step {
-  if ('manifest' in event) return applyManifest(agentName, snapshot, event.manifest);
-  const message = event.message;
-  if (message.kind === 'updateWorkloadState') {
-    const states = new Map(snapshot.states);
-    for (const s of message.states) keepLatest(states, instanceKey(s.instanceName), s.executionState, s);
-    return { snapshot: { ...snapshot, states }, out: [] };
-  }
-  if (message.kind === 'request' && snapshot.desired) return answer(agentName, snapshot, snapshot.desired, message.request as Request);
-  return { snapshot, out: [] };
-}
-
-function applyManifest(agentName: string, snapshot: LocalSnapshot, desired: DesiredState): Step {
-  const before = snapshot.desired;
-  const next = { ...snapshot, desired };
-  if (!before) return { snapshot: next, out: [{ kind: 'serverHello', added: specsFor(agentName, desired) }] };
-  const { added, deleted } = diffFor(agentName, before, desired);
-  return { snapshot: next, out: added.length + deleted.length > 0 ? [{ kind: 'updateWorkload', added, deleted }] : [] };
 }
 
 const respond = (requestId: string, content: MessageInitShape<typeof ResponseSchema>['ResponseContent']): FromServer =>
   ({ kind: 'response', response: create(ResponseSchema, { requestId, ResponseContent: content }) });
 
+const stateResponse = (requestId: string, state: CompleteState, altered?: AlteredFields): FromServer =>
+  respond(requestId, { case: 'completeStateResponse', value: { completeState: completeStateTo(state), alteredFields: altered } });
+
+/**
+ * One step of the local server: a new manifest becomes ServerHello (the first) or an UpdateWorkload
+ * diff; the agent's states and requests are kept and answered; every change is told to the workloads
+ * that subscribed to events on the part of the state it touches.
+ */
+export function localServerStep(agentName: string, snapshot: LocalSnapshot, event: Event, subscriptions: Subscriptions = new Map()): Step {
+  const state = { snapshot, subscriptions };
+  const step = 'manifest' in event ? applyManifest(agentName, state, event.manifest) : fromAgent(agentName, state, event.message);
+  return tellSubscribers(agentName, step);
+}
+
+function fromAgent(agentName: string, state: LocalState, message: ToServer): Step {
+  const { snapshot } = state;
+  if (message.kind === 'updateWorkloadState') {
+    const states = new Map(snapshot.states);
+    for (const s of message.states) keepLatest(states, instanceKey(s.instanceName), s.executionState, s);
+    return { ...state, snapshot: { ...snapshot, states }, out: [] };
+  }
+  if (message.kind === 'request' && snapshot.desired) return answer(agentName, state, snapshot.desired, message.request as Request);
+  return { ...state, out: [] };
+}
+
+function applyManifest(agentName: string, state: LocalState, desired: DesiredState): Step {
+  const before = state.snapshot.desired;
+  // The server ends the subscriptions of workloads that are gone.
+  const subscriptions = new Map([...state.subscriptions].filter(([id]) => desired.workloads.has(id.slice(0, id.indexOf('@')))));
+  const next = { snapshot: { ...state.snapshot, desired }, subscriptions };
+  if (!before) return { ...next, out: [{ kind: 'serverHello', added: specsFor(agentName, desired) }] };
+  const { added, deleted } = diffFor(agentName, before, desired);
+  return { ...next, out: added.length + deleted.length > 0 ? [{ kind: 'updateWorkload', added, deleted }] : [] };
+}
+
 const instanceKeys = (d: DesiredState) => new Set([...d.workloads.values()].map((w) => instanceKey(w.spec.instanceName)));
 
 /** The Control Interface in standalone mode: requests are answered here instead of by a server. */
-function answer(agentName: string, snapshot: LocalSnapshot, desired: DesiredState, request: Request): Step {
+function answer(agentName: string, state: LocalState, desired: DesiredState, request: Request): Step {
   const id = request.requestId;
   const c = request.RequestContent;
+  const only = (out: FromServer): Step => ({ ...state, out: [out] });
   switch (c.case) {
-    case 'completeStateRequest':
-      return { snapshot, out: [respond(id, { case: 'completeState', value: completeState(agentName, desired, snapshot.states.values(), c.value.fieldMask) })] };
+    case 'completeStateRequest': {
+      const told = maskedState(agentName, desired, state.snapshot.states.values(), c.value.fieldMask);
+      const response = stateResponse(id, told, { addedFields: [], updatedFields: [], removedFields: [] });
+      if (!c.value.subscribeForEvents) return only(response);
+      return { ...state, subscriptions: new Map(state.subscriptions).set(id, { fieldMask: c.value.fieldMask, told }), out: [response] };
+    }
     case 'updateStateRequest': {
       let next: DesiredState;
       try {
         next = applyUpdate(desired, c.value.newState, c.value.updateMask);
       } catch (err) {
-        return { snapshot, out: [respond(id, { case: 'error', value: { message: `The update is invalid: ${(err as Error).message}` } })] };
+        return only(respond(id, { case: 'error', value: { message: `The update is invalid: ${(err as Error).message}` } }));
       }
       const [before, after] = [instanceKeys(desired), instanceKeys(next)];
       const success = respond(id, { case: 'UpdateStateSuccess', value: {
         addedWorkloads: [...after].filter((k) => !before.has(k)).sort(),
         deletedWorkloads: [...before].filter((k) => !after.has(k)).sort(),
       } });
-      const step = applyManifest(agentName, snapshot, next);
-      return { snapshot: step.snapshot, out: [success, ...step.out] };
+      const step = applyManifest(agentName, state, next);
+      return { ...step, out: [success, ...step.out] };
+    }
+    case 'eventsCancelRequest': {
+      const subscriptions = new Map(state.subscriptions);
+      subscriptions.delete(id);
+      return { ...state, subscriptions, out: [respond(id, { case: 'eventsCancelAccepted', value: {} })] };
     }
     case 'logsCancelRequest':
-      return { snapshot, out: [respond(id, { case: 'logsCancelAccepted', value: {} })] };
+      return only(respond(id, { case: 'logsCancelAccepted', value: {} }));
     default:
-      return { snapshot, out: [respond(id, { case: 'error', value: { message: `'${c.case ?? 'empty'}' requests are not available in standalone mode.` } })] };
+      return only(respond(id, { case: 'error', value: { message: `'${c.case ?? 'empty'}' requests are not available in standalone mode.` } }));
   }
+}
+
+/** An event for every subscription whose part of the state the step changed. */
+function tellSubscribers(agentName: string, step: Step): Step {
+  const { desired, states } = step.snapshot;
+  if (!desired || step.subscriptions.size === 0) return step;
+  const events: FromServer[] = [];
+  const subscriptions = new Map(step.subscriptions);
+  for (const [id, { fieldMask, told }] of step.subscriptions) {
+    const now = maskedState(agentName, desired, states.values(), fieldMask);
+    const altered = alteredFields(told, now);
+    if (altered.addedFields.length + altered.updatedFields.length + altered.removedFields.length === 0) continue;
+    events.push(stateResponse(id, now, altered));
+    subscriptions.set(id, { fieldMask, told: now });
+  }
+  return { ...step, subscriptions, out: [...step.out, ...events] };
 }
 
 export interface LocalServerOptions {
@@ -86,7 +139,7 @@ export function localServer(manifests$: Observable<DesiredState>, outbound$: Obs
     manifests$.pipe(map((manifest): Event => ({ manifest }))),
     outbound$.pipe(map((message): Event => ({ message }))),
   ).pipe(
-    scan((step: Step, event: Event) => localServerStep(options.agentName, step.snapshot, event), { snapshot: { states: new Map() }, out: [] } as Step),
+    scan((step: Step, event: Event) => localServerStep(options.agentName, step.snapshot, event, step.subscriptions), { snapshot: { states: new Map() }, subscriptions: new Map(), out: [] } as Step),
     filter((step) => {
       options.onSnapshot?.(step.snapshot);
       return step.out.length > 0;

@@ -1,21 +1,20 @@
 // The link to the Ankaios server as an observable: connects when subscribed, says hello first on
-// every connection, reconnects every second for as long as it is wanted.
+// every connection, negotiates the protocol line, reconnects every second for as long as it is wanted.
 import {
-  EMPTY, NEVER, Observable, concat, concatMap, defer, map, of, repeat, retry, shareReplay,
-  take, takeUntil, throwError, timer,
+  EMPTY, NEVER, Observable, concat, concatMap, defer, map, of, repeat, retry, shareReplay, take, takeUntil, throwError, timer,
 } from 'rxjs';
 import type * as grpc from '../proto/gen/grpc_api_pb.js';
+import { type ProtocolLine, PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
 import { MalformedMessage, agentHello, fromServerMessage, toServerMessage } from '../lib/codec/wire.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
-import { PROTOCOL_VERSION } from '../lib/version.js';
 
 export const RECONNECT_INTERVAL_MS = 1000;
 /** gRPC status FAILED_PRECONDITION: the server refuses our protocol version. */
 export const FAILED_PRECONDITION = 9;
 
-/** One connection: writes `outbound$`, emits what the server sends, errors with a `code` on failure. */
-export type Connect = (outbound$: Observable<grpc.ToServer>) => Observable<grpc.FromServer>;
+/** One connection on a protocol line: writes `outbound$`, emits what the server sends, errors with a `code` on failure. */
+export type Connect = (outbound$: Observable<grpc.ToServer>, line: ProtocolLine) => Observable<grpc.FromServer>;
 
 /** The server refused the agent; retrying will not help. */
 export class ServerRefused extends Error {}
@@ -23,6 +22,8 @@ export class ServerRefused extends Error {}
 export interface LinkOptions {
   readonly agentName: string;
   readonly log: Logger;
+  /** The agent's tags, said in the hello on lines that have them. */
+  readonly tags?: Readonly<Record<string, string>>;
   /** Messages to send right after AgentHello on each connection (e.g. the current workload states). */
   readonly greeting?: () => readonly ToServer[];
   /** Emits once when the agent stops: the link says Goodbye, closes and no longer reconnects. */
@@ -31,45 +32,66 @@ export interface LinkOptions {
 
 /**
  * swdd~agent-sends-hello~1, swdd~communication-to-from-agent-middleware~1,
- * swdd~agent-manager-listens-requests-from-server~1: the server's messages as values; `outbound$` is
- * sent on whichever connection is up (messages while none is up are not kept: the greeting of the
- * next connection brings the server up to date).
+ * swdd~agent-manager-listens-requests-from-server~1: the server's messages as values, each connection's
+ * first one preceded by `connected` with the line it speaks; `outbound$` is sent on whichever connection
+ * is up (messages while none is up are not kept: the greeting of the next connection brings the server
+ * up to date). The first hello is of the 1.x line; a server that refuses it naming another line the
+ * agent speaks is asked again at once on that line, which is kept for later connections.
  */
 export function serverLink(connect: Connect, outbound$: Observable<ToServer>, options: LinkOptions): Observable<FromServer> {
-  const { log } = options;
+  const { log, tags = {} } = options;
   const stop$ = (options.stop$ ?? NEVER).pipe(take(1), shareReplay(1));
   // On stop, Goodbye ends the outbound stream, which half-closes the call.
   const goodbye$ = stop$.pipe(map((): ToServer => ({ kind: 'goodbye' })));
   const wait = () => timer(RECONNECT_INTERVAL_MS).pipe(takeUntil(stop$));
+  let line = PROTOCOL_LINES[0];
+  /** Set from a switch of line until a connection on it is accepted: a second refusal then ends the agent. */
+  let switched = false;
 
   const session$ = defer(() => {
+    const spoken = line;
+    if (!spoken.events && Object.keys(tags).length > 0) log.warn(`The ${spoken.name} line has no agent tags: they are not sent.`);
     const outgoing$ = concat(
-      of(agentHello(options.agentName, PROTOCOL_VERSION)),
+      of(agentHello(options.agentName, spoken.version, spoken.events ? tags : {})),
       defer(() => (options.greeting?.() ?? []).map(toServerMessage)),
       concat(outbound$.pipe(takeUntil(stop$)), goodbye$).pipe(map(toServerMessage)),
     );
-    log.debug(`Connecting to the server as agent '${options.agentName}'.`);
-    return connect(outgoing$);
+    log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
+    return connect(outgoing$, spoken).pipe(concatMap((message, index) => {
+      const m = decode(message, log);
+      if (index > 0) return m;
+      switched = false;
+      log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
+      return concat(of<FromServer>({ kind: 'connected', lines: [spoken] }), m);
+    }));
   });
 
   return session$.pipe(
-    concatMap((message) => {
-      try {
-        const m = fromServerMessage(message);
-        return m ? of(m) : EMPTY;
-      } catch (err) {
-        if (!(err instanceof MalformedMessage)) throw err;
-        log.warn(`Ignored a message from the server with ${err.message}.`);
-        return EMPTY;
-      }
-    }),
     repeat({ delay: () => (log.warn('The server closed the connection; reconnecting.'), wait()) }),
     retry({
       delay: (err: { code?: number; message?: string }) => {
-        if (err.code === FAILED_PRECONDITION) return throwError(() => new ServerRefused(`The server refused the agent: ${err.message}`));
+        if (err.code === FAILED_PRECONDITION) {
+          const other = lineOfRefusal(err.message ?? '');
+          if (!other || other === line || switched) return throwError(() => new ServerRefused(`The server refused the agent: ${err.message}`));
+          log.info(`The server speaks the ${other.name} line, not ${line.name}: asking again with protocol ${other.version}.`);
+          [line, switched] = [other, true];
+          return of(0);
+        }
         log.warn(`No connection to the server (${err.message ?? String(err)}); retrying every second.`);
         return wait();
       },
     }),
   );
+}
+
+/** The server's message as the core takes it; a malformed one is skipped with a warning. */
+function decode(message: grpc.FromServer, log: Logger): Observable<FromServer> {
+  try {
+    const m = fromServerMessage(message);
+    return m ? of(m) : EMPTY;
+  } catch (err) {
+    if (!(err instanceof MalformedMessage)) throw err;
+    log.warn(`Ignored a message from the server with ${err.message}.`);
+    return EMPTY;
+  }
 }

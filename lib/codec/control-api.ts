@@ -35,6 +35,7 @@ export function accessOf(request: Request): Access | undefined {
     case 'updateStateRequest': return { kind: 'write', paths: c.value.updateMask };
     case 'logsRequest': return { kind: 'logs', workloadNames: c.value.workloadNames.map((n) => n.workloadName) };
     case 'logsCancelRequest': return { kind: 'cancelLogs' };
+    case 'eventsCancelRequest': return { kind: 'cancelEvents' };
     default: return undefined;
   }
 }

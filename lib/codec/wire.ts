@@ -251,5 +251,5 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
   }
 }
 
-export const agentHello = (agentName: string, protocolVersion: string): grpc.ToServer =>
-  create(grpc.ToServerSchema, { ToServerEnum: { case: 'agentHello', value: { agentName, protocolVersion } } });
+export const agentHello = (agentName: string, protocolVersion: string, tags: Readonly<Record<string, string>>): grpc.ToServer =>
+  create(grpc.ToServerSchema, { ToServerEnum: { case: 'agentHello', value: { agentName, protocolVersion, tags: Object.keys(tags).length > 0 ? { tags: { ...tags } } : undefined } } });

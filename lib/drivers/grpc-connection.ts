@@ -2,6 +2,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Observable } from 'rxjs';
+import { LINE_1, type ProtocolLine } from '../codec/lines.js';
 import { type FromServer, FromServerSchema, type ToServer, ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
 
 export const CONNECT_AGENT_PATH = '/grpc_api.AgentConnection/ConnectAgent';
@@ -18,6 +19,8 @@ export interface ConnectionOptions {
   readonly security: Security;
   /** HTTP/2 keepalive ping interval: a half-open connection is noticed after about twice this. */
   readonly keepaliveMs?: number;
+  /** The protocol line the connection speaks (what the server sends is read as this line writes it). */
+  readonly line?: ProtocolLine;
 }
 
 /** The server ended the stream with a gRPC status; `code` tells why. */
@@ -54,7 +57,7 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<T
     const call = client.makeBidiStreamRequest<ToServer, FromServer>(
       CONNECT_AGENT_PATH,
       (m) => Buffer.from(toBinary(ToServerSchema, m)),
-      (b) => fromBinary(FromServerSchema, b),
+      (b) => fromBinary(FromServerSchema, (options.line ?? LINE_1).read(b)),
     );
     let ended = false;
     call.on('data', (m: FromServer) => subscriber.next(m));

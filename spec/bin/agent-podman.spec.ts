@@ -88,7 +88,7 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     const forwarded = asked.ToServerEnum.value as { requestId: string; RequestContent: { case: string } };
     expect(forwarded.requestId).to.equal('talker@r1');
     expect(forwarded.RequestContent.case).to.equal('completeStateRequest');
-    stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'talker@r1', ResponseContent: { case: 'completeState', value: {} } } } });
+    stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'talker@r1', ResponseContent: { case: 'completeStateResponse', value: {} } } } });
     await until(() => reported(stream, 'talker', 'Succeeded(Ok)'), 'the talker to finish');
     // ControlInterfaceAccepted (02 22 00), then Response{r1, CompleteState{}} (08 1a 06 0a 02 72 31 22 00)
     expect(podman('logs', instanceKey(talker.instanceName)).replace(/\s+/g, ' ').trim()).to.equal('02 22 00 08 1a 06 0a 02 72 31 22 00');

@@ -138,7 +138,8 @@ workloads:
       client.hello();
       expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
       client.askState('q1', 'desiredState.workloads.ctl.agent');
-      const state = (await client.next()).FromAnkaiosEnum.value as { requestId: string; ResponseContent: { case: string; value: { desiredState: { workloads: { workloads: Record<string, { agent: string }> } } } } };
+      const response = (await client.next()).FromAnkaiosEnum.value as unknown as { requestId: string; ResponseContent: { case: string; value: { completeState: { desiredState: { workloads: { workloads: Record<string, { agent: string }> } } } } } };
+      const state = { requestId: response.requestId, ResponseContent: { value: response.ResponseContent.value.completeState } };
       expect(state.requestId).to.equal('q1');
       expect(state.ResponseContent.value.desiredState.workloads.workloads).to.deep.equal({ ctl: { ...state.ResponseContent.value.desiredState.workloads.workloads.ctl, agent: name } });
       client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'u1', RequestContent: { case: 'updateStateRequest', value: {

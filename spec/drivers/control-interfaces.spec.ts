@@ -117,9 +117,9 @@ describe('Control Interfaces on real FIFOs', () => {
     b.hello();
     await a.next();
     await b.next();
-    hub.deliver(create(ResponseSchema, { requestId: 'wl_b@42', ResponseContent: { case: 'completeState', value: {} } }));
-    hub.deliver(create(ResponseSchema, { requestId: 'gone@1', ResponseContent: { case: 'completeState', value: {} } }));
-    hub.deliver(create(ResponseSchema, { requestId: 'wl_a@7', ResponseContent: { case: 'completeState', value: {} } }));
+    hub.deliver(create(ResponseSchema, { requestId: 'wl_b@42', ResponseContent: { case: 'completeStateResponse', value: {} } }));
+    hub.deliver(create(ResponseSchema, { requestId: 'gone@1', ResponseContent: { case: 'completeStateResponse', value: {} } }));
+    hub.deliver(create(ResponseSchema, { requestId: 'wl_a@7', ResponseContent: { case: 'completeStateResponse', value: {} } }));
     expect((await b.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: '42' });
     expect((await a.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: '7' });
     await new Promise((r) => setTimeout(r, 100));

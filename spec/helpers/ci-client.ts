@@ -5,7 +5,7 @@ import path from 'node:path';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Subject, filter, firstValueFrom, map, timeout } from 'rxjs';
 import { type FromAnkaios, FromAnkaiosSchema, ToAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
-import { PROTOCOL_VERSION } from '../../lib/version.js';
+import { LINE_1, type ProtocolLine } from '../../lib/codec/lines.js';
 import { decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
 
 type ToAnkaiosInit = Parameters<typeof create<typeof ToAnkaiosSchema>>[1];
@@ -16,13 +16,14 @@ export class ControlInterfaceClient {
   private readonly input: net.Socket;
   private readonly arrivals = new Subject<FromAnkaios>();
 
-  constructor(folder: string, { read = true } = {}) {
+  /** `line`: the protocol line the client speaks (it reads what the agent writes as that line). */
+  constructor(folder: string, { read = true, line = LINE_1 as ProtocolLine } = {}) {
     this.out = openSync(path.join(folder, 'output'), constants.O_WRONLY | constants.O_NONBLOCK);
     this.input = new net.Socket({ fd: openSync(path.join(folder, 'input'), constants.O_RDONLY | constants.O_NONBLOCK), readable: true, writable: false });
     const chunks = new Subject<Uint8Array>();
     this.input.on('data', (b: Buffer) => chunks.next(b));
     if (!read) this.input.pause();
-    chunks.pipe(decodeFrames(), filter((f) => f.kind === 'frame'), map((f) => fromBinary(FromAnkaiosSchema, (f as { bytes: Uint8Array }).bytes)))
+    chunks.pipe(decodeFrames(), filter((f) => f.kind === 'frame'), map((f) => fromBinary(FromAnkaiosSchema, line.read((f as { bytes: Uint8Array }).bytes))))
       .subscribe((m) => {
         this.received.push(m);
         this.arrivals.next(m);
@@ -41,7 +42,7 @@ export class ControlInterfaceClient {
     this.sendRaw(ControlInterfaceClient.frame(message));
   }
 
-  hello(version = PROTOCOL_VERSION): void {
+  hello(version = LINE_1.version): void {
     this.send({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: version } } });
   }
 

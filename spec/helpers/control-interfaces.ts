@@ -1,6 +1,7 @@
 // The Control Interfaces wired as the agent wires them (the pipes driver and the pipelines over it),
 // with the requests for the server coming out and the server's responses going in.
-import { Observable, Subject } from 'rxjs';
+import { Observable, Subject, of } from 'rxjs';
+import { PROTOCOL_LINES, type ProtocolLine } from '../../lib/codec/lines.js';
 import type { Request, Response } from '../../lib/codec/control-api.js';
 import { ControlInterfacePipes } from '../../lib/drivers/control-interface-pipes.js';
 import type { Logger } from '../../lib/logger.js';
@@ -15,9 +16,10 @@ export class ControlInterfaceHub {
   /** Allowed requests of all workloads, with their workload name in front of the request id. */
   readonly requests$: Observable<Request> = this.requests.asObservable();
 
-  constructor(ioFolder: string, log: Logger) {
+  /** `lines`: the protocol lines the workloads may speak (those of the server). */
+  constructor(ioFolder: string, log: Logger, lines: readonly ProtocolLine[] = PROTOCOL_LINES) {
     this.pipes = new ControlInterfacePipes(ioFolder, log);
-    controlInterfaces(this.pipes.opened$, this.responses).subscribe((out) => {
+    controlInterfaces(this.pipes.opened$, this.responses, of(lines)).subscribe((out) => {
       if (out.kind === 'toServer') this.requests.next(out.request);
       else if (out.kind === 'toWorkload') this.pipes.write(out.frame);
       else log[out.level](out.text);

@@ -6,6 +6,8 @@ import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import {
   type FromServer, FromServerSchema, type ToServer, ToServerSchema,
 } from '../../proto/gen/grpc_api_pb.js';
+import { LINE_1 } from '../../lib/codec/lines.js';
+import { compatibleVersions } from '../../lib/version.js';
 
 type Init = Parameters<typeof create<typeof FromServerSchema>>[1];
 
@@ -75,15 +77,28 @@ export interface ServerTls {
   readonly key: Buffer;
 }
 
+/** A server's protocol line: what it accepts in the AgentHello, how it writes its messages. */
+export interface ServerLine {
+  readonly name: string;
+  readonly version: string;
+  readonly write: (bytes: Uint8Array) => Uint8Array;
+}
+
+/** A server of a major the agent does not speak. */
+export const LINE_2: ServerLine = { name: '2', version: '2.0.0', write: (b) => b };
+
 export class FakeAnkaiosServer {
   readonly streams: AgentStream[] = [];
+  /** The AgentHellos it refused, as `[sent version, refusal]`. */
+  readonly refused: Array<[string, string]> = [];
   private readonly events = new EventEmitter();
   private server?: grpc.Server;
 
-  private constructor(public port: number, private readonly tls?: ServerTls) {}
+  private constructor(public port: number, private readonly tls: ServerTls | undefined, readonly line: ServerLine) {}
 
-  static async start(options: { port?: number; tls?: ServerTls } = {}): Promise<FakeAnkaiosServer> {
-    const server = new FakeAnkaiosServer(options.port ?? 0, options.tls);
+  /** A server of `line` (the 1.x line by default), refusing agents of other lines as released servers do. */
+  static async start(options: { port?: number; tls?: ServerTls; line?: ServerLine } = {}): Promise<FakeAnkaiosServer> {
+    const server = new FakeAnkaiosServer(options.port ?? 0, options.tls, options.line ?? LINE_1);
     await server.listen();
     return server;
   }
@@ -102,11 +117,19 @@ export class FakeAnkaiosServer {
         responseStream: true,
         requestSerialize: (m: ToServer) => Buffer.from(toBinary(ToServerSchema, m)),
         requestDeserialize: (b: Buffer) => fromBinary(ToServerSchema, b),
-        responseSerialize: (m: FromServer) => Buffer.from(toBinary(FromServerSchema, m)),
+        responseSerialize: (m: FromServer) => Buffer.from(this.line.write(toBinary(FromServerSchema, m))),
         responseDeserialize: (b: Buffer) => fromBinary(FromServerSchema, b),
       },
     }, {
       ConnectAgent: (call: grpc.ServerDuplexStream<ToServer, FromServer>) => {
+        // Like a released server: an incompatible AgentHello fails the call before anything is sent.
+        call.once('data', (first: ToServer) => {
+          const sent = first.ToServerEnum.case === 'agentHello' ? first.ToServerEnum.value.protocolVersion : '';
+          if (compatibleVersions(this.line.version, sent)) return;
+          const refusal = `Unsupported protocol version '${sent}'. Currently supported '${this.line.name}'`;
+          this.refused.push([sent, refusal]);
+          call.emit('error', { code: grpc.status.FAILED_PRECONDITION, details: refusal });
+        });
         const stream = new AgentStream(call);
         this.streams.push(stream);
         this.events.emit('stream', stream);

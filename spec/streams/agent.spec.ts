@@ -2,6 +2,7 @@ import { create, fromBinary } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { EMPTY, NEVER, map, of } from 'rxjs';
 import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
+import { LINE_1 } from '../../lib/codec/lines.js';
 import { FromAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
@@ -21,7 +22,7 @@ const shown = (m: ToServer) => (m.kind === 'updateWorkloadState'
   ? m.states.map((s) => `${s.instanceName.workloadName}: ${formatState(s.executionState)}`).join(', ')
   : m.kind === 'request' ? `request ${m.request.requestId}` : m.kind);
 const { frame } = ControlInterfaceClient;
-const hello = frame({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: '0.8.0' } } });
+const hello = frame({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: LINE_1.version } } });
 const readAll = frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'r1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: [] } } } } });
 const readAccess = { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] };
 /** A frame is a varint length (one byte for these small messages), then the message. */
@@ -44,7 +45,7 @@ describe('agent(sources, deps) → sinks', () => {
 
   it('swdd~agent-forward-request-from-control-interface-pipe-to-server~1, swdd~agent-forward-responses-to-control-interface-pipe~1: Control Interface frames become requests to the server; the response comes back as a frame to the workload', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
-      const response: FromServer = { kind: 'response', response: create(ResponseSchema, { requestId: 'app@r1', ResponseContent: { case: 'completeState', value: {} } }) };
+      const response: FromServer = { kind: 'response', response: create(ResponseSchema, { requestId: 'app@r1', ResponseContent: { case: 'completeStateResponse', value: {} } }) };
       const fromServer$ = hot<FromServer>('---a', { a: response });
       const pipes$ = cold('p', { p: { workloadName: 'app', access: readAccess, chunks$: cold('h-r', { h: hello, r: readAll }) } });
       const sinks = agent({ fromServer$, controlInterfaces$: pipes$ }, deps(new FakeRuntime()));

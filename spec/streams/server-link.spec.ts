@@ -10,7 +10,7 @@ import { type Security, connectAgent } from '../../lib/drivers/grpc-connection.j
 import { ExecutionState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
-import { PROTOCOL_VERSION } from '../../lib/version.js';
+import { LINE_1 } from '../../lib/codec/lines.js';
 import { ServerRefused, serverLink } from '../../streams/server-link.js';
 import { FakeAnkaiosServer } from '../helpers/fake-server.js';
 import { AGENT, stateOf, workload } from '../helpers/fixtures.js';
@@ -22,11 +22,13 @@ function link(url: string, options: { security?: Security; stop$?: Subject<void>
   const out$ = new Subject<ToServer>();
   const in$ = new ReplaySubject<FromServer>();
   const errors: unknown[] = [];
+  /** The lines of each connection the server accepted. */
+  const connected: string[][] = [];
   let completed = false;
   const subscription = serverLink((o$) => connectAgent({ serverUrl: url, security: options.security ?? insecure, keepaliveMs: 2000 }, o$), out$, {
     agentName: AGENT, log: silentLogger, stop$: options.stop$, greeting: options.greeting,
-  }).subscribe({ next: (m) => in$.next(m), error: (e) => errors.push(e), complete: () => (completed = true) });
-  return { out$, in$, errors, subscription, completed: () => completed };
+  }).subscribe({ next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : in$.next(m)), error: (e) => errors.push(e), complete: () => (completed = true) });
+  return { out$, in$, errors, subscription, completed: () => completed, connected };
 }
 
 describe('serverLink with the gRPC driver (real server on loopback)', () => {
@@ -48,7 +50,7 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     const stream = await server.nextStream();
     const first = await stream.waitFor(() => true);
     expect(first.ToServerEnum).to.deep.include({ case: 'agentHello' });
-    expect(first.ToServerEnum.value).to.deep.include({ agentName: AGENT, protocolVersion: PROTOCOL_VERSION });
+    expect(first.ToServerEnum.value).to.deep.include({ agentName: AGENT, protocolVersion: LINE_1.version });
   });
 
   it('swdd~agent-manager-listens-requests-from-server~1: ServerHello, UpdateWorkload and UpdateWorkloadState arrive as typed values', async () => {
