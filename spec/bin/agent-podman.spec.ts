@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { LINE_0_8 } from '../../lib/codec/lines.js';
 import { instanceKey } from '../../lib/workload.js';
 import { busybox, cleanup, containerOf, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
 
@@ -81,8 +82,11 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     const script = `cd /run/ankaios/control_interface && printf '${hello}${request}' > output && head -c 12 input | od -An -tx1`;
     const talker = busybox('talker', agentName, { script });
     const withAccess = { ...talker, controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] } };
+    // The talker says 0.8.0: a 0.8 server, with which the agent speaks the 0.8 line.
+    server.stop();
+    server = await FakeAnkaiosServer.start({ line: LINE_0_8 });
     agent = start();
-    const stream = await server.nextStream();
+    const stream = await server.nextStream(10_000, 1);
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(withAccess)] } } });
     const asked = await stream.waitFor((m) => m.ToServerEnum.case === 'request', 20_000);
     const forwarded = asked.ToServerEnum.value as { requestId: string; RequestContent: { case: string } };

@@ -94,11 +94,14 @@ export class FakeAnkaiosServer {
   private readonly events = new EventEmitter();
   private server?: grpc.Server;
 
-  private constructor(public port: number, private readonly tls: ServerTls | undefined, readonly line: ServerLine) {}
+  private constructor(public port: number, private readonly tls: ServerTls | undefined, readonly line: ServerLine, private readonly greet: boolean) {}
 
-  /** A server of `line` (the 1.x line by default), refusing agents of other lines as released servers do. */
-  static async start(options: { port?: number; tls?: ServerTls; line?: ServerLine } = {}): Promise<FakeAnkaiosServer> {
-    const server = new FakeAnkaiosServer(options.port ?? 0, options.tls, options.line ?? LINE_1);
+  /**
+   * A server of `line` (the 1.x line by default), refusing agents of other lines as released servers do;
+   * with `greet`, it answers an accepted hello with an empty ServerHello at once, as a real server does.
+   */
+  static async start(options: { port?: number; tls?: ServerTls; line?: ServerLine; greet?: boolean } = {}): Promise<FakeAnkaiosServer> {
+    const server = new FakeAnkaiosServer(options.port ?? 0, options.tls, options.line ?? LINE_1, options.greet ?? false);
     await server.listen();
     return server;
   }
@@ -125,7 +128,10 @@ export class FakeAnkaiosServer {
         // Like a released server: an incompatible AgentHello fails the call before anything is sent.
         call.once('data', (first: ToServer) => {
           const sent = first.ToServerEnum.case === 'agentHello' ? first.ToServerEnum.value.protocolVersion : '';
-          if (compatibleVersions(this.line.version, sent)) return;
+          if (compatibleVersions(this.line.version, sent)) {
+            if (this.greet) stream.send({ FromServerEnum: { case: 'serverHello', value: {} } });
+            return;
+          }
           const refusal = `Unsupported protocol version '${sent}'. Currently supported '${this.line.name}'`;
           this.refused.push([sent, refusal]);
           call.emit('error', { code: grpc.status.FAILED_PRECONDITION, details: refusal });
@@ -143,12 +149,21 @@ export class FakeAnkaiosServer {
     this.server = server;
   }
 
-  /** The next agent stream to open (or the one already open and not yet taken). */
-  nextStream(timeoutMs = 10_000, after = 0): Promise<AgentStream> {
-    if (this.streams.length > after) return Promise.resolve(this.streams[after]);
+  /** The agent stream number `index` (from 0), once it is open. */
+  nextStream(timeoutMs = 10_000, index = 0): Promise<AgentStream> {
+    if (this.streams.length > index) return Promise.resolve(this.streams[index]);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no agent connected within ${timeoutMs} ms`)), timeoutMs);
-      this.events.once('stream', (s: AgentStream) => (clearTimeout(timer), resolve(s)));
+      const timer = setTimeout(() => {
+        this.events.off('stream', opened);
+        reject(new Error(`no agent stream number ${index} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const opened = () => {
+        if (this.streams.length <= index) return;
+        clearTimeout(timer);
+        this.events.off('stream', opened);
+        resolve(this.streams[index]);
+      };
+      this.events.on('stream', opened);
     });
   }
 

@@ -1,0 +1,106 @@
+// The real agent on both protocol lines: a Control Interface client on the host talks through the
+// agent to a loopback server of the 1.x line (events) and of the 0.8 line (no events reach it).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { LINE_0_8, LINE_1 } from '../../lib/codec/lines.js';
+import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
+import type { WorkloadSpec } from '../../lib/workload.js';
+import { ControlInterfaceClient } from '../helpers/ci-client.js';
+import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { busybox, cleanup, requirePodman, uniqueAgent } from '../helpers/podman.js';
+
+const BIN = path.resolve('bin/ank-agent.js');
+const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-lines-'));
+
+async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 50) {
+    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const requests = (stream: AgentStream) => stream.received.flatMap((m) => (m.ToServerEnum.case === 'request' ? [m.ToServerEnum.value] : []));
+const contentOf = (m: ControlInterfaceClient['received'][number]) => {
+  const r = m.FromAnkaiosEnum.case === 'response' ? m.FromAnkaiosEnum.value : undefined;
+  return r && { requestId: r.requestId, case: r.ResponseContent.case, value: r.ResponseContent.value };
+};
+
+describe('ank-agent on the 1.x and the 0.8 protocol line (end to end)', function () {
+  this.timeout(60_000);
+  before(requirePodman);
+  const agentName = uniqueAgent('lines');
+  let server: FakeAnkaiosServer;
+  let agent: ChildProcess | undefined;
+  let client: ControlInterfaceClient | undefined;
+  afterEach(() => {
+    client?.close();
+    client = undefined;
+    agent?.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  });
+
+  /** The agent with a sleeping workload that may read the desired state through its Control Interface. */
+  async function agentWithWatcher(line: typeof LINE_1, clientLine = line): Promise<{ stream: AgentStream; watcher: WorkloadSpec }> {
+    server = await FakeAnkaiosServer.start({ line });
+    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', RUN, '-t', 'zone=a'], { stdio: ['ignore', 'ignore', process.env.AGENT_LOG ? 'inherit' : 'ignore'] });
+    const watcher = {
+      ...busybox('watcher', agentName),
+      controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] },
+    };
+    const stream = await server.nextStream(10_000, line === LINE_1 ? 0 : 1);
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(watcher)] } } });
+    await until(() => reportedStates(stream).some(([n, , s]) => n === 'watcher' && s === 'Running(Ok)'), 'the watcher to run');
+    client = new ControlInterfaceClient(controlInterfaceFolder(path.join(RUN, `${agentName}_io`), watcher), { line: clientLine });
+    return { stream, watcher };
+  }
+
+  it('1.x: a client of Hello 1.0.0 subscribes to events, receives every response for its request in order, and cancels', async () => {
+    const { stream } = await agentWithWatcher(LINE_1);
+    expect(stream.received[0].ToServerEnum.value).to.deep.include({ protocolVersion: '1.0.1' });
+    expect((stream.received[0].ToServerEnum.value as { tags?: { tags: object } }).tags?.tags).to.deep.equal({ zone: 'a' });
+    client!.hello('1.0.0');
+    expect((await client!.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'e1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } } } });
+    await until(() => requests(stream).length === 1, 'the subscription at the server');
+    expect(requests(stream)[0].requestId).to.equal('watcher@e1');
+    expect(requests(stream)[0].RequestContent.value).to.deep.include({ fieldMask: ['desiredState'], subscribeForEvents: true });
+    for (const added of ['first', 'second', 'third']) {
+      stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'watcher@e1', ResponseContent: { case: 'completeStateResponse', value: { alteredFields: { addedFields: [added] } } } } } });
+    }
+    const events = [await client!.next(), await client!.next(), await client!.next()].map(contentOf);
+    expect(events.map((e) => [e?.requestId, e?.case, (e?.value as { alteredFields?: { addedFields: string[] } }).alteredFields?.addedFields])).to.deep.equal([
+      ['e1', 'completeStateResponse', ['first']], ['e1', 'completeStateResponse', ['second']], ['e1', 'completeStateResponse', ['third']],
+    ]);
+    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'e1', RequestContent: { case: 'eventsCancelRequest', value: {} } } } });
+    await until(() => requests(stream).length === 2, 'the cancel at the server');
+    expect(requests(stream)[1]).to.deep.include({ requestId: 'watcher@e1' });
+    expect(requests(stream)[1].RequestContent.case).to.equal('eventsCancelRequest');
+    stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'watcher@e1', ResponseContent: { case: 'eventsCancelAccepted', value: {} } } } });
+    expect(contentOf(await client!.next())).to.deep.include({ requestId: 'e1', case: 'eventsCancelAccepted' });
+  });
+
+  it('0.8: events and empty requests are refused at the agent and nothing of them reaches the server; a 1.x Hello is closed', async () => {
+    const { stream } = await agentWithWatcher(LINE_0_8);
+    expect(stream.received[0].ToServerEnum.value).to.deep.include({ protocolVersion: '0.8.0' });
+    expect((stream.received[0].ToServerEnum.value as { tags?: object }).tags, 'no tags on 0.8').to.equal(undefined);
+    client!.hello('1.0.0');
+    expect((await client!.next()).FromAnkaiosEnum.value).to.deep.include({ reason: "Unsupported protocol version '1.0.0'. Currently supported '0.8'" });
+    client!.hello('0.8.0');
+    expect((await client!.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'e1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } } } });
+    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'empty' } } });
+    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'c1', RequestContent: { case: 'eventsCancelRequest', value: {} } } } });
+    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'plain', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } } } });
+    const answers = [await client!.next(), await client!.next(), await client!.next()].map(contentOf);
+    expect(answers.map((a) => [a?.requestId, a?.case])).to.deep.equal([['e1', 'error'], ['empty', 'error'], ['c1', 'eventsCancelAccepted']]);
+    expect((answers[0]?.value as { message: string }).message).to.equal('Events are not available on the 0.8 line.');
+    await until(() => requests(stream).length > 0, 'the plain request at the server');
+    expect(requests(stream).map((r) => r.requestId), 'only the plain request, after the refused ones').to.deep.equal(['watcher@plain']);
+    stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'watcher@plain', ResponseContent: { case: 'completeStateResponse', value: {} } } } });
+    expect(contentOf(await client!.next())).to.deep.include({ requestId: 'plain', case: 'completeStateResponse' });
+  });
+});
