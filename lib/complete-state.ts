@@ -72,17 +72,25 @@ export interface AlteredFields {
   readonly removedFields: string[];
 }
 
-/** An execution state is one value; below it there is nothing to address. */
+/** An execution state is one value: below it there is nothing to address. */
 const isLeaf = (v: unknown) => !isTree(v) || ('state' in v && 'substate' in v);
+/** What comes or goes as a whole: a value, an execution state, a workload, an agent. */
+const isUnit = (v: unknown) => isLeaf(v) || 'runtime' in (v as Tree) || Object.keys(v as Tree).length === 0;
 
-/** The paths (`workloadStates.agent_A.nginx.<id>`, `desiredState.workloads.nginx.agent`) that differ between two states. */
+/**
+ * The paths that differ between two states: a workload or an instance's state that comes or goes is
+ * one path (`desiredState.workloads.nginx`, `workloadStates.agent_A.nginx.<id>`), a change inside a
+ * workload is the field that changed (`desiredState.workloads.nginx.runtimeConfig`).
+ */
 export function alteredFields(before: object, after: object): AlteredFields {
   const out: AlteredFields = { addedFields: [], updatedFields: [], removedFields: [] };
+  const units = (v: unknown, path: string): string[] =>
+    (isUnit(v) ? [path] : Object.entries(v as Tree).flatMap(([k, x]) => units(x, `${path}.${k}`)));
   const walk = (a: Tree, b: Tree, prefix: string) => {
     for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
       const path = prefix ? `${prefix}.${key}` : key;
-      if (!(key in a)) out.addedFields.push(path);
-      else if (!(key in b)) out.removedFields.push(path);
+      if (!(key in a)) out.addedFields.push(...units(b[key], path));
+      else if (!(key in b)) out.removedFields.push(...units(a[key], path));
       else if (!isLeaf(a[key]) && !isLeaf(b[key])) walk(a[key] as Tree, b[key] as Tree, path);
       else if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) out.updatedFields.push(path);
     }

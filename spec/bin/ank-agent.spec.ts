@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
-import { FakeAnkaiosServer } from '../helpers/fake-server.js';
+import { FakeAnkaiosServer, reportedStates } from '../helpers/fake-server.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
 const tmp = mkdtempSync(path.join(tmpdir(), 'ank-agent-cli-'));
@@ -78,6 +78,19 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'agent_A', '-k', '-s', 'ftp://host:1']), "Invalid server URL 'ftp://host:1'");
   });
 
+  it('--version prints the agent\'s version and the protocol lines it speaks', async () => {
+    const run = await runToEnd(['--version']);
+    expect(run.code).to.equal(0);
+    expect(run.stdout).to.equal(`ank-agent ${JSON.parse(readFileSync('package.json', 'utf8')).version}\nprotocol lines: 1 (says 1.0.1), 0.8 (says 0.8.0)\n`);
+  });
+
+  it('works in $TMPDIR/ankaios/ by default (/tmp/ankaios/ without TMPDIR)', async () => {
+    const agent = await startUntil(['-n', 'agent_tmp', '-s', 'http://127.0.0.1:1', '-k'], /connecting/, { TMPDIR: tmp });
+    expect(() => readFileSync(path.join(tmp, 'ankaios', 'agent_tmp_io'))).to.throw(/EISDIR/);
+    agent.child.kill('SIGTERM');
+    await agent.exited;
+  });
+
   it('rejects unknown flags', async () => {
     const run = await runToEnd(['-n', 'agent_A', '-k', '--frobnicate']);
     expect(run.code).not.to.equal(0);
@@ -96,9 +109,54 @@ describe('ank-agent (the command line)', () => {
       expectFailure(await runToEnd(['-x', file]), `Cannot parse the agent config '${file}'`);
     });
 
-    it('reports unknown keys and wrong types', async () => {
-      expectFailure(await runToEnd(['-x', config('unknown.toml', "version = 'v1'\nnmae = 'x'\n")]), "Unknown key 'nmae'");
+    it('warns about unknown keys (the 1.x agent ignores them, so one file serves both) and reports wrong types', async () => {
+      const unknown = await runToEnd(['-x', config('unknown.toml', "version = 'v1'\nnmae = 'x'\n")]);
+      expect(unknown.stderr).to.match(/warn .*Unknown key 'nmae' .* is ignored/);
+      expectFailure(unknown, 'The agent name is missing');
       expectFailure(await runToEnd(['-x', config('type.toml', "version = 'v1'\ninsecure = 'yes'\n")]), "The key 'insecure'");
+      expectFailure(await runToEnd(['-x', config('tags.toml', "version = 'v1'\ntags = ['a']\n")]), "The key 'tags' in the agent config");
+      expectFailure(await runToEnd(['-x', config('runtimes.toml', "version = 'v1'\nruntimes = 'podman'\n")]), "must be a list of strings");
+    });
+
+    it('runtimes = [...] enables only the runtimes it names: unknown names are warned about, none valid is an error', async () => {
+      const none = await runToEnd(['-x', config('none.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['docker']\n"), '-r', RUN]);
+      expectFailure(none, "No runtime is enabled: 'runtimes' lists 'docker'; this agent has 'podman', 'podman-kube'.");
+      const server = await FakeAnkaiosServer.start();
+      try {
+        const file = config('some.toml', `version = 'v1'\nname = 'rt_agent'\ninsecure = true\nserver_url = '${server.url}'\nruntimes = ['podman', 'docker']\n`);
+        const agent = await startUntil(['-x', file, '-r', RUN], /connecting/);
+        expect(agent.stderr()).to.include("The config names the runtime 'docker', which this agent does not have: ignored.");
+        const stream = await server.nextStream();
+        await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+        const kube = { workloadName: 'pod', agentName: 'rt_agent', id: 'x' };
+        stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [{ instanceName: kube, workload: { runtime: 'podman-kube', runtimeConfig: 'manifest: x' } }] } } });
+        await stream.waitFor((m) => m.ToServerEnum.case === 'updateWorkloadState');
+        expect(reportedStates(stream)).to.deep.equal([['pod', 'x', "Pending(StartingFailed): Unknown runtime 'podman-kube'"]]);
+        agent.child.kill('SIGTERM');
+        await agent.exited;
+      } finally {
+        server.stop();
+      }
+    });
+
+    it('tags: -t key=value (repeatable) wins over tags = {…} of the file; a malformed tag is an error', async () => {
+      expectFailure(await runToEnd(['-n', 'a', '-k', '-t', 'novalue']), "Invalid tag 'novalue': give it as key=value.");
+      const server = await FakeAnkaiosServer.start();
+      try {
+        const file = config('tagged.toml', `version = 'v1'\nname = 'tagged'\ninsecure = true\nserver_url = '${server.url}'\ntags = { zone = 'file' }\n`);
+        const fromFile = await startUntil(['-x', file, '-r', RUN], /connecting/);
+        const first = await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+        expect((first.ToServerEnum.value as { tags?: { tags: object } }).tags?.tags).to.deep.equal({ zone: 'file' });
+        fromFile.child.kill('SIGTERM');
+        await fromFile.exited;
+        const fromFlags = await startUntil(['-x', file, '-r', RUN, '-t', 'zone=flag', '-t', 'owner=me=too'], /connecting/);
+        const second = await (await server.nextStream(10_000, 1)).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+        expect((second.ToServerEnum.value as { tags?: { tags: object } }).tags?.tags).to.deep.equal({ zone: 'flag', owner: 'me=too' });
+        fromFlags.child.kill('SIGTERM');
+        await fromFlags.exited;
+      } finally {
+        server.stop();
+      }
     });
 
     it('reports a missing or wrong version', async () => {

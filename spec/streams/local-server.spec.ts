@@ -1,9 +1,11 @@
+import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { NEVER, map } from 'rxjs';
+import { RequestSchema } from '../../proto/gen/ank_base_pb.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
-import { parseManifest } from '../../lib/manifest.js';
-import type { FromServer } from '../../lib/messages.js';
+import { parseManifest, specsFor } from '../../lib/manifest.js';
+import type { FromServer, ToServer } from '../../lib/messages.js';
 import { localServer } from '../../streams/local-server.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
@@ -53,6 +55,64 @@ describe('the local server of standalone mode', () => {
       }), { agentName: 'agent_A', log: silentLogger, onSnapshot: (s) => seen.push(s.states.size) }).subscribe();
       flush();
       expect(seen).to.deep.equal([0, 1, 0]);
+    });
+  });
+});
+
+describe('events in standalone mode (1.x)', () => {
+  const subscribe = (requestId: string, ...fieldMask: string[]): ToServer => ({ kind: 'request', request: create(RequestSchema, {
+    requestId, RequestContent: { case: 'completeStateRequest', value: { fieldMask, subscribeForEvents: true } },
+  }) });
+  const cancel = (requestId: string): ToServer => ({ kind: 'request', request: create(RequestSchema, { requestId, RequestContent: { case: 'eventsCancelRequest', value: {} } }) });
+  /** `requestId: case [added] [updated] [removed]` of a response. */
+  const event = (m: FromServer) => {
+    if (m.kind !== 'response') return m.kind;
+    const c = m.response.ResponseContent;
+    const altered = c.case === 'completeStateResponse' ? c.value.alteredFields : undefined;
+    return `${m.response.requestId}: ${c.case} [${altered?.addedFields ?? ''}] [${altered?.updatedFields ?? ''}] [${altered?.removedFields ?? ''}]`;
+  };
+
+  it('a subscribed workload gets the state first, then an event for a manifest edit, for an execution state and for an UpdateStateRequest under its masks; none after cancelling', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
+      const v1 = manifest('db:1');
+      const v2 = manifest('db:1', '  extra:\n    runtime: podman\n    agent: agent_B\n');
+      const app = specsFor('agent_A', v1).find((s) => s.instanceName.workloadName === 'app')!;
+      const update: ToServer = { kind: 'request', request: create(RequestSchema, { requestId: 'app@u1', RequestContent: { case: 'updateStateRequest', value: {
+        updateMask: ['desiredState.workloads.db.runtimeConfig'], newState: { desiredState: { workloads: { workloads: { db: { runtimeConfig: 'image: db:2' } } } } },
+      } } }) };
+      const out$ = localServer(cold('a---b', { a: v1, b: v2 }), cold('-s-r-c-u-----x-y', {
+        s: subscribe('app@e1', 'desiredState.workloads', 'workloadStates'),
+        r: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.running() }] },
+        c: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.running() }] },
+        u: update,
+        x: cancel('app@e1'),
+        y: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.succeeded() }] },
+      }), { agentName: 'agent_A', log: silentLogger });
+      const key = `workloadStates.agent_A.app.${app.instanceName.id}`;
+      expectObservable(out$.pipe(map(event))).toBe('hs-re--(uvw)-x', {
+        h: 'serverHello',
+        s: 'app@e1: completeStateResponse [] [] []',
+        r: `app@e1: completeStateResponse [${key}] [] []`,
+        e: 'app@e1: completeStateResponse [desiredState.workloads.extra] [] []',
+        u: 'app@u1: UpdateStateSuccess [] [] []',
+        v: 'updateWorkload',
+        w: 'app@e1: completeStateResponse [] [desiredState.workloads.db.runtimeConfig] []',
+        x: 'app@e1: eventsCancelAccepted [] [] []',
+      });
+    });
+  });
+
+  it('an event carries the masked state as it is now, and a state that changes nothing under the masks sends none', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
+      const v1 = manifest('db:1');
+      const db = specsFor('agent_A', v1).find((s) => s.instanceName.workloadName === 'db')!;
+      const out$ = localServer(cold('a', { a: v1 }), cold('-s-r', {
+        s: subscribe('app@e1', 'desiredState.workloads.app.agent'),
+        r: { kind: 'updateWorkloadState', states: [{ instanceName: db.instanceName, executionState: ExecutionState.running() }] },
+      }), { agentName: 'agent_A', log: silentLogger });
+      const agentOf = (m: FromServer) => (m.kind === 'response' && m.response.ResponseContent.case === 'completeStateResponse'
+        ? m.response.ResponseContent.value.completeState?.desiredState?.workloads?.workloads.app.agent : m.kind);
+      expectObservable(out$.pipe(map(agentOf))).toBe('hs', { h: 'serverHello', s: 'agent_A' });
     });
   });
 });
