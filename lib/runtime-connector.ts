@@ -34,6 +34,11 @@ export interface RuntimeConnector<Id = unknown> {
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<Id | undefined>;
   /** The state checker: the workload's execution state, each time it changes. */
   checkState(id: Id, instanceName: WorkloadInstanceName): Observable<ExecutionState>;
+  /**
+   * Starts an exited workload again in place, keeping its id (the 1.x agent's restart of a workload that
+   * succeeded). Runtimes without it restart by deleting and creating.
+   */
+  startAgain?(id: Id): Observable<void>;
   /** Stops and removes the workload; completes when it is gone. */
   deleteWorkload(id: Id): Observable<void>;
   /** The workload's log lines (stdout and stderr); completes at their end unless following; unsubscribing stops it. */

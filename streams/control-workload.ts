@@ -18,9 +18,9 @@ export type WorkloadCommand =
   | { readonly kind: 'delete'; readonly instanceName: WorkloadInstanceName }
   /** Delete a workload found from an earlier run of the agent; `final` when nothing follows it. */
   | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly final: boolean }
-  /** Sent by the loop to itself. */
+  /** Sent by the loop to itself; `succeeded`: the workload ended well (it may then be started again in place). */
   | { readonly kind: 'retry' }
-  | { readonly kind: 'restart' };
+  | { readonly kind: 'restart'; readonly succeeded: boolean };
 
 /** Commands after which the loop ends. */
 export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || (c.kind === 'removeExisting' && c.final);
@@ -87,7 +87,7 @@ class ControlLoop {
       case 'delete': return this.delete(command.instanceName);
       case 'removeExisting': return this.removeExisting(command.existing, command.final);
       case 'retry': return this.retry();
-      case 'restart': return this.restart();
+      case 'restart': return this.restart(command.succeeded);
     }
   }
 
@@ -181,11 +181,21 @@ class ControlLoop {
     );
   }
 
-  /** swdd~workload-control-loop-restarts-workloads-using-update~1: delete without reporting, create again. */
-  private restart(): Observable<Output> {
-    const spec = this.spec;
+  /**
+   * swdd~workload-control-loop-restarts-workloads-using-update~1: delete without reporting, create again;
+   * a workload that succeeded is started again in place where its runtime can (as the 1.x agent does),
+   * and re-created when that fails.
+   */
+  private restart(succeeded: boolean): Observable<Output> {
+    const { spec, id } = this;
     if (!spec) return EMPTY;
-    return concat(this.removeCurrent({ report: false }), this.thenCreate(spec));
+    const recreate = defer(() => concat(this.removeCurrent({ report: false }), this.thenCreate(spec)));
+    const runtime = this.deps.runtimes.get(spec.runtime)!;
+    if (!succeeded || id === undefined || !runtime.startAgain) return recreate;
+    return concat(
+      of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.'))),
+      runtime.startAgain(id).pipe(ignoreElements(), catchError(() => recreate)),
+    );
   }
 
   /** swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there. */
@@ -244,7 +254,7 @@ class ControlLoop {
       filter(() => this.spec !== undefined && sameInstance(this.spec.instanceName, spec.instanceName)),
       mergeMap((state): Output[] => {
         const reported = report(spec.instanceName, state);
-        return needsRestart(spec.restartPolicy, state) ? [reported, { command: { kind: 'restart' } }] : [reported];
+        return needsRestart(spec.restartPolicy, state) ? [reported, { command: { kind: 'restart', succeeded: state.state === 'Succeeded' } }] : [reported];
       }),
       catchError(() => of(report(spec.instanceName, ExecutionState.unknown('The state checker failed.')))),
     );

@@ -67,6 +67,11 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return this.watch(podmanReading(id));
   }
 
+  /** `podman start`: the same container runs again. */
+  startAgain(id: string): Observable<void> {
+    return this.cli.run(['start', id]).pipe(ignoreElements());
+  }
+
   /** swdd~podman-delete-workload-stops-and-removes-workload~1 */
   deleteWorkload(id: string): Observable<void> {
     return concat(tolerateMissing(this.cli.run(['stop', id])), tolerateMissing(this.cli.run(['rm', id])));

@@ -65,13 +65,25 @@ describe('Podman runtimes (real Podman)', function () {
       expect(containerOf(v2)).not.to.equal('');
     });
 
-    it('swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2 (stest): ALWAYS runs a new container after the old one exits', async () => {
+    it('swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2 (stest): ALWAYS runs the workload again after it exits', async () => {
       const w = busybox('phoenix', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('phoenix', /^Succeeded/);
       const first = agent.history('phoenix').indexOf('Succeeded(Ok)');
       await waitUntil(() => agent.history('phoenix').slice(first).includes('Running(Ok)'));
       expect(agent.history('phoenix').slice(first, first + 3)).to.deep.equal(['Succeeded(Ok)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+    });
+
+    it('ALWAYS after Succeeded starts the same container again (podman start), as the 1.x agent does', async () => {
+      const w = busybox('again', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('again', /^Running/);
+      const container = containerOf(w);
+      await waitUntil(() => agent.history('again').filter((h) => h === 'Succeeded(Ok)').length >= 2);
+      expect(containerOf(w), 'the same container').to.equal(container);
+      expect(agent.history('again').slice(0, 6)).to.deep.equal([
+        'Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)',
+      ]);
     });
 
     it('ON_FAILURE restarts a failed container but not a succeeded one', async () => {

@@ -12,6 +12,8 @@ export interface FakeBehaviour {
   states?: (id: string) => Observable<ExecutionState>;
   workloadId?: (name: WorkloadInstanceName) => Observable<string | undefined>;
   logs?: (id: string) => Observable<string>;
+  /** Given: the runtime can start an exited workload again in place. */
+  startAgain?: (id: string) => Observable<void>;
 }
 
 export class FakeRuntime implements RuntimeConnector {
@@ -19,7 +21,17 @@ export class FakeRuntime implements RuntimeConnector {
   readonly calls: string[] = [];
   private readonly attempts = new Map<string, number>();
 
-  constructor(private readonly behaviour: FakeBehaviour = {}, readonly name = 'fake') {}
+  readonly startAgain?: (id: string) => Observable<void>;
+
+  constructor(private readonly behaviour: FakeBehaviour = {}, readonly name = 'fake') {
+    const { startAgain } = behaviour;
+    if (startAgain) {
+      this.startAgain = (id) => defer(() => {
+        this.calls.push(`start ${id}`);
+        return startAgain(id);
+      });
+    }
+  }
 
   listReusableWorkloads(): Observable<readonly ExistingWorkload[]> {
     return defer(() => {

@@ -84,6 +84,46 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
   });
 
+  describe('restarts in place (1.x)', () => {
+    it('ALWAYS after Succeeded starts the same workload again where the runtime can, reporting Pending(Starting), and watches it again', () => {
+      testScheduler().run(({ cold, expectObservable, flush }) => {
+        const spec = workload('job', { restartPolicy: 'Always' });
+        let watches = 0;
+        const runtime = new FakeRuntime({
+          states: () => (++watches === 1 ? cold('--s', { s: ExecutionState.succeeded() }) : cold('-r', { r: ExecutionState.running() })),
+          startAgain: () => cold('----|'),
+        });
+        expectObservable(controlWorkload(cold('a', { a: create(spec) }), depsFor(runtime)).pipe(map(show))).toBe('a-(bc)-d', {
+          a: at(spec, ExecutionState.starting('Triggered at runtime.')),
+          b: at(spec, ExecutionState.succeeded()),
+          c: at(spec, ExecutionState.starting('Triggered at runtime.')),
+          d: at(spec, ExecutionState.running()),
+        });
+        flush();
+        expect(runtime.calls).to.deep.equal(['create job', 'watch id-job-1', 'start id-job-1', 'watch id-job-1']);
+      });
+    });
+
+    it('a failed start in place falls back to a new workload; a failure is never started in place', () => {
+      testScheduler().run(({ cold, flush }) => {
+        const spec = workload('job', { restartPolicy: 'Always' });
+        const failing = new FakeRuntime({
+          states: (id) => (id === 'id-job-1' ? cold('-f', { f: ExecutionState.failed("Exit code: '1'") }) : NEVER),
+          startAgain: () => cold('-#'),
+        });
+        controlWorkload(cold('a', { a: create(spec) }), depsFor(failing)).subscribe();
+        const refusing = new FakeRuntime({
+          states: (id) => (id === 'id-job-1' ? cold('-s', { s: ExecutionState.succeeded() }) : NEVER),
+          startAgain: () => cold('-#'),
+        });
+        controlWorkload(cold('a', { a: create(spec) }), depsFor(refusing)).subscribe();
+        flush();
+        expect(failing.calls).to.deep.equal(['create job', 'watch id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2']);
+        expect(refusing.calls).to.deep.equal(['create job', 'watch id-job-1', 'start id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2']);
+      });
+    });
+  });
+
   describe('retries of a failing create', () => {
     it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-limits-retry-attempts~1, swdd~agent-workload-control-loop-retry-limit-set-execution-state~2: retries every second, 20 times, keeping Pending(Starting), then Pending(StartingFailed) "No more retries: <cause>"', () => {
       const scheduler = testScheduler();
