@@ -6,7 +6,9 @@ import type { ExecutionState } from '../execution-state.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
-import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
+import {
+  RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface,
+} from '../podman/runtime-config.js';
 import type { WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
@@ -138,21 +140,25 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
    * swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1,
    * swdd~podman-kube-create-continues-if-cannot-create-volume~1, swdd~podman-kube-create-starts-podman-kube-state-getter~1
    */
-  createWorkload(spec: WorkloadSpec): Observable<KubeId> {
+  createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<KubeId> {
     return defer(() => {
       const config = parseKubeConfig(spec.runtimeConfig);
       if (spec.files.length > 0) {
         throw new RuntimeConfigError('podman-kube workloads cannot mount workload files: put them into ConfigMaps in the manifest.');
       }
+      // The 1.x agent mounts the Control Interface into the container the runtime config names.
+      const manifest = options.controlInterfacePath
+        ? withControlInterface(config.manifest, config.controlInterfaceTarget, options.controlInterfacePath)
+        : config.manifest;
       const instance = instanceKey(spec.instanceName);
       const play = [...config.generalOptions, 'kube', 'play', '--quiet', ...config.playOptions, '-'];
       return concat(
         this.volume(`${instance}.config`, spec.runtimeConfig),
-        this.cli.run(play, config.manifest).pipe(
+        this.cli.run(play, manifest).pipe(
           // What a failed play left behind goes, so that a retry starts clean.
-          catchError((err: unknown) => concat(quietly(this.cli.run(['kube', 'down', '-'], config.manifest)), quietly(this.removeVolumes(instance)), throwError(() => err))),
+          catchError((err: unknown) => concat(quietly(this.cli.run(['kube', 'down', '-'], manifest)), quietly(this.removeVolumes(instance)), throwError(() => err))),
           switchMap((output) => {
-            const id: KubeId = { instance, pods: podsPlayed(output), manifest: config.manifest, downOptions: config.downOptions };
+            const id: KubeId = { instance, pods: podsPlayed(output), manifest, downOptions: config.downOptions };
             return concat(this.volume(`${instance}.pods`, JSON.stringify(id.pods)), of(id));
           }),
         ),

@@ -1,5 +1,5 @@
 // The runtime configs of the `podman` and `podman-kube` runtimes (YAML strings in the workload).
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { ConfigurationError } from '../runtime-connector.js';
 
 /** A runtime config the runtime cannot use; the message names the field. */
@@ -17,6 +17,8 @@ export interface KubeConfig {
   readonly playOptions: readonly string[];
   readonly downOptions: readonly string[];
   readonly manifest: string;
+  /** `<pod>/<container>`: where the workload's Control Interface is mounted. */
+  readonly controlInterfaceTarget?: string;
 }
 
 function document(text: string): Record<string, unknown> {
@@ -63,6 +65,7 @@ export function parseKubeConfig(runtimeConfig: string): KubeConfig {
     playOptions: list(doc, 'playOptions'),
     downOptions: list(doc, 'downOptions'),
     manifest: text(doc, 'manifest'),
+    controlInterfaceTarget: doc.controlInterfaceTarget === undefined ? undefined : text(doc, 'controlInterfaceTarget'),
   };
 }
 
@@ -98,4 +101,36 @@ export function podmanRunArgs(config: PodmanConfig, instanceName: string, agentN
     ...config.generalOptions, 'run', '--detach', ...name, ...config.commandOptions, ...controlInterface, ...files,
     `--label=name=${instanceName}`, `--label=agent=${agentName}`, config.image, ...config.commandArgs,
   ];
+}
+
+/** The reference agent's words when a podman-kube workload with Control Interface access names no target. */
+export const NO_CONTROL_INTERFACE_TARGET = 'Control interface target not specified in runtime config.';
+const CONTROL_INTERFACE_VOLUME = 'ankaios-control-interface';
+
+type Node = Record<string, unknown>;
+const isNode = (v: unknown): v is Node => v !== null && typeof v === 'object' && !Array.isArray(v);
+const listIn = (node: Node, key: string): unknown[] => (Array.isArray(node[key]) ? node[key] as unknown[] : (node[key] = []) as unknown[]);
+
+/**
+ * The Kubernetes manifest with the workload's Control Interface folder mounted at
+ * /run/ankaios/control_interface in the container `target` (`<pod>/<container>`) names: a hostPath
+ * volume is added to the Pod, or to the pod template of the Deployment, of that name.
+ */
+export function withControlInterface(manifest: string, target: string | undefined, hostPath: string): string {
+  if (target === undefined) throw new RuntimeConfigError(NO_CONTROL_INTERFACE_TARGET);
+  const [podName, containerName, ...rest] = target.split('/');
+  if (!podName || !containerName || rest.length > 0) throw new RuntimeConfigError(`The control interface target '${target}' must be <pod>/<container>.`);
+  const documents = parseAllDocuments(manifest);
+  for (const document of documents) {
+    const doc: unknown = document.toJS();
+    if (!isNode(doc) || !isNode(doc.metadata) || doc.metadata.name !== podName) continue;
+    const spec = doc.kind === 'Pod' ? doc.spec : doc.kind === 'Deployment' && isNode(doc.spec) && isNode(doc.spec.template) ? doc.spec.template.spec : undefined;
+    const container = isNode(spec) ? listIn(spec, 'containers').find((c) => isNode(c) && c.name === containerName) : undefined;
+    if (!isNode(spec) || !isNode(container)) continue;
+    listIn(spec, 'volumes').push({ name: CONTROL_INTERFACE_VOLUME, hostPath: { path: hostPath, type: 'Directory' } });
+    listIn(container, 'volumeMounts').push({ name: CONTROL_INTERFACE_VOLUME, mountPath: CONTROL_INTERFACE_MOUNT_POINT });
+    document.contents = document.createNode(doc) as typeof document.contents;
+    return documents.map((d) => d.toString()).join('');
+  }
+  throw new RuntimeConfigError(`The control interface target '${target}' names no container of a Pod or Deployment in the manifest.`);
 }

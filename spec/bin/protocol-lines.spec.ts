@@ -1,6 +1,6 @@
 // The real agent on both protocol lines: a Control Interface client on the host talks through the
 // agent to a loopback server of the 1.x line (events) and of the 0.8 line (no events reach it).
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,7 +10,7 @@ import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { busybox, cleanup, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { IMAGE, busybox, cleanup, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
 const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-lines-'));
@@ -102,5 +102,78 @@ describe('ank-agent on the 1.x and the 0.8 protocol line (end to end)', function
     expect(requests(stream).map((r) => r.requestId), 'only the plain request, after the refused ones').to.deep.equal(['watcher@plain']);
     stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'watcher@plain', ResponseContent: { case: 'completeStateResponse', value: {} } } } });
     expect(contentOf(await client!.next())).to.deep.include({ requestId: 'plain', case: 'completeStateResponse' });
+  });
+});
+
+describe('podman-kube: the Control Interface mounted into the target container (end to end)', function () {
+  this.timeout(90_000);
+  before(requirePodman);
+  const agentName = uniqueAgent('kubeci');
+  const podName = (suffix: string) => `${agentName}-${suffix}`.replace(/_/g, '-');
+  let server: FakeAnkaiosServer;
+  let agent: ChildProcess | undefined;
+  beforeEach(async () => {
+    server = await FakeAnkaiosServer.start();
+    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', RUN], { stdio: 'ignore' });
+  });
+  afterEach(() => {
+    agent?.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  });
+
+  // Hello{1.0.1}, then Request{r1, CompleteStateRequest{fieldMask: desiredState}}, length-delimited, in octal.
+  const talk = String.raw`cd /run/ankaios/control_interface && printf '\011\012\007\022\0051.0.1\026\032\024\012\002r1\032\016\012\014desiredState' > output && head -c 12 input | od -An -tx1`;
+  const container = (name: string) => `      - name: ${name}\n        image: ${IMAGE}\n        command: ["/bin/sh", "-c", ${JSON.stringify(name === 'talker' ? talk : 'true')}]\n`;
+  const pod = (name: string) => `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${name}\nspec:\n  restartPolicy: Never\n  containers:\n${container('sidecar').replace(/^ {4}/gm, '  ')}${container('talker').replace(/^ {4}/gm, '  ')}`;
+  const deployment = (name: string) => `apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: ${name}}\n  template:\n    metadata:\n      labels: {app: ${name}}\n    spec:\n      restartPolicy: Never\n      containers:\n${container('talker').replace(/^/gm, '  ')}`;
+  const kubeWorkload = (name: string, manifest: string, target?: string) => ({
+    ...spec(name, agentName, 'podman-kube', `${target ? `controlInterfaceTarget: ${target}\n` : ''}manifest: |\n${manifest.replace(/^/gm, '  ')}`),
+    controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] },
+  });
+
+  async function talkThrough(workload: WorkloadSpec, talkerContainer: string): Promise<void> {
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(workload)] } } });
+    const asked = await stream.waitFor((m) => m.ToServerEnum.case === 'request', 40_000);
+    expect(asked.ToServerEnum.value).to.deep.include({ requestId: `${workload.instanceName.workloadName}@r1` });
+    stream.send({ FromServerEnum: { case: 'response', value: { requestId: `${workload.instanceName.workloadName}@r1`, ResponseContent: { case: 'completeStateResponse', value: {} } } } });
+    await until(() => podmanLogs(talkerContainer).trim() !== '', 'the talker to read the answer', 20_000);
+    // ControlInterfaceAccepted, then Response{r1, CompleteStateResponse{}}
+    expect(podmanLogs(talkerContainer).replace(/\s+/g, ' ').trim()).to.equal('02 22 00 08 1a 06 0a 02 72 31 22 00');
+  }
+  /** What the container printed; nothing while it does not exist yet. */
+  const podmanLogs = (name: string) => {
+    try {
+      return execFileSync('podman', ['logs', name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch {
+      return '';
+    }
+  };
+
+  it('a Pod: the container the target names talks to the agent over its mounted Control Interface', async () => {
+    const name = podName('pod');
+    await talkThrough(kubeWorkload('kpod', pod(name), `${name}/talker`), `${name}-talker`);
+  });
+
+  it('a Deployment: the target names the Deployment and its container', async () => {
+    const name = podName('dep');
+    await talkThrough(kubeWorkload('kdep', deployment(name), `${name}/talker`), `${name}-pod-0-talker`);
+  });
+
+  it('access rules without a target, or a target that names no container: Pending(StartingFailed), not retried, no pod left', async () => {
+    const [none, wrong] = [podName('none'), podName('wrong')];
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [
+      addedWorkload(kubeWorkload('notarget', pod(none))), addedWorkload(kubeWorkload('badtarget', pod(wrong), `${wrong}/nobody`)),
+    ] } } });
+    const history = (n: string) => reportedStates(stream).filter(([w]) => w === n).map(([, , s]) => s);
+    await until(() => history('notarget').length >= 2 && history('badtarget').length >= 2, 'both to fail');
+    expect(history('notarget')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Control interface target not specified in runtime config.']);
+    expect(history('badtarget')).to.deep.equal([
+      'Pending(Starting): Triggered at runtime.',
+      `Pending(StartingFailed): The control interface target '${wrong}/nobody' names no container of a Pod or Deployment in the manifest.`,
+    ]);
+    expect(podman('pod', 'ps', '--quiet', `--filter=name=${none}`) + podman('pod', 'ps', '--quiet', `--filter=name=${wrong}`)).to.equal('');
   });
 });

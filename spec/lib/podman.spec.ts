@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import { type Container, kubeContainerState, kubeWorkloadState, podmanState } from '../../lib/podman/container-state.js';
-import { RuntimeConfigError, parseKubeConfig, parsePodmanConfig, podmanRunArgs } from '../../lib/podman/runtime-config.js';
+import { parse as parseYaml } from 'yaml';
+import {
+  NO_CONTROL_INTERFACE_TARGET, RuntimeConfigError, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface,
+} from '../../lib/podman/runtime-config.js';
 
 const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
 const shown = (s: ExecutionState) => formatState(s);
@@ -62,5 +65,24 @@ describe('runtime configs', () => {
     expect(error(() => parsePodmanConfig('- just\n- a list'))).to.equal('The runtime config must be a YAML mapping.');
     expect(error(() => parsePodmanConfig('image: "unclosed'))).to.match(/^The runtime config is not valid YAML/);
     expect(error(() => parseKubeConfig('playOptions: []'))).to.equal("The runtime config field 'manifest' is missing.");
+  });
+});
+
+describe('podman-kube: the Control Interface target', () => {
+  const pod = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - name: app\n    image: x\n  - name: proxy\n    image: y\n';
+
+  it('adds a hostPath volume of the folder and mounts it at /run/ankaios/control_interface in the target container only', () => {
+    const doc = parseYaml(withControlInterface(pod, 'web/proxy', '/run/io/w.1/control_interface'));
+    expect(doc.spec.volumes).to.deep.equal([{ name: 'data', emptyDir: {} }, { name: 'ankaios-control-interface', hostPath: { path: '/run/io/w.1/control_interface', type: 'Directory' } }]);
+    expect(doc.spec.containers[1].volumeMounts).to.deep.equal([{ name: 'ankaios-control-interface', mountPath: '/run/ankaios/control_interface' }]);
+    expect(doc.spec.containers[0].volumeMounts).to.equal(undefined);
+  });
+
+  it('refuses no target (the reference agent\'s words), a malformed one and one that names no container', () => {
+    expect(() => withControlInterface(pod, undefined, '/x')).to.throw(RuntimeConfigError, NO_CONTROL_INTERFACE_TARGET);
+    expect(() => withControlInterface(pod, 'web', '/x')).to.throw(RuntimeConfigError, "The control interface target 'web' must be <pod>/<container>.");
+    expect(() => withControlInterface(pod, 'web/db', '/x')).to.throw(RuntimeConfigError, "'web/db' names no container");
+    expect(() => withControlInterface(pod, 'other/app', '/x')).to.throw(RuntimeConfigError, "'other/app' names no container");
+    expect(parseKubeConfig('manifest: x\ncontrolInterfaceTarget: web/app\n').controlInterfaceTarget).to.equal('web/app');
   });
 });
