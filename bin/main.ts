@@ -246,7 +246,7 @@ function standalone(manifestFile: string): void {
       log.error('Not every workload was deleted within 60 s.');
       process.exit(1);
     }, 60_000).unref();
-  }, { lines: PROTOCOL_LINES });
+  });
 }
 
 if (flags.version) {

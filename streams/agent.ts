@@ -22,11 +22,6 @@ export interface AgentSources {
 export interface AgentDeps extends WorkloadDeps {
   readonly log: Logger;
   readonly trace?: Trace;
-  /**
-   * The protocol lines a workload may speak until a server says its own (in standalone mode, with no
-   * server, every line: the workload's Hello decides). Default: the line tried first.
-   */
-  readonly lines?: readonly ProtocolLine[];
   /** Reads the machine's load, sent to the server as AgentLoadStatus every 2 s (connected mode). */
   readonly sampleMachine?: () => MachineSample;
 }
@@ -53,8 +48,10 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   // Told by the link's end, not by a subscription of its own: a first subscriber would take what a
   // synchronous source (the local server) says at once.
   const closed$ = new Subject<void>();
-  // The protocol lines a workload may speak: the server's, once it accepted the agent.
-  const lines$ = new BehaviorSubject<readonly ProtocolLine[]>(deps.lines ?? PROTOCOL_LINES.slice(0, 1));
+  // The protocol lines a workload may speak: every line the agent speaks until a server accepted it
+  // (standalone mode stays so: the workload's Hello decides), then the server's; a session of another
+  // line is closed then.
+  const lines$ = new BehaviorSubject<readonly ProtocolLine[]>(PROTOCOL_LINES);
   const fromServer$ = sources.fromServer$.pipe(
     trace('server.in'),
     tap({ next: (m) => m.kind === 'connected' && lines$.next(m.lines), complete: () => closed$.next() }),

@@ -64,3 +64,21 @@ describe('agent(sources, deps) → sinks', () => {
     });
   });
 });
+
+describe('agent(): the Control Interface follows the server\'s protocol line', () => {
+  it('accepts either line before a server accepted the agent; once one did, a session of the other line is closed with the reference\'s reason', () => {
+    testScheduler().run(({ cold, hot, expectObservable }) => {
+      const hello08 = frame({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: '0.8.0' } } });
+      const fromServer$ = hot<FromServer>('--c', { c: { kind: 'connected', lines: [LINE_1] } });
+      const pipes$ = cold('p', { p: { workloadName: 'app', access: readAccess, chunks$: cold('h', { h: hello08 }) } });
+      const sinks = agent({ fromServer$, controlInterfaces$: pipes$ }, deps(new FakeRuntime()));
+      const reason = (f: WorkloadFrame) => {
+        const m = fromBinary(FromAnkaiosSchema, f.bytes.subarray(1)).FromAnkaiosEnum;
+        return m.case === 'connectionClosed' ? m.value.reason : m.case;
+      };
+      expectObservable(sinks.toWorkloads$.pipe(map(reason)), '^ 10ms !').toBe('a-c', {
+        a: 'controlInterfaceAccepted', c: "Unsupported protocol version '0.8.0'. Currently supported '1'",
+      });
+    });
+  });
+});
