@@ -1,6 +1,5 @@
 // ank-agent: flags and config → drivers → agent → subscribe. The only subscribe of the program.
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
 import meow from 'meow';
 import { Observable, Subject, concat, merge, of, takeUntil, tap, timer } from 'rxjs';
 import {
@@ -9,6 +8,7 @@ import {
 } from '../lib/config.js';
 import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
+import { prepareRunFolder } from '../lib/drivers/run-folder.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
@@ -112,15 +112,6 @@ function readConfigFile(log: Logger): ConfigFile {
   return parseConfigFile(text, file, (warning) => log.warn(warning));
 }
 
-function prepareIoFolder(runFolder: string, name: string): string {
-  const ioFolder = path.join(runFolder, `${name}_io`);
-  try {
-    mkdirSync(ioFolder, { recursive: true });
-  } catch (err) {
-    fail(`Cannot prepare the run folder '${ioFolder}': ${(err as Error).message}`);
-  }
-  return ioFolder;
-}
 
 /**
  * Runs the agent with the given link until it ends; the signals stop it. The drivers are wired to the
@@ -183,11 +174,12 @@ function connected(): void {
       },
       process.env,
       readConfigFile(log),
+      (warning) => log.warn(warning),
     );
     return { config, security: loadSecurity(config.security) };
   });
   const runtimes = enabledRuntimes(log, config.runtimes);
-  const ioFolder = prepareIoFolder(config.runFolder, config.name);
+  const ioFolder = userErrors(() => prepareRunFolder(config.runFolder, config.name, config.runFolder === defaultRunFolder(process.env)));
   const stop$ = new Subject<void>();
   log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
   run(config.name, ioFolder, log, (outbound$, greeting) => serverLink(
@@ -217,7 +209,7 @@ function standalone(manifestFile: string): void {
     if (!AGENT_NAME_PATTERN.test(name)) throw new ConfigError(`Invalid agent name '${name}': use only letters, digits, '-' and '_'.`);
     return { name, first };
   });
-  const ioFolder = prepareIoFolder(flags.runFolder ?? defaultRunFolder(process.env), name);
+  const ioFolder = userErrors(() => prepareRunFolder(flags.runFolder ?? defaultRunFolder(process.env), name, flags.runFolder === undefined));
   const stop$ = new Subject<void>();
   const view = statusView(name, process.stdout, log);
   let snapshot: LocalSnapshot = { states: new Map() };

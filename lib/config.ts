@@ -106,8 +106,24 @@ export function parseConfigFile(text: string, where: string, warn: (message: str
   return doc as ConfigFile;
 }
 
-const truthy = (v: string | undefined): boolean | undefined =>
-  v === undefined || v === '' ? undefined : !['0', 'false', 'no', 'off'].includes(v.toLowerCase());
+const TRUE_WORDS = ['true', 't', 'yes', 'y', 'on', '1'];
+const FALSE_WORDS = ['false', 'f', 'no', 'n', 'off', '0'];
+
+/** A boolean environment variable as the reference's parser reads it; anything else is an error, never a guess. */
+function booleanFromEnv(name: string, value: string | undefined): boolean | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (TRUE_WORDS.includes(value.toLowerCase())) return true;
+  if (FALSE_WORDS.includes(value.toLowerCase())) return false;
+  throw new ConfigError(`Invalid ${name}='${value}': use true or false.`);
+}
+
+/** `http(s)://host:port`, the port given and possible. */
+function checkServerUrl(serverUrl: string): void {
+  const m = /^https?:\/\/(\[[0-9a-fA-F:.]+\]|[^/:[\]]+):(\d{1,5})\/?$/.exec(serverUrl);
+  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) {
+    throw new ConfigError(`Invalid server URL '${serverUrl}': it must start with http:// or https:// and name host and port (1 to 65535).`);
+  }
+}
 
 /** `key=value` tags from the command line; throws ConfigError naming a malformed one. */
 export function parseTags(tags: readonly string[]): Record<string, string> {
@@ -132,22 +148,22 @@ export function selectRuntimes(available: readonly string[], wanted: readonly st
   return { enabled, unknown };
 }
 
-/** Combines flags, environment and config file; throws ConfigError on anything wrong. */
-export function resolveConfig(flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile = {}): AgentConfig {
+/** Combines flags, environment and config file; throws ConfigError on anything wrong; `warn` hears of what is odd but works. */
+export function resolveConfig(
+  flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile = {}, warn: (message: string) => void = () => undefined,
+): AgentConfig {
   const name = flags.name ?? file.name;
   if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
   if (!AGENT_NAME_PATTERN.test(name)) {
     throw new ConfigError(`Invalid agent name '${name}': use only letters, digits, '-' and '_'.`);
   }
   const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
-  if (!/^https?:\/\/[^/]+\/?$/.test(serverUrl)) {
-    throw new ConfigError(`Invalid server URL '${serverUrl}': it must start with http:// or https:// and name host and port.`);
-  }
+  checkServerUrl(serverUrl);
   const runFolder = flags.runFolder ?? file.run_folder ?? defaultRunFolder(env);
   const tags = flags.tags && flags.tags.length > 0 ? parseTags(flags.tags) : { ...file.tags };
   const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes };
-  const insecure = flags.insecure || truthy(env.ANKAGENT_INSECURE) || file.insecure || false;
-  if (insecure) return { ...common, security: { insecure: true } };
+  // Flag over environment over file, a `false` as much as a `true`.
+  const insecure = flags.insecure || (booleanFromEnv('ANKAGENT_INSECURE', env.ANKAGENT_INSECURE) ?? file.insecure ?? false);
 
   const pem = (flag: string | undefined, envName: string, item: 'ca_pem' | 'crt_pem' | 'key_pem'): PemSource | undefined => {
     const path = flag ?? env[envName] ?? file[item];
@@ -158,6 +174,10 @@ export function resolveConfig(flags: Flags, env: Readonly<Record<string, string 
   const ca = pem(flags.caPem, 'ANKAGENT_CA_PEM', 'ca_pem');
   const cert = pem(flags.crtPem, 'ANKAGENT_CRT_PEM', 'crt_pem');
   const key = pem(flags.keyPem, 'ANKAGENT_KEY_PEM', 'key_pem');
+  if (insecure) {
+    if (!ca || !cert || !key) return { ...common, security: { insecure: true } };
+    warn('Insecure communication was asked for, but the three PEM files are given too: the agent uses mTLS.');
+  }
   if (!ca && !cert && !key) {
     // swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1
     throw new ConfigError(

@@ -5,7 +5,7 @@ import {
 } from 'rxjs';
 import type * as grpc from '../proto/gen/grpc_api_pb.js';
 import { type ProtocolLine, PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
-import { MalformedMessage, agentHello, fromServerMessage, toServerMessage } from '../lib/codec/wire.js';
+import { agentHello, fromServerMessage, toServerMessage } from '../lib/codec/wire.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 
@@ -84,14 +84,8 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
   );
 }
 
-/** The server's message as the core takes it; a malformed one is skipped with a warning. */
+/** The server's message as the core takes it; what is malformed in it is left out with a warning. */
 function decode(message: grpc.FromServer, log: Logger): Observable<FromServer> {
-  try {
-    const m = fromServerMessage(message);
-    return m ? of(m) : EMPTY;
-  } catch (err) {
-    if (!(err instanceof MalformedMessage)) throw err;
-    log.warn(`Ignored a message from the server with ${err.message}.`);
-    return EMPTY;
-  }
+  const m = fromServerMessage(message, (problem) => log.warn(`In a ${message.FromServerEnum.case ?? 'message'} from the server, ${problem}.`));
+  return m ? of(m) : EMPTY;
 }

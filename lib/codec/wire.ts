@@ -20,9 +20,23 @@ const mapValues = <A, B>(record: Readonly<Record<string, A>>, f: (a: A, key: str
 
 // ---- instance names -----------------------------------------------------------------------------
 
-export function instanceNameFrom(n: pb.WorkloadInstanceName | undefined): WorkloadInstanceName {
-  if (!n || !n.workloadName || !n.agentName) throw new MalformedMessage('a workload instance name without workload or agent name');
+/** An instance name; the agent name may be empty where the server speaks of workloads no agent runs (NotScheduled). */
+export function instanceNameFrom(n: pb.WorkloadInstanceName | undefined, { scheduled = true } = {}): WorkloadInstanceName {
+  if (!n || !n.workloadName || (scheduled && !n.agentName)) throw new MalformedMessage(`a workload instance name without ${n?.workloadName ? 'agent' : 'workload'} name`);
   return { workloadName: n.workloadName, agentName: n.agentName, id: n.id };
+}
+
+/** Decodes each element alone: one that is malformed is left out and reported, the others are kept. */
+function eachOf<T, U>(items: readonly T[], decode: (item: T) => U, what: string, warn: (problem: string) => void): U[] {
+  return items.flatMap((item) => {
+    try {
+      return [decode(item)];
+    } catch (err) {
+      if (!(err instanceof MalformedMessage)) throw err;
+      warn(`${what} with ${err.message} was left out`);
+      return [];
+    }
+  });
 }
 
 export const instanceNameTo = (n: WorkloadInstanceName): pb.WorkloadInstanceName => create(pb.WorkloadInstanceNameSchema, n);
@@ -138,13 +152,11 @@ export function executionStateFrom(s: pb.ExecutionState | undefined): ExecutionS
 export const workloadStateTo = (s: WorkloadState): pb.WorkloadState =>
   create(pb.WorkloadStateSchema, { instanceName: instanceNameTo(s.instanceName), executionState: executionStateTo(s.executionState) });
 
-/** Empty or unreadable states are left out (swdd~agent-stores-workload-states-of-its-workloads~1). */
-function workloadStatesFrom(states: readonly pb.WorkloadState[]): WorkloadState[] {
-  return states.flatMap((s) => {
-    const executionState = executionStateFrom(s.executionState);
-    if (!executionState || !s.instanceName?.workloadName) return [];
-    return [{ instanceName: instanceNameFrom(s.instanceName), executionState }];
-  });
+/** A state of any workload, this agent's, another agent's or one no agent runs (an empty agent name). */
+function workloadStateFrom(s: pb.WorkloadState): WorkloadState {
+  const executionState = executionStateFrom(s.executionState);
+  if (!executionState) throw new MalformedMessage('an execution state the agent does not know');
+  return { instanceName: instanceNameFrom(s.instanceName, { scheduled: false }), executionState };
 }
 
 // ---- the complete state -------------------------------------------------------------------------
@@ -192,20 +204,25 @@ export function declaredStateFrom(s: pb.CompleteState | undefined): NonNullable<
 
 // ---- whole messages -----------------------------------------------------------------------------
 
-/** A FromServer message the core understands; undefined for kinds it does not handle. Throws MalformedMessage. */
-export function fromServerMessage(m: grpc.FromServer): FromServer | undefined {
+/**
+ * A FromServer message the core understands; undefined for kinds it does not handle. A malformed element
+ * (a workload, a state, a name) is left out alone and `warn` hears why: never the whole message.
+ */
+export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) => void = () => undefined): FromServer | undefined {
   const e = m.FromServerEnum;
+  const added = (workloads: readonly grpc.AddedWorkload[]) => eachOf(workloads, workloadSpecFrom, 'a workload', warn);
   switch (e.case) {
     case 'serverHello':
-      return { kind: 'serverHello', added: e.value.addedWorkloads.map(workloadSpecFrom) };
+      return { kind: 'serverHello', added: added(e.value.addedWorkloads) };
     case 'updateWorkload':
       return {
         kind: 'updateWorkload',
-        added: e.value.addedWorkloads.map(workloadSpecFrom),
-        deleted: e.value.deletedWorkloads.map(deletedWorkloadFrom),
+        added: added(e.value.addedWorkloads),
+        deleted: eachOf(e.value.deletedWorkloads, deletedWorkloadFrom, 'a deleted workload', warn),
       };
     case 'updateWorkloadState':
-      return { kind: 'updateWorkloadState', states: workloadStatesFrom(e.value.workloadStates) };
+      // swdd~agent-stores-workload-states-of-its-workloads~1: unreadable states are left out, one by one.
+      return { kind: 'updateWorkloadState', states: eachOf(e.value.workloadStates, workloadStateFrom, 'a workload state', warn) };
     case 'response':
       return { kind: 'response', response: e.value as WireResponse };
     case 'logsRequest': {
@@ -214,7 +231,7 @@ export function fromServerMessage(m: grpc.FromServer): FromServer | undefined {
       return {
         kind: 'logsRequest',
         requestId: e.value.requestId,
-        workloads: (r?.workloadNames ?? []).map(instanceNameFrom),
+        workloads: eachOf(r?.workloadNames ?? [], (n) => instanceNameFrom(n), 'a workload name of a logs request', warn),
         options: { follow: r?.follow ?? false, tail: tail === undefined || tail < 0 ? undefined : tail, since: r?.since || undefined, until: r?.until || undefined },
       };
     }

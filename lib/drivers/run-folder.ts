@@ -1,5 +1,7 @@
 // The places of a workload under the agent's folder `<run folder>/<agent>_io/`.
+import { existsSync, lstatSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { ConfigError } from '../config.js';
 import type { WorkloadInstanceName } from '../workload.js';
 
 /** `<run folder>/<agent>_io/<workload>.<id>/`: everything the agent keeps on the host for one workload instance. */
@@ -12,3 +14,31 @@ export const controlInterfaceFolder = (ioFolder: string, spec: { readonly instan
 /** `<workload folder>/files/`, where the workload's files are written before they are mounted. */
 export const filesFolder = (ioFolder: string, spec: { readonly instanceName: WorkloadInstanceName }): string =>
   path.join(workloadFolder(ioFolder, spec.instanceName), 'files');
+
+/**
+ * Makes sure `<run folder>/<agent>_io/` is there and is the agent's own: both real directories (no
+ * symlinks) of the agent's user. Only the default run folder is created; a custom one must exist.
+ * Returns the io folder; throws ConfigError naming what is wrong.
+ */
+export function prepareRunFolder(runFolder: string, agentName: string, isDefault: boolean): string {
+  const ioFolder = path.join(runFolder, `${agentName}_io`);
+  const check = (folder: string) => {
+    const stat = lstatSync(folder);
+    if (stat.isSymbolicLink()) throw new ConfigError(`The run folder '${folder}' is a symbolic link: the agent works only in a real folder of its own.`);
+    if (!stat.isDirectory()) throw new ConfigError(`The run folder '${folder}' is not a folder.`);
+    if (stat.uid !== process.getuid?.()) throw new ConfigError(`The run folder '${folder}' belongs to another user (uid ${stat.uid}).`);
+  };
+  try {
+    if (!existsSync(runFolder)) {
+      if (!isDefault) throw new ConfigError(`The run folder '${runFolder}' does not exist: create it, or leave -r out for the default.`);
+      mkdirSync(runFolder, { recursive: true, mode: 0o755 });
+    }
+    check(runFolder);
+    if (!existsSync(ioFolder)) mkdirSync(ioFolder, { mode: 0o755 });
+    check(ioFolder);
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError(`Cannot prepare the run folder '${ioFolder}': ${(err as Error).message}`);
+  }
+  return ioFolder;
+}

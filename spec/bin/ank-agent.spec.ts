@@ -1,6 +1,6 @@
 // The real bin, spawned as a user would run it.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -10,6 +10,7 @@ import { FakeAnkaiosServer, reportedStates } from '../helpers/fake-server.js';
 const BIN = path.resolve('bin/ank-agent.js');
 const tmp = mkdtempSync(path.join(tmpdir(), 'ank-agent-cli-'));
 const RUN = path.join(tmp, 'run');
+mkdirSync(RUN);
 
 interface Run {
   code: number | null;
@@ -89,6 +90,27 @@ describe('ank-agent (the command line)', () => {
     expect(() => readFileSync(path.join(tmp, 'ankaios', 'agent_tmp_io'))).to.throw(/EISDIR/);
     agent.child.kill('SIGTERM');
     await agent.exited;
+  });
+
+  it('a custom run folder must exist and be a real folder of the agent\'s (no symlink); only the default one is created', async () => {
+    expectFailure(await runToEnd(['-n', 'a', '-k', '-r', path.join(tmp, 'nowhere')]), `The run folder '${path.join(tmp, 'nowhere')}' does not exist`);
+    symlinkSync(RUN, path.join(tmp, 'linked'));
+    expectFailure(await runToEnd(['-n', 'a', '-k', '-r', path.join(tmp, 'linked')]), `The run folder '${path.join(tmp, 'linked')}' is a symbolic link`);
+    symlinkSync('/etc', path.join(RUN, 'evil_io'));
+    expectFailure(await runToEnd(['-n', 'evil', '-k', '-r', RUN]), `The run folder '${path.join(RUN, 'evil_io')}' is a symbolic link`);
+  });
+
+  it('ANKAGENT_INSECURE=false overrides insecure = true of the file; a value that is no boolean is an error', async () => {
+    const file = path.join(tmp, 'insecure.toml');
+    writeFileSync(file, "version = 'v1'\nname = 'a'\ninsecure = true\n");
+    expectFailure(await runToEnd(['-x', file, '-r', RUN], { ANKAGENT_INSECURE: 'false' }), 'No way to reach the server is given');
+    expectFailure(await runToEnd(['-x', file, '-r', RUN], { ANKAGENT_INSECURE: 'maybe' }), "Invalid ANKAGENT_INSECURE='maybe': use true or false.");
+  });
+
+  it('rejects a server URL without a port or with an impossible one', async () => {
+    expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1']), "Invalid server URL 'http://127.0.0.1'");
+    expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1:70000']), "Invalid server URL 'http://127.0.0.1:70000'");
+    expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1:0']), "Invalid server URL 'http://127.0.0.1:0'");
   });
 
   it('rejects unknown flags', async () => {
@@ -208,6 +230,21 @@ describe('ank-agent (the command line)', () => {
       writeFileSync(loose, readFileSync(path.join(certs, 'agent-key.pem')));
       chmodSync(loose, 0o644);
       expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'loose-key.pem')), `is readable by group or others (mode 644)`);
+    });
+
+    it('-k together with the three PEM files warns and uses TLS, as the reference agent does', async () => {
+      const server = await FakeAnkaiosServer.start({
+        tls: { ca: readFileSync(path.join(certs, 'ca.pem')), cert: readFileSync(path.join(certs, 'server.pem')), key: readFileSync(path.join(certs, 'server-key.pem')) },
+      });
+      try {
+        const agent = await startUntil([...pemArgs(), '-k', '-s', server.url], /connecting/);
+        await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+        expect(agent.stderr()).to.include('Insecure communication was asked for, but the three PEM files are given too: the agent uses mTLS.');
+        agent.child.kill('SIGTERM');
+        await agent.exited;
+      } finally {
+        server.stop();
+      }
     });
 
     it('takes the PEM paths from the environment when no flags give them', async () => {

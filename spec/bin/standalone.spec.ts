@@ -1,6 +1,6 @@
 // Standalone mode: the real agent process runs a manifest on real Podman, without a server.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -10,6 +10,7 @@ import { cleanup, podman, requirePodman, uniqueAgent } from '../helpers/podman.j
 
 const BIN = path.resolve('bin/ank-agent.js');
 const tmp = mkdtempSync(path.join(tmpdir(), 'ank-standalone-'));
+mkdirSync(path.join(tmp, 'run'));
 
 interface Agent {
   child: ChildProcess;

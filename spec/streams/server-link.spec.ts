@@ -5,14 +5,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
-import { Subject, Subscription, firstValueFrom, filter, ReplaySubject } from 'rxjs';
+import { ReplaySubject, Subject, Subscription, filter, firstValueFrom, take, toArray } from 'rxjs';
 import { type Security, connectAgent } from '../../lib/drivers/grpc-connection.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
 import { ServerRefused, serverLink } from '../../streams/server-link.js';
-import { FakeAnkaiosServer } from '../helpers/fake-server.js';
+import { FakeAnkaiosServer, addedWorkload } from '../helpers/fake-server.js';
 import { AGENT, stateOf, workload } from '../helpers/fixtures.js';
 
 const insecure: Security = { insecure: true };
@@ -84,13 +84,19 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     expect(states[0].executionState?.additionalInfo).to.equal('Triggered at runtime.');
   });
 
-  it('ignores a malformed message (a workload without instance name) and goes on', async () => {
+  it('swdd~agent-handles-update-workload-state-requests~1, swdd~agent-manager-stores-all-workload-states~1: leaves out a malformed element alone, never the message it came in; states of workloads no agent runs (empty agent name) are valid', async () => {
     const l = open();
     const stream = await server.nextStream();
-    stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [{ workload: { runtime: 'podman' } }] } } });
-    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [] } } });
-    const m = await firstValueFrom(l.in$);
-    expect(m).to.deep.equal({ kind: 'serverHello', added: [] });
+    const good = workload('good', { runtime: 'podman' });
+    stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [{ workload: { runtime: 'podman' } }, addedWorkload(good)] } } });
+    const notScheduled = { instanceName: { workloadName: 'idle', agentName: '', id: 'x' }, executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'notScheduled' as const, value: 0 } } };
+    const broken = { instanceName: { workloadName: '', agentName: 'agent_B', id: 'y' }, executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'running' as const, value: 0 } } };
+    const unknownSubstate = { instanceName: { workloadName: 'odd', agentName: 'agent_B', id: 'z' }, executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'running' as const, value: 77 } } };
+    stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [notScheduled, broken, unknownSubstate] } } });
+    const [update, states] = await firstValueFrom(l.in$.pipe(take(2), toArray()));
+    expect(update).to.deep.include({ kind: 'updateWorkload', deleted: [] });
+    expect((update as Extract<FromServer, { kind: 'updateWorkload' }>).added.map((s) => s.instanceName.workloadName)).to.deep.equal(['good']);
+    expect(states).to.deep.equal({ kind: 'updateWorkloadState', states: [{ instanceName: { workloadName: 'idle', agentName: '', id: 'x' }, executionState: ExecutionState.notScheduled() }] });
   });
 
   it('reconnects after the server goes away and comes back, says hello again and sends the greeting', async () => {
