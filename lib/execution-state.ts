@@ -51,12 +51,13 @@ export const sameState = (a: ExecutionState, b: ExecutionState): boolean =>
   a.state === b.state && a.substate === b.substate && a.additionalInfo === b.additionalInfo;
 
 /**
- * swdd~api-workload-state-transitions~1: a workload that is `stopping` or `waiting to stop`
- * stays so when it reports running, succeeded or failed, so the state does not flip while the
- * stop is under way.
+ * swdd~api-workload-state-transitions~1: a workload the agent is stopping (`Stopping(RequestedAtRuntime)`,
+ * `Stopping(WaitingToStop)`) stays so when it reports running, succeeded or failed, so the state does not
+ * flip while the stop is under way. Podman's own `stopping` is no stop the agent ordered: a container
+ * stopped from outside ends as its exit says, and its restart policy and dependants act on that.
  */
 export function transition(current: ExecutionState | undefined, incoming: ExecutionState): ExecutionState {
-  const stopping = is(current, 'Stopping', 'Stopping') || is(current, 'Stopping', 'WaitingToStop');
+  const stopping = is(current, 'Stopping', 'RequestedAtRuntime') || is(current, 'Stopping', 'WaitingToStop');
   const settled = ['Running', 'Succeeded', 'Failed'].includes(incoming.state);
   return stopping && settled ? current! : incoming;
 }

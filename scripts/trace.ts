@@ -23,6 +23,12 @@ const NOT_FOR_AGENT: Record<string, string> = {
   'swdd~api-conversions-between-ank-base-and-spec~1': 'Rust macro-generated conversions of the reference library',
 };
 
+/** Requirements an issue replaced with the reference agent's behaviour, which a server or a workload can tell apart. */
+const SUPERSEDED: Record<string, string> = {
+  'swdd~agent-delete-old-workload-without-sending-workload-states~1': 'issue 13: a restart is reported as an update (Stopping, Removed, Pending(Starting))',
+  'swdd~podman-kube-state-getter-removed-if-no-container~1': 'issue 13: a kube workload whose pods are gone is Failed(Unknown), never Removed',
+};
+
 function extract(seedsDir: string): Requirement[] {
   const files = readdirSync(seedsDir).filter((f) => /^00[01]_.*\.txt$/.test(f)).sort();
   return files.flatMap((file) => {
@@ -71,13 +77,14 @@ let untested = 0;
 for (const r of requirements) {
   const where = mentions(r.id, specs);
   const needsTest = r.needs.some((n) => /test/.test(n));
-  const status = r.notForAgent ? 'n/a ' : where.length > 0 ? 'ok  ' : needsTest ? 'MISSING' : 'impl';
+  const superseded = SUPERSEDED[r.id];
+  const status = r.notForAgent ? 'n/a ' : superseded ? 'replaced' : where.length > 0 ? 'ok  ' : needsTest ? 'MISSING' : 'impl';
   if (status === 'MISSING') untested += 1;
   if (quiet && status !== 'MISSING') continue;
-  console.log(`${status.padEnd(7)} ${r.id}${r.notForAgent ? `  (${r.notForAgent})` : ''}`);
+  console.log(`${status.padEnd(7)} ${r.id}${r.notForAgent ? `  (${r.notForAgent})` : superseded ? `  (${superseded})` : ''}`);
   for (const w of where.slice(0, 3)) console.log(`          ${w}`);
   if (where.length > 3) console.log(`          … and ${where.length - 3} more`);
 }
-const agentRequirements = requirements.filter((r) => !r.notForAgent);
-console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements; ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none.`);
+const agentRequirements = requirements.filter((r) => !r.notForAgent && !SUPERSEDED[r.id]);
+console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements; ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${Object.keys(SUPERSEDED).length} replaced by issues.`);
 process.exit(untested > 0 ? 1 : 0);

@@ -42,6 +42,7 @@ const END = Symbol('end of loop');
 const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState =>
   ({ instanceName, executionState });
 const causeOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+const unknownRuntime = (spec: WorkloadSpec) => report(spec.instanceName, ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`));
 
 /**
  * swdd~agent-create-workload~1, swdd~agent-resume-workload~2: one loop per workload, fed by `commands$`.
@@ -103,10 +104,11 @@ class ControlLoop {
     return EMPTY;
   }
 
-  /** swdd~agent-workload-control-loop-executes-create~3 */
+  /** swdd~agent-workload-control-loop-executes-create~3, swdd~agent-skips-unknown-runtime~1 */
   private create(spec: WorkloadSpec): Observable<Output> {
     this.spec = spec;
     this.retries = 0;
+    if (!this.deps.runtimes.has(spec.runtime)) return of(unknownRuntime(spec));
     return concat(of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.'))), this.attempt(spec));
   }
 
@@ -120,7 +122,7 @@ class ControlLoop {
   private attempt(spec: WorkloadSpec): Observable<Output> {
     this.failure = undefined;
     const runtime = this.deps.runtimes.get(spec.runtime);
-    if (!runtime) return of(report(spec.instanceName, ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`)));
+    if (!runtime) return of(unknownRuntime(spec));
     return this.deps.prepare(spec).pipe(
       mergeMap((options) => runtime.createWorkload(spec, options)),
       tap((id) => (this.id = id)),
@@ -145,7 +147,7 @@ class ControlLoop {
   private resume(spec: WorkloadSpec): Observable<Output> {
     this.spec = spec;
     const runtime = this.deps.runtimes.get(spec.runtime);
-    if (!runtime) return of(report(spec.instanceName, ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`)));
+    if (!runtime) return of(unknownRuntime(spec));
     // A resumed workload gets a new Control Interface instance on its existing pipes.
     return this.deps.prepare(spec).pipe(
       mergeMap(() => runtime.getWorkloadId(spec.instanceName)),
@@ -182,14 +184,15 @@ class ControlLoop {
   }
 
   /**
-   * swdd~workload-control-loop-restarts-workloads-using-update~1: delete without reporting, create again;
-   * a workload that succeeded is started again in place where its runtime can (as the 1.x agent does),
-   * and re-created when that fails.
+   * swdd~workload-control-loop-restarts-workloads-using-update~1: a restart is an update to the same
+   * config, and reported as one (Stopping(RequestedAtRuntime), Removed, Pending(Starting), …), so a server
+   * sees it happen. A workload that succeeded is started again in place where its runtime can (as the
+   * 1.x agent does), and re-created when that fails.
    */
   private restart(succeeded: boolean): Observable<Output> {
     const { spec, id } = this;
     if (!spec) return EMPTY;
-    const recreate = defer(() => concat(this.removeCurrent({ report: false }), this.thenCreate(spec)));
+    const recreate = defer(() => concat(this.removeCurrent({ report: true }), this.thenCreate(spec)));
     const runtime = this.deps.runtimes.get(spec.runtime)!;
     if (!succeeded || id === undefined || !runtime.startAgain) return recreate;
     return concat(

@@ -31,10 +31,6 @@ export interface ManagerDeps {
 }
 
 const noDependents = (spec: WorkloadSpec): DeletedWorkload => ({ instanceName: spec.instanceName, dependencies: {} });
-const unknownRuntime = (spec: WorkloadSpec): WorkloadState => ({
-  instanceName: spec.instanceName,
-  executionState: ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`),
-});
 
 /**
  * swdd~agent-handles-update-workload-requests~1: one plan per message, in message order. The workloads
@@ -90,16 +86,11 @@ export function planInitial(
       plan.commands.push({ workloadName: name, command: { kind: 'removeExisting', existing: e, final: true } });
     }
   }
+  // swdd~agent-skips-unknown-runtime~1: a workload of a runtime the agent does not have goes through its
+  // operations like any other (dependencies first); its control loop reports it Pending(StartingFailed).
   for (const spec of added) {
     const name = spec.instanceName.workloadName;
     const current = managed.get(name);
-    if (!deps.runtimes.has(spec.runtime)) {
-      // swdd~agent-skips-unknown-runtime~1
-      if (current) plan.operations.push({ kind: 'delete', deleted: noDependents(current) });
-      managed.delete(name);
-      plan.reports.push(unknownRuntime(spec));
-      continue;
-    }
     managed.set(name, spec);
     if (current) {
       // Still managed from before a reconnect: keep it when unchanged.
@@ -151,13 +142,6 @@ export function planUpdate(
     const name = spec.instanceName.workloadName;
     const current = managed.get(name);
     const old = deletedByName.get(name) ?? (current && noDependents(current));
-    if (!deps.runtimes.has(spec.runtime)) {
-      // swdd~agent-skips-unknown-runtime~1: the rest of the message goes on.
-      if (current && old) plan.operations.push({ kind: 'delete', deleted: old });
-      managed.delete(name);
-      plan.reports.push(unknownRuntime(spec));
-      continue;
-    }
     managed.set(name, spec);
     if (current && old) {
       // swdd~agent-updates-deleted-and-added-workloads~1, swdd~agent-update-on-add-known-workload~1

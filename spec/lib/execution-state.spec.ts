@@ -17,7 +17,7 @@ describe('execution states', () => {
   });
 
   describe('swdd~api-workload-state-transitions~1 (hysteresis)', () => {
-    for (const from of [S.stopping(), S.waitingToStop()]) {
+    for (const from of [S.stoppingRequested(), S.waitingToStop()]) {
       for (const to of [S.running(), S.succeeded(), S.failed("Exit code: '2'")]) {
         it(`stays ${formatState(from)} when ${formatState(to)} arrives`, () => {
           expect(transition(from, to)).to.equal(from);
@@ -25,7 +25,9 @@ describe('execution states', () => {
       }
       it(`${formatState(from)} moves on to Removed`, () => expect(transition(from, S.removed())).to.deep.equal(S.removed()));
     }
-    it('other states take the incoming state', () => {
+    it('other states take the incoming state, Podman\'s own stopping too (no stop the agent ordered)', () => {
+      expect(transition(S.stopping(), S.failed("Exit code: '137'"))).to.deep.equal(S.failed("Exit code: '137'"));
+      expect(transition(S.stopping(), S.succeeded())).to.deep.equal(S.succeeded());
       expect(transition(S.starting(), S.running())).to.deep.equal(S.running());
       expect(transition(S.deleteFailed(), S.running())).to.deep.equal(S.running());
       expect(transition(undefined, S.running())).to.deep.equal(S.running());

@@ -58,7 +58,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
           const out = record(controlWorkload(cold('a', { a: create(spec) }), depsFor(runtime)).pipe(map(show)), scheduler);
           flush();
           const expected = [at(spec, ExecutionState.starting('Triggered at runtime.')), at(spec, state)];
-          if (restarts) expected.push(at(spec, ExecutionState.starting('Triggered at runtime.')));
+          if (restarts) expected.push(...[ExecutionState.stoppingRequested(), ExecutionState.removed(), ExecutionState.starting('Triggered at runtime.')].map((s) => at(spec, s)));
           expect(out.values.map(([, v]) => v)).to.deep.equal(expected);
           expect(runtime.calls).to.deep.equal(restarts
             ? ['create job', 'watch id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2']
@@ -67,19 +67,25 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     }
 
-    it('swdd~workload-control-loop-restarts-workloads-using-update~1, swdd~workload-control-loop-handles-workload-restarts~2, swdd~agent-delete-old-workload-without-sending-workload-states~1: a restart deletes without reporting Stopping/Removed and creates with the stored config', () => {
-      testScheduler().run(({ cold, expectObservable }) => {
+    it('swdd~workload-control-loop-restarts-workloads-using-update~1, swdd~workload-control-loop-handles-workload-restarts~2: a restart is an update to the stored config and reported as one (Stopping(RequestedAtRuntime), Removed, Pending(Starting)), so a server sees it', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
         const spec = workload('job', { restartPolicy: 'Always' });
         const runtime = new FakeRuntime({
-          states: (id) => (id === 'id-job-1' ? cold('--s', { s: ExecutionState.succeeded() }) : cold('-r', { r: ExecutionState.running() })),
+          states: (id) => (id === 'id-job-1' ? cold('--f', { f: ExecutionState.failed("Exit code: '1'") }) : cold('-r', { r: ExecutionState.running() })),
           delete: () => cold('---|'),
         });
-        expectObservable(controlWorkload(cold('a', { a: create(spec) }), depsFor(runtime)).pipe(map(show))).toBe('a-b--cd', {
-          a: at(spec, ExecutionState.starting('Triggered at runtime.')),
-          b: at(spec, ExecutionState.succeeded()),
-          c: at(spec, ExecutionState.starting('Triggered at runtime.')),
-          d: at(spec, ExecutionState.running()),
-        });
+        const out = record(controlWorkload(cold('a', { a: create(spec) }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(out.values).to.deep.equal([
+          [0, at(spec, ExecutionState.starting('Triggered at runtime.'))],
+          [2, at(spec, ExecutionState.failed("Exit code: '1'"))],
+          [2, at(spec, ExecutionState.stoppingRequested())],
+          [5, at(spec, ExecutionState.removed())],
+          [5, at(spec, ExecutionState.starting('Triggered at runtime.'))],
+          [6, at(spec, ExecutionState.running())],
+        ]);
+        expect(runtime.calls).to.deep.equal(['create job', 'watch id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2']);
       });
     });
   });

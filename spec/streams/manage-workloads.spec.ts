@@ -61,13 +61,12 @@ describe('RuntimeManager: the initial list of workloads', () => {
     expect(plan.commands).to.deep.equal([]);
   });
 
-  it('swdd~agent-skips-unknown-runtime~1: a workload with an unknown runtime is reported Pending(StartingFailed) and not managed', () => {
+  it('swdd~agent-skips-unknown-runtime~1: a workload of an unknown runtime goes through its own operation like any other (its loop reports it; issue 13)', () => {
     const odd = workload('odd', { runtime: 'docker' });
     const managed = new Map<string, WorkloadSpec>();
     const plan = planInitial(managed, [odd, a], [], deps);
-    expect(plan.reports).to.deep.equal([stateOf(odd, ExecutionState.startingFailed("Unknown runtime 'docker'"))]);
-    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: a }]);
-    expect(managed.has('odd')).to.equal(false);
+    expect(plan.reports).to.deep.equal([]);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: odd }, { kind: 'create', spec: a }]);
   });
 });
 
@@ -100,11 +99,10 @@ describe('RuntimeManager: subsequent UpdateWorkload', () => {
     expect(managed.size).to.equal(0);
   });
 
-  it('swdd~agent-uses-specified-runtime~1, swdd~agent-skips-unknown-runtime~1: an unknown runtime is reported and the rest of the message goes on', () => {
+  it('swdd~agent-uses-specified-runtime~1, swdd~agent-skips-unknown-runtime~1: an unknown runtime does not stop the rest of the message', () => {
     const odd = workload('odd', { runtime: 'docker' });
     const plan = planUpdate(new Map(), [odd, b], [], deps);
-    expect(plan.reports).to.deep.equal([stateOf(odd, ExecutionState.startingFailed("Unknown runtime 'docker'"))]);
-    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: b }]);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: odd }, { kind: 'create', spec: b }]);
   });
 
   it('a delete of a workload never run here clears its state with Removed', () => {

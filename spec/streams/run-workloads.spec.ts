@@ -164,6 +164,31 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
+  it('issue 13: an update of a workload of an unknown runtime removes the old instance\'s state and reports the new one through its own operation, dependencies first', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const odd1 = workload('odd', { runtime: 'docker', config: 'image: odd:1' });
+      const odd2 = workload('odd', { runtime: 'docker', config: 'image: odd:2', dependencies: { init_storage: 'Succeeded' } });
+      const runtime = new FakeRuntime({ states: () => cold('---s', { s: S.succeeded() }) });
+      const out: string[] = [];
+      const which = (s: WorkloadState) => (s.instanceName.id === odd1.instanceName.id ? 'odd1' : s.instanceName.id === odd2.instanceName.id ? 'odd2' : s.instanceName.workloadName);
+      runWorkloads(cold('a-b', {
+        a: { kind: 'serverHello', added: [odd1, init] },
+        b: { kind: 'updateWorkload', added: [odd2], deleted: [deleted(odd1)] },
+      }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY })
+        .subscribe((states) => states.forEach((s) => out.push(`${scheduler.now()} ${which(s)}: ${formatState(s.executionState)}`)));
+      flush();
+      expect(out).to.deep.equal([
+        "0 odd1: Pending(StartingFailed): Unknown runtime 'docker'",
+        '0 init_storage: Pending(Starting): Triggered at runtime.',
+        '2 odd2: Pending(WaitingToStart)',
+        '2 odd1: Removed',
+        '3 init_storage: Succeeded(Ok)',
+        "3 odd2: Pending(StartingFailed): Unknown runtime 'docker'",
+      ]);
+    });
+  });
+
   it('swdd~agent-stores-workload-states-of-its-workloads~1: the server\'s echo of the agent\'s own states does not override them', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
