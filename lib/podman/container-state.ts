@@ -49,23 +49,16 @@ const PRIORITY: Array<(s: ExecutionState) => boolean> = [
 const priority = (s: ExecutionState) => PRIORITY.findIndex((p) => p(s));
 
 /**
- * swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1,
- * swdd~podman-kube-state-getter-removed-if-no-container~1: the state of the lowest priority among the
- * pods' (non-infra) containers; a missing pod counts as one unknown container.
+ * swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1:
+ * the state of the lowest priority among the pods' containers, the infra container as any other (as the
+ * reference agent does); a missing pod counts as one unknown container, so a workload whose pods were
+ * removed from outside is Failed(Unknown), never Removed (which would make the server forget it).
  */
 export function kubeWorkloadState(pods: readonly string[], containers: readonly Container[]): ExecutionState {
-  const states: ExecutionState[] = [];
-  let anyContainer = false;
-  for (const pod of pods) {
+  const states = pods.flatMap((pod) => {
     const inPod = containersOf([pod], containers);
-    if (inPod.length === 0) {
-      states.push(ExecutionState.unknown());
-      continue;
-    }
-    anyContainer = true;
-    states.push(...inPod.filter((c) => !c.IsInfra).map(kubeContainerState));
-  }
-  if (!anyContainer) return ExecutionState.removed();
+    return inPod.length === 0 ? [ExecutionState.unknown()] : inPod.map(kubeContainerState);
+  });
   return states.reduce((low, s) => (priority(s) < priority(low) ? s : low), states[0] ?? ExecutionState.unknown());
 }
 

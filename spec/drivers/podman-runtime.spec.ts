@@ -195,6 +195,18 @@ spec:
       expect(podman('volume', 'ls', '--quiet').split('\n')).not.to.include(`${key}.config`);
     });
 
+    it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1 (stest): a pod removed from outside (podman pod rm -f) is Failed(Unknown), never Removed', async () => {
+      const pod = `${agent.agentName}-gone`.replace(/_/g, '-');
+      const w = kube('gone', pod, 'sleep 3600');
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('gone', /^Running\(Ok\)$/);
+      podman('pod', 'rm', '--force', '--time=0', pod);
+      await agent.waitFor('gone', /^Failed\(Unknown\)/);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(agent.history('gone')).not.to.include('Removed');
+      expect(agent.history('gone').at(-1)).to.match(/^Failed\(Unknown\)/);
+    });
+
     it('swdd~podman-kube-state-getter-maps-state~2: a pod whose container exits 0 is Succeeded; exit 4 is Failed', async () => {
       const ok = kube('ok', `${agent.agentName}-ok`.replace(/_/g, '-'), 'sleep 1; exit 0');
       const bad = kube('bad', `${agent.agentName}-bad`.replace(/_/g, '-'), 'sleep 1; exit 4');

@@ -39,10 +39,11 @@ describe('Podman state tables', () => {
     expect(combine(['exited', 0], ['exited', 0])).to.equal('Succeeded(Ok)');
   });
 
-  it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1, swdd~podman-kube-state-getter-removed-if-no-container~1: a missing pod is one unknown container; no container at all is removed', () => {
+  it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1: a missing pod is one unknown container, so pods gone from outside are Failed(Unknown), never Removed (issue 13); the infra container counts like any other', () => {
     expect(shown(kubeWorkloadState(['p1', 'p2'], [c('exited', 0, 'p1')]))).to.equal('Failed(Unknown)');
-    expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Removed');
-    expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
+    expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Failed(Unknown)');
+    expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Running(Ok)');
+    expect(shown(kubeWorkloadState(['p1'], [{ ...c('exited', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
   });
 });
 
