@@ -16,7 +16,9 @@ export type SessionOutput =
   | { readonly kind: 'line'; readonly line?: ProtocolLine }
   | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
 
+/** The reference agent's words (shared/ANKAIOS-WIRE.md). */
 export const INITIAL_HELLO_MISSING = 'Initial Hello missing!';
+export const UNDECODABLE = 'Could not decode protobuf data';
 export const ACCESS_DENIED = 'Access denied';
 
 /** The workload name in front of request ids on the way to the server (swdd~agent-adds-workload-prefix-id-control-interface-request~1). */
@@ -67,10 +69,11 @@ export function controlSession(
         ];
       }
       if (phase === 'closed') return [log('debug', `Ignored data on the closed Control Interface of '${workloadName}' until a new Hello.`)];
-      if (content?.case !== 'request') {
-        return close(`Received malformed data (${frame.kind === 'garbage' ? frame.reason : 'not a Control Interface message'}).`);
-      }
+      // Lost framing cannot be trusted again before a Hello; a frame that does not decode is skipped once a session is open.
+      if (frame.kind === 'garbage' || (!message && phase === 'new')) return close(UNDECODABLE);
+      if (!message) return [log('warn', `Skipped a frame of '${workloadName}' that does not decode as a Control Interface message.`)];
       if (phase === 'new') return close(INITIAL_HELLO_MISSING);
+      if (content?.case !== 'request') return [log('warn', `Skipped a message of '${workloadName}' that is neither Hello nor request.`)];
       return request(content.value, spoken!);
     };
     const request = (r: Request, line: ProtocolLine): SessionOutput[] => {

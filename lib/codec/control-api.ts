@@ -7,11 +7,10 @@ import type { Access } from '../authorizer.js';
 
 export type { FromAnkaios, Request, Response, ToAnkaios };
 
-/** undefined when the bytes are no ToAnkaios message the agent knows. */
+/** undefined when the bytes do not decode as a ToAnkaios message. */
 export function decodeToAnkaios(bytes: Uint8Array): ToAnkaios | undefined {
   try {
-    const m = fromBinary(ToAnkaiosSchema, bytes);
-    return m.ToAnkaiosEnum.case ? m : undefined;
+    return fromBinary(ToAnkaiosSchema, bytes);
   } catch {
     return undefined;
   }
@@ -40,9 +39,12 @@ export function accessOf(request: Request): Access | undefined {
   }
 }
 
-/** Frames on a Control Interface output pipe are ToAnkaios messages; a Hello starts a session afresh. */
+/**
+ * Frames on a Control Interface output pipe are ToAnkaios messages; a Hello starts a session afresh. A
+ * complete frame that does not decode is the session's business (it skips it); only a broken length
+ * prefix makes the framing hunt for the next Hello.
+ */
 export const CONTROL_API_FRAMES = {
-  isValid: (bytes: Uint8Array) => decodeToAnkaios(bytes) !== undefined,
   isResyncPoint: (bytes: Uint8Array) => {
     const m = decodeToAnkaios(bytes);
     return m?.ToAnkaiosEnum.case === 'hello' && /^v?\d+\.\d+\.\d+/.test(m.ToAnkaiosEnum.value.protocolVersion);

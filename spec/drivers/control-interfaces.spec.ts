@@ -5,7 +5,7 @@ import path from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom, take, timeout } from 'rxjs';
-import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
+import { ErrorSchema, ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import type { Request } from '../../lib/codec/control-api.js';
 import { MAX_BACKLOG_BYTES } from '../../lib/drivers/control-interface-pipes.js';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
@@ -68,6 +68,22 @@ describe('Control Interfaces on real FIFOs', () => {
     expect((refused.FromAnkaiosEnum.value as { reason: string }).reason).to.include("Unsupported protocol version '0.7.0'");
     client.hello();
     expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+  });
+
+  it('issue 13: the reference\'s texts; before Hello a frame that does not decode closes ("Could not decode protobuf data"), after it such a frame is skipped and the session goes on', async () => {
+    const client = await open(withAccess('w', [readState('desiredState')]));
+    const junk = Uint8Array.of(4, 0xff, 0xff, 0xff, 0xff);
+    client.sendRaw(junk);
+    expect((await client.next()).FromAnkaiosEnum.value).to.deep.include({ reason: 'Could not decode protobuf data' });
+    client.hello();
+    expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+    const forwarded = nextRequest();
+    client.sendRaw(junk);
+    client.askState('after-junk', 'desiredState');
+    expect((await forwarded).requestId).to.equal('w@after-junk');
+    client.askState('denied', 'workloadStates');
+    expect((await client.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: 'denied', ResponseContent: { case: 'error', value: create(ErrorSchema, { message: 'Access denied' }) } });
+    expect(client.received.map((m) => m.FromAnkaiosEnum.case)).to.deep.equal(['connectionClosed', 'controlInterfaceAccepted', 'response']);
   });
 
   it('swdd~agent-uses-length-delimited-protobuf-for-pipes~1: reassembles a frame the workload writes in pieces', async () => {
