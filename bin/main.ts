@@ -1,7 +1,7 @@
 // ank-agent: flags and config → drivers → agent → subscribe. The only subscribe of the program.
 import { existsSync, readFileSync } from 'node:fs';
 import meow from 'meow';
-import { Observable, Subject, concat, merge, of, takeUntil, tap, timer } from 'rxjs';
+import { Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
 import {
   AGENT_NAME_PATTERN, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, defaultRunFolder,
   parseConfigFile, resolveConfig, selectRuntimes,
@@ -219,12 +219,13 @@ function standalone(manifestFile: string): void {
     ? concat(watchManifest(manifestFile, first, log).pipe(takeUntil(stop$)), of(empty))
     : watchManifest(manifestFile, first, log);
   log.info(`Agent '${name}' running the manifest '${manifestFile}' without a server.`);
+  // The local server is there from the start, and a workload may speak either protocol line to it.
   run(name, ioFolder, log, (outbound$) => localServer(manifests$, outbound$, {
     agentName: name, log, onSnapshot: (s) => {
       snapshot = s;
       view(s);
     },
-  }), () => {
+  }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES })), () => {
     if (!flags.deleteOnExit) process.exit(0);
     log.info('Deleting the workloads before stopping (--delete-on-exit).');
     stop$.next();

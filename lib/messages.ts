@@ -29,6 +29,8 @@ export interface LogEntry {
 export type FromServer =
   /** Not a message of the server's: the link's word that a connection is up, and which protocol lines workloads may speak through it. */
   | { readonly kind: 'connected'; readonly lines: readonly ProtocolLine[] }
+  /** The link's word that the connection is gone (what was sent on it is forgotten by the server). */
+  | { readonly kind: 'disconnected' }
   | { readonly kind: 'serverHello'; readonly added: readonly WorkloadSpec[] }
   | { readonly kind: 'updateWorkload'; readonly added: readonly WorkloadSpec[]; readonly deleted: readonly DeletedWorkload[] }
   | { readonly kind: 'updateWorkloadState'; readonly states: readonly WorkloadState[] }

@@ -52,9 +52,16 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   // (standalone mode stays so: the workload's Hello decides), then the server's; a session of another
   // line is closed then.
   const lines$ = new BehaviorSubject<readonly ProtocolLine[]>(PROTOCOL_LINES);
+  const online$ = new BehaviorSubject(false);
   const fromServer$ = sources.fromServer$.pipe(
     trace('server.in'),
-    tap({ next: (m) => m.kind === 'connected' && lines$.next(m.lines), complete: () => closed$.next() }),
+    tap({
+      next: (m) => {
+        if (m.kind === 'connected') lines$.next(m.lines);
+        if (m.kind === 'connected' || m.kind === 'disconnected') online$.next(m.kind === 'connected');
+      },
+      complete: () => closed$.next(),
+    }),
     share(),
   );
 
@@ -68,12 +75,11 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     map((m) => m.response),
     trace('control-interface.responses'),
   );
-  const ci$ = controlInterfaces(sources.controlInterfaces$, responses$, lines$).pipe(share());
+  const ci$ = controlInterfaces(sources.controlInterfaces$, responses$, lines$, online$).pipe(share());
   const requests$ = ci$.pipe(only('toServer'), map((o) => o.request), trace('control-interface.requests'), map((request): ToServer => ({ kind: 'request', request })));
   const ciLog$ = ci$.pipe(only('log'), tap((o) => deps.log[o.level](o.text)), ignoreElements());
-  // Sent only while connected: the link drops what comes while no connection is up.
   const load$ = deps.sampleMachine
-    ? loadStatus(deps.sampleMachine).pipe(map((l): ToServer => ({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })))
+    ? loadStatus(deps.sampleMachine, online$).pipe(map((l): ToServer => ({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })))
     : EMPTY;
   const logs$ = serveLogs(fromServer$, deps).pipe(trace('logs'));
 

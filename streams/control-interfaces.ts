@@ -20,6 +20,10 @@ export type ControlInterfaceOutput =
 const toWorkload = (workloadName: string, message: FromAnkaios, line: ProtocolLine): ControlInterfaceOutput =>
   ({ kind: 'toWorkload', frame: { workloadName, bytes: encodeFrame(line.write(encodeFromAnkaios(message))) } });
 
+/** How many requests of one workload are kept while the server is unreachable. */
+export const MAX_HELD_REQUESTS = 100;
+export const SERVER_UNREACHABLE = 'The server is unreachable: the request was not sent.';
+
 interface Open {
   readonly pipe: ControlInterfacePipe;
   /** The line of the workload's open session, if one is open. */
@@ -29,14 +33,31 @@ interface Open {
 /**
  * The sessions on every opened pipe, and the routing of responses back to them
  * (swdd~agent-forward-responses-to-control-interface-pipe~1). `lines$` says which protocol lines a
- * workload may speak (replaying the latest).
+ * workload may speak, `online$` whether the server is connected (both replaying the latest): requests
+ * made while it is not are kept, at most MAX_HELD_REQUESTS per workload, and sent when it is again.
  */
 export function controlInterfaces(
   pipes$: Observable<ControlInterfacePipe>, responses$: Observable<Response>, lines$: Observable<readonly ProtocolLine[]>,
+  online$: Observable<boolean>,
 ): Observable<ControlInterfaceOutput> {
   return defer(() => {
     /** The pipe each workload reads now: a response for any other name has nobody to go to. */
     const open = new Map<string, Open>();
+    let online = false;
+    const held: Array<{ readonly workloadName: string; readonly request: Request }> = [];
+    const toServer = (request: Request): ControlInterfaceOutput => ({ kind: 'toServer', request });
+    const hold = (workloadName: string, request: Request, line: ProtocolLine): ControlInterfaceOutput[] => {
+      if (online) return [toServer(request)];
+      if (held.filter((h) => h.workloadName === workloadName).length < MAX_HELD_REQUESTS) {
+        held.push({ workloadName, request });
+        return [];
+      }
+      return [toWorkload(workloadName, FromAnkaiosMessage.error(request.requestId.slice(workloadName.length + 1), SERVER_UNREACHABLE), line)];
+    };
+    const connection$ = online$.pipe(mergeMap((now) => {
+      online = now;
+      return now ? held.splice(0).map((h) => toServer(h.request)) : [];
+    }));
     const sessions$ = pipes$.pipe(mergeMap((pipe) => {
       const entry: Open = { pipe };
       open.set(pipe.workloadName, entry);
@@ -46,13 +67,14 @@ export function controlInterfaces(
             entry.line = out.line;
             return [];
           }
+          if (out.kind === 'toServer') return hold(pipe.workloadName, out.request, entry.line!);
           return [out.kind === 'toWorkload' ? toWorkload(pipe.workloadName, out.message, out.line) : out];
         }),
         catchError((err: unknown) => of<ControlInterfaceOutput>({ kind: 'log', level: 'warn', text: `The Control Interface of '${pipe.workloadName}' stopped reading: ${String(err)}` })),
         finalize(() => open.get(pipe.workloadName) === entry && open.delete(pipe.workloadName)),
       );
     }));
-    return merge(sessions$, responses$.pipe(mergeMap((response) => route(response, open))));
+    return merge(connection$, sessions$, responses$.pipe(mergeMap((response) => route(response, open))));
   });
 }
 

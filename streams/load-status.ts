@@ -1,5 +1,5 @@
 // The agent's resource availability, sent to the server every two seconds.
-import { Observable, defer, interval, map, pairwise, startWith } from 'rxjs';
+import { EMPTY, Observable, defer, map, switchMap, timer } from 'rxjs';
 import type { MachineSample } from '../lib/ports.js';
 
 
@@ -19,12 +19,21 @@ export function cpuPercent(before: MachineSample, after: MachineSample): number 
   return Math.min(100, Math.max(0, Math.round(((after.cpuBusy - before.cpuBusy) / total) * 100)));
 }
 
-/** A LoadStatus every interval, from samples taken then. */
-export function loadStatus(sample: () => MachineSample): Observable<LoadStatus> {
-  return defer(() => interval(LOAD_STATUS_INTERVAL_MS).pipe(
-    map(() => sample()),
-    startWith(sample()),
-    pairwise(),
-    map(([before, after]) => ({ cpuUsage: cpuPercent(before, after), freeMemory: after.freeMemory })),
-  ));
+/**
+ * A LoadStatus right after each connection is up (`online$` says true), then every interval while it
+ * lasts, with the CPU usage since the sample before (the first: since the subscription).
+ */
+export function loadStatus(sample: () => MachineSample, online$: Observable<boolean>): Observable<LoadStatus> {
+  return defer(() => {
+    let previous = sample();
+    return online$.pipe(
+      switchMap((online) => (online ? timer(0, LOAD_STATUS_INTERVAL_MS) : EMPTY)),
+      map(() => {
+        const now = sample();
+        const status = { cpuUsage: cpuPercent(previous, now), freeMemory: now.freeMemory };
+        previous = now;
+        return status;
+      }),
+    );
+  });
 }

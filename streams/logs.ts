@@ -83,17 +83,18 @@ function workloadLogs(requestId: string, instanceName: WorkloadInstanceName, opt
   }));
 }
 
-/** Answers the server's log requests until each is cancelled or its streams end. */
+/** Answers the server's log requests until each is cancelled, its streams end, or the connection goes (the server forgot them then). */
 export function serveLogs(fromServer$: Observable<FromServer>, deps: LogsDeps): Observable<ToServer> {
   return defer(() => {
     const messages$ = fromServer$.pipe(share());
     const cancels$ = messages$.pipe(filter((m): m is Extract<FromServer, { kind: 'logsCancelRequest' }> => m.kind === 'logsCancelRequest'));
+    const disconnected$ = messages$.pipe(filter((m) => m.kind === 'disconnected'));
     return messages$.pipe(
       filter((m): m is LogsRequest => m.kind === 'logsRequest'),
       mergeMap((request) => merge(...request.workloads
         .filter((w) => w.agentName === deps.agentName)
         .map((w) => workloadLogs(request.requestId, w, request.options, deps)))
-        .pipe(takeUntil(cancels$.pipe(filter((c) => c.requestId === request.requestId))))),
+        .pipe(takeUntil(merge(cancels$.pipe(filter((c) => c.requestId === request.requestId)), disconnected$)))),
     );
   });
 }

@@ -1,7 +1,7 @@
 // The link to the Ankaios server as an observable: connects when subscribed, says hello first on
 // every connection, negotiates the protocol line, reconnects every second for as long as it is wanted.
 import {
-  EMPTY, NEVER, Observable, concat, concatMap, defer, map, of, repeat, retry, shareReplay, take, takeUntil, throwError, timer,
+  EMPTY, NEVER, Observable, catchError, concat, concatMap, defer, map, of, repeat, retry, shareReplay, take, takeUntil, throwError, timer,
 } from 'rxjs';
 import type * as grpc from '../proto/gen/grpc_api_pb.js';
 import { type ProtocolLine, PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
@@ -57,13 +57,16 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
       concat(outbound$.pipe(takeUntil(stop$)), goodbye$).pipe(map(toServerMessage)),
     );
     log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
-    return connect(outgoing$, spoken).pipe(concatMap((message, index) => {
+    let accepted = false;
+    const disconnected = (): FromServer[] => (accepted ? [{ kind: 'disconnected' }] : []);
+    const messages$ = connect(outgoing$, spoken).pipe(concatMap((message) => {
       const m = decode(message, log);
-      if (index > 0) return m;
-      switched = false;
+      if (accepted) return m;
+      [accepted, switched] = [true, false];
       log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
       return concat(of<FromServer>({ kind: 'connected', lines: [spoken] }), m);
     }));
+    return concat(messages$, defer(disconnected)).pipe(catchError((err: unknown) => concat(disconnected(), throwError(() => err))));
   });
 
   return session$.pipe(

@@ -19,7 +19,7 @@ export class ControlInterfaceHub {
   /** `lines`: the protocol lines the workloads may speak (those of the server). */
   constructor(ioFolder: string, log: Logger, lines: readonly ProtocolLine[] = PROTOCOL_LINES) {
     this.pipes = new ControlInterfacePipes(ioFolder, log);
-    controlInterfaces(this.pipes.opened$, this.responses, of(lines)).subscribe((out) => {
+    controlInterfaces(this.pipes.opened$, this.responses, of(lines), of(true)).subscribe((out) => {
       if (out.kind === 'toServer') this.requests.next(out.request);
       else if (out.kind === 'toWorkload') this.pipes.write(out.frame);
       else log[out.level](out.text);

@@ -1,6 +1,6 @@
 import { create, fromBinary } from '@bufbuild/protobuf';
 import { expect } from 'chai';
-import { EMPTY, NEVER, map, of } from 'rxjs';
+import { EMPTY, NEVER, bufferTime, filter, map, of } from 'rxjs';
 import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
 import { FromAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
@@ -46,7 +46,7 @@ describe('agent(sources, deps) → sinks', () => {
   it('swdd~agent-forward-request-from-control-interface-pipe-to-server~1, swdd~agent-forward-responses-to-control-interface-pipe~1: Control Interface frames become requests to the server; the response comes back as a frame to the workload', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const response: FromServer = { kind: 'response', response: create(ResponseSchema, { requestId: 'app@r1', ResponseContent: { case: 'completeStateResponse', value: {} } }) };
-      const fromServer$ = hot<FromServer>('---a', { a: response });
+      const fromServer$ = hot<FromServer>('c--a', { c: { kind: 'connected', lines: [LINE_1] }, a: response });
       const pipes$ = cold('p', { p: { workloadName: 'app', access: readAccess, chunks$: cold('h-r', { h: hello, r: readAll }) } });
       const sinks = agent({ fromServer$, controlInterfaces$: pipes$ }, deps(new FakeRuntime()));
       expectObservable(sinks.toServer$.pipe(map(shown)), '^ 10ms !').toBe('--a', { a: 'request app@r1' });
@@ -78,6 +78,28 @@ describe('agent(): the Control Interface follows the server\'s protocol line', (
       };
       expectObservable(sinks.toWorkloads$.pipe(map(reason)), '^ 10ms !').toBe('a-c', {
         a: 'controlInterfaceAccepted', c: "Unsupported protocol version '0.8.0'. Currently supported '1'",
+      });
+    });
+  });
+});
+
+describe('agent(): while the server is away (issue 13)', () => {
+  it('keeps Control Interface requests made during an outage and sends them after the reconnect; beyond 100 per workload an Error says the server is unreachable', () => {
+    testScheduler().run(({ cold, hot, expectObservable }) => {
+      const request = (id: string) => frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: id, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } } } });
+      const many = Array.from({ length: 101 }, (_, i) => request(`r${i}`));
+      const fromServer$ = hot<FromServer>('c-d----c', { c: { kind: 'connected', lines: [LINE_1] }, d: { kind: 'disconnected' } });
+      const chunks$ = cold('h--(x)', { h: hello, x: Buffer.concat(many) });
+      const sinks = agent({ fromServer$, controlInterfaces$: cold('p', { p: { workloadName: 'app', access: readAccess, chunks$ } }) }, deps(new FakeRuntime()));
+      const requests = (m: ToServer[]) => (m.length === 0 ? 'none' : `${m.length} from ${(m[0] as { request: { requestId: string } }).request.requestId}`);
+      expectObservable(sinks.toServer$.pipe(filter((m) => m.kind === 'request'), bufferTime(1), filter((b) => b.length > 0), map(requests)), '^ 10ms !')
+        .toBe('-------a', { a: '100 from app@r0' });
+      const refused = (f: WorkloadFrame) => {
+        const m = fromBinary(FromAnkaiosSchema, f.bytes.subarray(1)).FromAnkaiosEnum;
+        return m.case === 'response' && m.value.ResponseContent.case === 'error' ? `${m.value.requestId}: ${m.value.ResponseContent.value.message}` : m.case;
+      };
+      expectObservable(sinks.toWorkloads$.pipe(map(refused)), '^ 10ms !').toBe('h--x', {
+        h: 'controlInterfaceAccepted', x: 'r100: The server is unreachable: the request was not sent.',
       });
     });
   });

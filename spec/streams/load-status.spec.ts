@@ -7,17 +7,21 @@ import { cpuPercent, loadStatus } from '../../streams/load-status.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 describe('AgentLoadStatus', () => {
-  it('is sent every 2 seconds with the CPU usage since the previous sample', () => {
-    testScheduler().run(({ expectObservable }) => {
+  it('is sent right after the hello (issue 13), then every 2 seconds while connected, with the CPU usage since the previous sample; each connection starts anew', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
       const samples: MachineSample[] = [
         { cpuBusy: 0, cpuTotal: 0, freeMemory: 100 },
         { cpuBusy: 50, cpuTotal: 200, freeMemory: 90 },
         { cpuBusy: 50, cpuTotal: 400, freeMemory: 80 },
+        { cpuBusy: 150, cpuTotal: 500, freeMemory: 70 },
       ];
       let i = 0;
-      expectObservable(loadStatus(() => samples[Math.min(i++, samples.length - 1)]), '^ 4001ms !').toBe('2000ms a 1999ms b', {
+      const online$ = cold('10ms c 2499ms (oc) 2999ms o', { c: true, o: false });
+      expectObservable(loadStatus(() => samples[Math.min(i++, samples.length - 1)], online$), '^ 8000ms !').toBe('10ms a 1999ms b 499ms c 1999ms d', {
         a: { cpuUsage: 25, freeMemory: 90 },
         b: { cpuUsage: 0, freeMemory: 80 },
+        c: { cpuUsage: 100, freeMemory: 70 },
+        d: { cpuUsage: 0, freeMemory: 70 },
       });
     });
   });

@@ -23,6 +23,16 @@ describe('workload logs for the server', () => {
     });
   });
 
+  it('issue 13: log streams the server started end when its connection goes (it forgot them), killing them', () => {
+    let unsubscribed = false;
+    testScheduler().run(({ cold, hot, expectObservable }) => {
+      const runtime = new FakeRuntime({ logs: () => cold('a 150ms b', { a: 'x', b: 'y' }).pipe(finalize(() => (unsubscribed = true))) });
+      const messages = hot<FromServer>('a 120ms d', { a: request('r1', app), d: { kind: 'disconnected' } });
+      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, { a: 'r1:x' });
+    });
+    expect(unsubscribed).to.equal(true);
+  });
+
   it('stops the log streams of a request on LogsCancelRequest, killing them (no stop response)', () => {
     let unsubscribed = false;
     testScheduler().run(({ cold, hot, expectObservable }) => {

@@ -27,7 +27,7 @@ function link(url: string, options: { security?: Security; stop$?: Subject<void>
   let completed = false;
   const subscription = serverLink((o$) => connectAgent({ serverUrl: url, security: options.security ?? insecure, keepaliveMs: 2000 }, o$), out$, {
     agentName: AGENT, log: silentLogger, stop$: options.stop$, greeting: options.greeting,
-  }).subscribe({ next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : in$.next(m)), error: (e) => errors.push(e), complete: () => (completed = true) });
+  }).subscribe({ next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : m.kind !== 'disconnected' && in$.next(m)), error: (e) => errors.push(e), complete: () => (completed = true) });
   return { out$, in$, errors, subscription, completed: () => completed, connected };
 }
 
