@@ -18,6 +18,8 @@ export type WorkloadCommand =
   | { readonly kind: 'delete'; readonly instanceName: WorkloadInstanceName }
   /** Delete a workload found from an earlier run of the agent; `final` when nothing follows it. */
   | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly final: boolean }
+  /** Keep a workload of an earlier run that exited well, for the next create to start again in place. */
+  | { readonly kind: 'adopt'; readonly existing: ExistingWorkload }
   /** Sent by the loop to itself; `succeeded`: the workload ended well (it may then be started again in place). */
   | { readonly kind: 'retry' }
   | { readonly kind: 'restart'; readonly succeeded: boolean };
@@ -77,6 +79,8 @@ class ControlLoop {
   /** Why the last create failed, while a retry is due. */
   private failure?: string;
   private ended = false;
+  /** A workload of an earlier run, kept for the next create to start again (not watched until then). */
+  private reusable?: ExistingWorkload;
 
   constructor(private readonly deps: ControlDeps) {}
 
@@ -87,6 +91,9 @@ class ControlLoop {
       case 'update': return this.update(command.spec);
       case 'delete': return this.delete(command.instanceName);
       case 'removeExisting': return this.removeExisting(command.existing, command.final);
+      case 'adopt':
+        this.reusable = command.existing;
+        return EMPTY;
       case 'retry': return this.retry();
       case 'restart': return this.restart(command.succeeded);
     }
@@ -104,12 +111,29 @@ class ControlLoop {
     return EMPTY;
   }
 
-  /** swdd~agent-workload-control-loop-executes-create~3, swdd~agent-skips-unknown-runtime~1 */
+  /**
+   * swdd~agent-workload-control-loop-executes-create~3, swdd~agent-skips-unknown-runtime~1: a kept workload
+   * of an earlier run with the same config is started again in place (a new one is created when that
+   * fails); one of another config is deleted first.
+   */
   private create(spec: WorkloadSpec): Observable<Output> {
+    const reusable = this.reusable;
+    this.reusable = undefined;
     this.spec = spec;
     this.retries = 0;
-    if (!this.deps.runtimes.has(spec.runtime)) return of(unknownRuntime(spec));
-    return concat(of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.'))), this.attempt(spec));
+    const runtime = this.deps.runtimes.get(spec.runtime);
+    const starting = of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.')));
+    if (reusable && runtime?.startAgain && sameInstance(reusable.instanceName, spec.instanceName)) {
+      const startAgain = runtime.startAgain.bind(runtime);
+      return concat(starting, concat(
+        this.deps.prepare(spec).pipe(ignoreElements()),
+        startAgain(reusable.id).pipe(ignoreElements()),
+        defer(() => ((this.id = reusable.id), EMPTY)),
+      ).pipe(catchError(() => concat(this.removeExisting(reusable, false), starting, this.attempt(spec)))));
+    }
+    const dropped = reusable ? this.removeExisting(reusable, false) : EMPTY;
+    if (!runtime) return concat(dropped, of(unknownRuntime(spec)));
+    return concat(dropped, starting, this.attempt(spec));
   }
 
   /** swdd~agent-workload-control-loop-executes-retry~1, swdd~agent-workload-control-loop-limits-retry-attempts~1 */
@@ -172,6 +196,11 @@ class ControlLoop {
   /** swdd~agent-workload-control-loop-executes-delete~2, swdd~agent-workload-control-loop-delete-broken-allowed~1 */
   private delete(instanceName: WorkloadInstanceName): Observable<Output> {
     this.failure = undefined;
+    const { reusable } = this;
+    if (reusable) {
+      this.reusable = undefined;
+      return this.removeExisting(reusable, true);
+    }
     const managed = this.spec !== undefined;
     return concat(
       this.removeCurrent({ report: true }),

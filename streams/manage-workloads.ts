@@ -100,15 +100,21 @@ export function planInitial(
       continue;
     }
     const found = existing.filter((e) => e.instanceName.workloadName === name);
-    const reusable = found.find((e) => sameInstance(e.instanceName, spec.instanceName) && is(e.state, 'Running'));
-    // swdd~agent-existing-workloads-replace-updated~2: delete at once, create respecting the dependencies.
+    const same = found.filter((e) => sameInstance(e.instanceName, spec.instanceName));
+    // swdd~agent-existing-workloads-resume-existing~2: running as configured: resumed, dependencies or not.
+    const running = same.find((e) => is(e.state, 'Running'));
+    // Exited well as configured: started again in place once its dependencies allow, through the normal
+    // create (the reference agent's reuse of unmodified workloads, issue 13).
+    const reusable = running ? undefined : same.find((e) => is(e.state, 'Succeeded') && deps.runtimes.get(e.runtime)?.startAgain);
+    // swdd~agent-existing-workloads-replace-updated~2: anything else is deleted at once, and created anew
+    // respecting the dependencies.
     for (const e of found) {
-      if (e !== reusable) plan.commands.push({ workloadName: name, command: { kind: 'removeExisting', existing: e, final: false } });
+      if (e !== running && e !== reusable) plan.commands.push({ workloadName: name, command: { kind: 'removeExisting', existing: e, final: false } });
     }
-    if (reusable) {
-      // swdd~agent-existing-workloads-resume-existing~2
+    if (running) {
       plan.commands.push({ workloadName: name, command: { kind: 'resume', spec } });
     } else {
+      if (reusable) plan.commands.push({ workloadName: name, command: { kind: 'adopt', existing: reusable } });
       // swdd~agent-existing-workloads-starts-new-if-not-found~1
       plan.operations.push({ kind: 'create', spec });
     }

@@ -130,6 +130,40 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
   });
 
+  describe('a kept workload of an earlier run (issue 13)', () => {
+    const kept = (spec: WorkloadSpec) => ({ instanceName: spec.instanceName, runtime: 'fake', id: 'old', state: ExecutionState.succeeded() });
+
+    it('is left alone until its create, then started again in place: Pending(Starting), its states; no delete, no new workload', () => {
+      testScheduler().run(({ cold, expectObservable, flush }) => {
+        const runtime = new FakeRuntime({ states: () => cold('-r', { r: ExecutionState.running() }), startAgain: () => cold('-|') });
+        const out$ = controlWorkload(cold('a 4ms c', { a: { kind: 'adopt', existing: kept(nginx) }, c: create() }), depsFor(runtime));
+        expectObservable(out$.pipe(map(show))).toBe('5ms a 1ms b', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.running()),
+        });
+        flush();
+        expect(runtime.calls).to.deep.equal(['start old', 'watch old']);
+      });
+    });
+
+    it('is deleted when the create is of another config, or when a delete comes first; when it cannot start, a new one is created', () => {
+      testScheduler().run(({ cold, flush }) => {
+        const changed = new FakeRuntime();
+        controlWorkload(cold('ac', { a: { kind: 'adopt', existing: kept(nginx) }, c: create(nginx2) }), depsFor(changed)).subscribe();
+        const deleted = new FakeRuntime();
+        const deletes: string[] = [];
+        controlWorkload(cold('ad', { a: { kind: 'adopt', existing: kept(nginx) }, d: del() }), depsFor(deleted)).pipe(map(show)).subscribe((s) => deletes.push(s));
+        const broken = new FakeRuntime({ startAgain: () => cold('-#') });
+        controlWorkload(cold('ac', { a: { kind: 'adopt', existing: kept(nginx) }, c: create() }), depsFor(broken)).subscribe();
+        flush();
+        expect(changed.calls).to.deep.equal(['delete old', 'create nginx', 'watch id-nginx-1']);
+        expect(deleted.calls).to.deep.equal(['delete old']);
+        expect(deletes).to.deep.equal([at(nginx, ExecutionState.stoppingRequested()), at(nginx, ExecutionState.removed())]);
+        expect(broken.calls).to.deep.equal(['start old', 'delete old', 'create nginx', 'watch id-nginx-1']);
+      });
+    });
+  });
+
   describe('retries of a failing create', () => {
     it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-limits-retry-attempts~1, swdd~agent-workload-control-loop-retry-limit-set-execution-state~2: retries every second, 20 times, keeping Pending(Starting), then Pending(StartingFailed) "No more retries: <cause>"', () => {
       const scheduler = testScheduler();

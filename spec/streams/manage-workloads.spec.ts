@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { EMPTY } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
 import type { ExistingWorkload } from '../../lib/runtime-connector.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
@@ -42,6 +43,18 @@ describe('RuntimeManager: the initial list of workloads', () => {
     const plan = planInitial(new Map(), [a], [found], deps);
     expect(plan.commands).to.deep.equal([{ workloadName: 'a', command: { kind: 'removeExisting', existing: found, final: false } }]);
     expect(plan.operations).to.deep.equal([{ kind: 'create', spec: a }]);
+  });
+
+  it('issue 13: a found workload that exited 0 with the same config is kept for its create (started again in place); one that failed is replaced', () => {
+    const restartable: ManagerDeps = { agentName: AGENT, runtimes: new Map([['fake', new FakeRuntime({ startAgain: () => EMPTY })]]) };
+    const succeeded = existing(a, ExecutionState.succeeded());
+    const failed = existing(b, ExecutionState.failed("Exit code: '1'"));
+    const plan = planInitial(new Map(), [a, b], [succeeded, failed], restartable);
+    expect(plan.commands).to.deep.equal([
+      { workloadName: 'a', command: { kind: 'adopt', existing: succeeded } },
+      { workloadName: 'b', command: { kind: 'removeExisting', existing: failed, final: false } },
+    ]);
+    expect(plan.operations).to.deep.equal([{ kind: 'create', spec: a }, { kind: 'create', spec: b }]);
   });
 
   it('swdd~agent-existing-workloads-delete-unneeded~1: deletes found workloads that are not in the list', () => {
