@@ -1,4 +1,5 @@
 // The podman and podman-kube runtimes on real Podman, driven by the workload core.
+import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { firstValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
@@ -83,6 +84,25 @@ describe('Podman runtimes (real Podman)', function () {
       expect(containerOf(w), 'the same container').to.equal(container);
       expect(agent.history('again').slice(0, 6)).to.deep.equal([
         'Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)',
+      ]);
+    });
+
+    it('swdd~api-workload-state-transitions~1 (stest): a container stopped from outside ends as its exit says, never pinned in Stopping; restart policy and dependants act on it', async () => {
+      const stubborn = busybox('stubborn', agent.agentName, { script: 'trap "" TERM; while true; do sleep 1; done', restartPolicy: 'OnFailure' });
+      const polite = busybox('polite', agent.agentName, { script: 'trap "exit 0" TERM; sleep 3600 & wait' });
+      const after = busybox('after', agent.agentName, { dependencies: { polite: 'Succeeded' } });
+      agent.send({ kind: 'serverHello', added: [stubborn, polite, after] });
+      await agent.waitFor('stubborn', /^Running/);
+      await agent.waitFor('polite', /^Running/);
+      execFileSync('podman', ['stop', '--time', '3', instanceKey(stubborn.instanceName)], { stdio: 'ignore' });
+      execFileSync('podman', ['stop', '--time', '3', instanceKey(polite.instanceName)], { stdio: 'ignore' });
+      await agent.waitFor('stubborn', /^Failed\(ExecFailed\): Exit code: '137'/);
+      await agent.waitFor('polite', /^Succeeded\(Ok\)$/);
+      await agent.waitFor('after', /^Running\(Ok\)$/);
+      await waitUntil(() => agent.history('stubborn').filter((h) => h === 'Running(Ok)').length >= 2);
+      expect(agent.history('polite').at(-1)).to.equal('Succeeded(Ok)');
+      expect(agent.history('stubborn').slice(agent.history('stubborn').indexOf("Failed(ExecFailed): Exit code: '137'"))).to.deep.equal([
+        "Failed(ExecFailed): Exit code: '137'", 'Stopping(RequestedAtRuntime)', 'Removed', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)',
       ]);
     });
 
