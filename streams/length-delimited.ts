@@ -38,73 +38,179 @@ export interface FrameRules {
   readonly isValid?: (frame: Uint8Array) => boolean;
   /** A frame to resynchronise on after garbage (e.g. a Hello): reading skips ahead to the next one. */
   readonly isResyncPoint?: (frame: Uint8Array) => boolean;
+  /** The byte every resync frame starts with, if there is one: other candidates are passed over at once. */
+  readonly resyncFirstByte?: number;
 }
 
-/** How many garbage bytes are kept while looking for a resync point. */
-const MAX_HUNT_BYTES = 64 * 1024;
+/**
+ * The largest frame that can be a resync point: a Hello is a few dozen bytes. While hunting, longer
+ * candidates are not even looked at, so the bytes kept and the work per byte stay bounded.
+ */
+export const MAX_RESYNC_FRAME_BYTES = 256;
 
-/** The complete frame at `offset`, if there is one there. */
-function frameAt(buf: Uint8Array, offset: number, max: number): { start: number; end: number } | undefined {
-  const prefix = readVarint(buf.subarray(offset));
-  if (typeof prefix === 'string' || prefix.value > max) return undefined;
-  const start = offset + prefix.size;
-  return start + prefix.value <= buf.length ? { start, end: start + prefix.value } : undefined;
+/** Counts the work of the decoder (bytes it looked at), for specs and benchmarks that check it stays linear. */
+export interface DecodeCounter {
+  steps: number;
+}
+
+/**
+ * Looks for the next resync point in `buf` without looking at any offset twice: each offset's length
+ * prefix is read once, and a candidate that needs more bytes waits in `pending` until they come.
+ */
+class Hunt {
+  private buf: Uint8Array = new Uint8Array(0);
+  /** The next offset whose length prefix has not been read. */
+  private next = 0;
+  /** Candidates [start, end) that need more bytes; few, all in the last MAX_RESYNC_FRAME_BYTES + 5 bytes. */
+  private pending: Array<{ readonly start: number; readonly body: number; readonly end: number }> = [];
+
+  constructor(
+    private readonly isResyncPoint: (frame: Uint8Array) => boolean, private readonly firstByte: number | undefined, private readonly counter?: DecodeCounter,
+  ) {}
+
+  /** Takes more bytes; returns the bytes from the resync point on, when one is found. */
+  feed(chunk: Uint8Array): Uint8Array | undefined {
+    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    const found = this.search();
+    if (found !== undefined) {
+      const rest = this.buf.subarray(found);
+      this.buf = new Uint8Array(0);
+      [this.next, this.pending] = [0, []];
+      return rest;
+    }
+    // Nothing before the first pending candidate (or the next unread prefix) can start a resync point.
+    const keep = Math.min(this.next, this.pending[0]?.start ?? this.next);
+    this.buf = this.buf.subarray(keep);
+    this.next -= keep;
+    this.pending = this.pending.map((c) => ({ start: c.start - keep, body: c.body - keep, end: c.end - keep }));
+    return undefined;
+  }
+
+  private search(): number | undefined {
+    const { buf } = this;
+    const count = (n: number) => this.counter && (this.counter.steps += n);
+    const examine = (body: number, end: number) => {
+      if (this.firstByte !== undefined && buf[body] !== this.firstByte) return false;
+      count(end - body);
+      return this.isResyncPoint(buf.subarray(body, end));
+    };
+    for (const c of this.pending) {
+      if (c.end <= buf.length && examine(c.body, c.end)) return c.start;
+    }
+    this.pending = this.pending.filter((c) => c.end > buf.length);
+    for (; this.next < buf.length; this.next++) {
+      count(1);
+      const prefix = readVarint(buf.subarray(this.next, this.next + 5));
+      if (prefix === 'short') {
+        if (this.next + 5 <= buf.length) continue;
+        break;
+      }
+      if (prefix === 'bad' || prefix.value > MAX_RESYNC_FRAME_BYTES || prefix.value === 0) continue;
+      const body = this.next + prefix.size;
+      const end = body + prefix.value;
+      if (end > buf.length) {
+        this.pending.push({ start: this.next, body, end });
+        continue;
+      }
+      if (examine(body, end)) return this.next;
+    }
+    return undefined;
+  }
+}
+
+/** Bytes waiting to be read, appended in amortised constant time per byte (the buffer doubles when full). */
+class ByteQueue {
+  private data = new Uint8Array(1024);
+  private start = 0;
+  private end = 0;
+
+  get length(): number {
+    return this.end - this.start;
+  }
+
+  view(): Uint8Array {
+    return this.data.subarray(this.start, this.end);
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.end + chunk.length > this.data.length) {
+      const length = this.length;
+      const target = length + chunk.length > this.data.length ? new Uint8Array(Math.max(2 * this.data.length, length + chunk.length)) : this.data;
+      target.set(this.data.subarray(this.start, this.end), 0);
+      [this.data, this.start, this.end] = [target, 0, length];
+    }
+    this.data.set(chunk, this.end);
+    this.end += chunk.length;
+  }
+
+  drop(n: number): void {
+    this.start += n;
+    if (this.start === this.end) [this.start, this.end] = [0, 0];
+  }
+
+  clear(): void {
+    [this.start, this.end] = [0, 0];
+  }
 }
 
 /**
  * Reassembles frames from chunks that may split or join them. After garbage (an invalid frame or a length
  * over the limit) it skips to the next resync point, and a chunk that starts with a complete resync point
- * ends a partial frame that waits in vain.
+ * ends a partial frame that waits in vain. The work is linear in the bytes, whatever they are: waiting
+ * bytes are appended once, and hunting looks at each offset once.
  */
-export function decodeFrames(rules: FrameRules = {}): OperatorFunction<Uint8Array, Frame> {
+export function decodeFrames(rules: FrameRules = {}, counter?: DecodeCounter): OperatorFunction<Uint8Array, Frame> {
   const max = rules.maxFrameBytes ?? MAX_FRAME_BYTES;
   const isValid = rules.isValid ?? (() => true);
-  const resyncAt = (buf: Uint8Array, offset: number) => {
-    if (!rules.isResyncPoint) return false;
-    const f = frameAt(buf, offset, max);
-    return f !== undefined && rules.isResyncPoint(buf.subarray(f.start, f.end));
+  const isResyncPoint = rules.isResyncPoint ?? (() => false);
+  const startsWithResyncPoint = (chunk: Uint8Array) => {
+    const prefix = readVarint(chunk.subarray(0, 5));
+    if (typeof prefix === 'string' || prefix.value > MAX_RESYNC_FRAME_BYTES || prefix.size + prefix.value > chunk.length) return false;
+    return isResyncPoint(chunk.subarray(prefix.size, prefix.size + prefix.value));
   };
   return (chunks$) => defer(() => {
-    let pending: Uint8Array = new Uint8Array(0);
-    let hunting = false;
+    const queue = new ByteQueue();
+    let hunt: Hunt | undefined;
     return chunks$.pipe(mergeMap((chunk) => {
       const frames: Frame[] = [];
-      if (pending.length > 0 && !hunting && resyncAt(chunk, 0)) {
-        frames.push({ kind: 'garbage', reason: `an unfinished frame of ${pending.length} bytes` });
-        pending = new Uint8Array(0);
+      if (counter) counter.steps += chunk.length;
+      if (queue.length > 0 && !hunt && rules.isResyncPoint && startsWithResyncPoint(chunk)) {
+        frames.push({ kind: 'garbage', reason: `an unfinished frame of ${queue.length} bytes` });
+        queue.clear();
       }
-      let buf: Uint8Array = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-      for (;;) {
-        if (hunting) {
-          let at = 0;
-          while (at < buf.length && !resyncAt(buf, at)) at++;
-          if (at === buf.length) {
-            buf = buf.subarray(Math.max(0, buf.length - MAX_HUNT_BYTES));
-            break;
+      /** Bytes for the queue: the chunk, or while hunting what follows the resync point once found. */
+      let incoming: Uint8Array | undefined = hunt ? hunt.feed(chunk) : chunk;
+      while (incoming !== undefined) {
+        hunt = undefined;
+        queue.push(incoming);
+        incoming = undefined;
+        for (;;) {
+          const buf = queue.view();
+          const prefix = readVarint(buf.subarray(0, 5));
+          if (prefix === 'short') break;
+          let garbage: string | undefined;
+          if (prefix === 'bad' || prefix.value > max) {
+            garbage = prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${max})`;
+          } else {
+            const needed = prefix.size + prefix.value;
+            if (buf.length < needed) break;
+            const bytes = buf.slice(prefix.size, needed);
+            if (isValid(bytes)) {
+              frames.push({ kind: 'frame', bytes });
+              queue.drop(needed);
+              continue;
+            }
+            garbage = 'not a valid message';
           }
-          buf = buf.subarray(at);
-          hunting = false;
-        }
-        const prefix = readVarint(buf);
-        if (prefix === 'short') break;
-        if (prefix === 'bad' || prefix.value > max) {
-          frames.push({ kind: 'garbage', reason: prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${max})` });
-          buf = buf.subarray(1);
-          hunting = true;
-          continue;
-        }
-        if (buf.length < prefix.size + prefix.value) break;
-        const bytes = buf.subarray(prefix.size, prefix.size + prefix.value);
-        if (isValid(bytes)) {
-          frames.push({ kind: 'frame', bytes });
-          buf = buf.subarray(prefix.size + prefix.value);
-        } else {
-          frames.push({ kind: 'garbage', reason: 'not a valid message' });
-          buf = buf.subarray(1);
-          hunting = true;
+          // Hunt for the next resync point from the byte after the one that failed.
+          frames.push({ kind: 'garbage', reason: garbage });
+          const rest = buf.slice(1);
+          queue.clear();
+          hunt = new Hunt(isResyncPoint, rules.resyncFirstByte, counter);
+          incoming = hunt.feed(rest);
+          break;
         }
       }
-      pending = buf;
       return frames;
     }));
   });

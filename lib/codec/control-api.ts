@@ -45,7 +45,11 @@ export function accessOf(request: Request): Access | undefined {
  * prefix makes the framing hunt for the next Hello.
  */
 export const CONTROL_API_FRAMES = {
+  /** ToAnkaios field 1 (hello), length-delimited. */
+  resyncFirstByte: 0x0a,
   isResyncPoint: (bytes: Uint8Array) => {
+    // A Hello is `0a <n> 12 <n-2> <version>`: anything else is passed over without decoding.
+    if (bytes.length < 4 || bytes[0] !== 0x0a || bytes[1] !== bytes.length - 2 || bytes[2] !== 0x12 || bytes[3] !== bytes.length - 4) return false;
     const m = decodeToAnkaios(bytes);
     return m?.ToAnkaiosEnum.case === 'hello' && /^v?\d+\.\d+\.\d+/.test(m.ToAnkaiosEnum.value.protocolVersion);
   },

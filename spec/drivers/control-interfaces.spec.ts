@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
-import { firstValueFrom, lastValueFrom, take, timeout } from 'rxjs';
+import { filter, firstValueFrom, lastValueFrom, take, timeout } from 'rxjs';
 import { ErrorSchema, ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import type { Request } from '../../lib/codec/control-api.js';
 import { MAX_BACKLOG_BYTES } from '../../lib/drivers/control-interface-pipes.js';
@@ -186,6 +186,29 @@ describe('Control Interfaces on real FIFOs', () => {
     const accepted = () => noisy.received.slice(2).some((m) => m.FromAnkaiosEnum.case === 'controlInterfaceAccepted');
     for (let waited = 0; !accepted() && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
     expect(noisy.received.slice(2).map((m) => m.FromAnkaiosEnum.case)).to.include('controlInterfaceAccepted');
+  });
+
+  it('issue 14: 256 KiB of the crafted 0x88 0x7f pattern on one pipe does not hold up another workload\'s round trip', async () => {
+    const noisy = await open(withAccess('noisy', [readState('*')]));
+    const calm = await open(withAccess('calm', [readState('*')]));
+    noisy.hello();
+    calm.hello();
+    await noisy.next();
+    await calm.next();
+    const pattern = Buffer.alloc(64 * 1024).map((_, i) => (i % 2 === 0 ? 0x88 : 0x7f));
+    const writing = (async () => {
+      for (let i = 0; i < 4; i++) {
+        try {
+          noisy.sendRaw(pattern);
+        } catch {
+          await new Promise((r) => setTimeout(r, 5)); // the pipe is full for a moment: the agent reads on
+        }
+      }
+    })();
+    const forwarded = firstValueFrom(hub.requests$.pipe(filter((r) => r.requestId.startsWith('calm@')), take(1), timeout(2000)));
+    calm.askState('meanwhile', 'desiredState');
+    expect((await forwarded).requestId).to.equal('calm@meanwhile');
+    await writing;
   });
 
   it('logs through the Control Interface: a LogRule lets the request through; log responses for a gone workload cancel it at the server', async () => {

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { from, lastValueFrom, toArray } from 'rxjs';
-import { type Frame, decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
+import { CONTROL_API_FRAMES } from '../../lib/codec/control-api.js';
+import { type DecodeCounter, type Frame, decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
+import { ControlInterfaceClient } from '../helpers/ci-client.js';
 
 const decode = (chunks: Uint8Array[], maxFrameBytes?: number) => lastValueFrom(from(chunks).pipe(decodeFrames({ maxFrameBytes }), toArray()));
 /** Frames are texts; valid ones start with "m", resync points are "HELLO". */
@@ -62,5 +64,34 @@ describe('length-delimited frames (swdd~agent-uses-length-delimited-protobuf-for
       for (const frame of frames) if (frame.kind === 'frame') expect(frame.bytes.length).to.be.at.most(1024);
       expect(frames.map(text), `round ${round}`).to.include('HELLO');
     }
+  });
+});
+
+describe('length-delimited frames under abuse (issue 14)', () => {
+  const count = async (chunks: Uint8Array[]) => {
+    const counter: DecodeCounter = { steps: 0 };
+    const frames = await lastValueFrom(from(chunks).pipe(decodeFrames(CONTROL_API_FRAMES, counter), toArray()));
+    return { steps: counter.steps, frames };
+  };
+  const hello = ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: '1.0.1' } } });
+  const split = (bytes: Uint8Array, size: number) => Array.from({ length: Math.ceil(bytes.length / size) }, (_, i) => bytes.subarray(i * size, (i + 1) * size));
+
+  it('the crafted 0x88 0x7f pattern and 4 MiB of random bytes cost work linear in the bytes, in any chunking; a Hello after them is found', async () => {
+    const pattern = Buffer.alloc(256 * 1024).map((_, i) => (i % 2 === 0 ? 0x88 : 0x7f));
+    const random = Uint8Array.from({ length: 4 * 1024 * 1024 }, () => Math.floor(Math.random() * 256));
+    for (const [name, bytes] of [['0x88 0x7f', pattern], ['random', random]] as const) {
+      for (const size of [65536, 4096, 7]) {
+        const { steps, frames } = await count([Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0x0f), ...split(bytes, size), hello]);
+        expect(steps / bytes.length, `${name} in chunks of ${size}`).to.be.below(4);
+        expect(frames.at(-1)).to.deep.include({ kind: 'frame' });
+      }
+    }
+  });
+
+  it('a frame that waits for its rest is not joined again for every chunk: waiting bytes cost once', async () => {
+    const big = encodeFrame(new Uint8Array(1024 * 1024).fill(0x41));
+    const { steps, frames } = await count(split(big, 1));
+    expect(frames).to.have.length(1);
+    expect(steps).to.equal(big.length);
   });
 });
