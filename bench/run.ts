@@ -6,7 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { create } from '@bufbuild/protobuf';
-import { EMPTY, Subject, firstValueFrom, of } from 'rxjs';
+import { EMPTY, Subject, firstValueFrom, from, lastValueFrom, of, toArray } from 'rxjs';
+import { CONTROL_API_FRAMES } from '../lib/codec/control-api.js';
+import { type DecodeCounter, decodeFrames } from '../streams/length-delimited.js';
 import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
 import { builtInRuntimes } from '../bin/wiring.js';
@@ -257,6 +259,24 @@ async function benchControlInterface(count: number): Promise<void> {
   hub.closeAll();
 }
 
+/** Issue 14: what a workload writing garbage into its Control Interface costs the agent, per MiB. */
+async function benchFraming(): Promise<void> {
+  console.log('\nControl Interface framing under garbage');
+  const mib = 1024 * 1024;
+  const inputs: Array<[string, Uint8Array]> = [
+    ['the crafted 0x88 0x7f pattern', Buffer.alloc(4 * mib).map((_, i) => (i % 2 === 0 ? 0x88 : 0x7f))],
+    ['random bytes', Uint8Array.from({ length: 4 * mib }, () => Math.floor(Math.random() * 256))],
+  ];
+  for (const [name, bytes] of inputs) {
+    const chunks = Array.from({ length: bytes.length / 65536 }, (_, i) => bytes.subarray(i * 65536, (i + 1) * 65536));
+    const counter: DecodeCounter = { steps: 0 };
+    const started = performance.now();
+    await lastValueFrom(from([Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0x0f), ...chunks]).pipe(decodeFrames(CONTROL_API_FRAMES, counter), toArray()));
+    const ms = performance.now() - started;
+    record({ name: `framing cost of ${name}, per MiB`, value: ms / 4, unit: 'ms', note: `${(counter.steps / bytes.length).toFixed(2)} steps per byte` });
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 
 const quick = process.argv.includes('--quick');
@@ -273,6 +293,7 @@ if (wanted('economy')) await benchEconomy();
 if (wanted('latency')) await benchLatency();
 if (wanted('overhead')) await benchOverhead(quick ? 10 : 60);
 if (wanted('ci')) await benchControlInterface(quick ? 200 : 1000);
+if (wanted('framing')) await benchFraming();
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

@@ -10,13 +10,14 @@ export type Frame =
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 /** The length prefix at the start of `buf`: its value and size, 'short' when more bytes are needed, 'bad' when invalid. */
-function readVarint(buf: Uint8Array): { value: number; size: number } | 'short' | 'bad' {
+function readVarint(buf: Uint8Array, at = 0): { value: number; size: number } | 'short' | 'bad' {
   let value = 0;
-  for (let i = 0; i < Math.min(buf.length, 5); i++) {
-    value += (buf[i] & 0x7f) * 2 ** (7 * i);
-    if ((buf[i] & 0x80) === 0) return { value, size: i + 1 };
+  const end = Math.min(buf.length, at + 5);
+  for (let i = at; i < end; i++) {
+    value += (buf[i] & 0x7f) * 2 ** (7 * (i - at));
+    if ((buf[i] & 0x80) === 0) return { value, size: i - at + 1 };
   }
-  return buf.length >= 5 ? 'bad' : 'short';
+  return end - at >= 5 ? 'bad' : 'short';
 }
 
 export function encodeFrame(message: Uint8Array): Uint8Array {
@@ -100,7 +101,7 @@ class Hunt {
     this.pending = this.pending.filter((c) => c.end > buf.length);
     for (; this.next < buf.length; this.next++) {
       count(1);
-      const prefix = readVarint(buf.subarray(this.next, this.next + 5));
+      const prefix = readVarint(buf, this.next);
       if (prefix === 'short') {
         if (this.next + 5 <= buf.length) continue;
         break;
@@ -164,7 +165,7 @@ export function decodeFrames(rules: FrameRules = {}, counter?: DecodeCounter): O
   const isValid = rules.isValid ?? (() => true);
   const isResyncPoint = rules.isResyncPoint ?? (() => false);
   const startsWithResyncPoint = (chunk: Uint8Array) => {
-    const prefix = readVarint(chunk.subarray(0, 5));
+    const prefix = readVarint(chunk);
     if (typeof prefix === 'string' || prefix.value > MAX_RESYNC_FRAME_BYTES || prefix.size + prefix.value > chunk.length) return false;
     return isResyncPoint(chunk.subarray(prefix.size, prefix.size + prefix.value));
   };
@@ -186,7 +187,7 @@ export function decodeFrames(rules: FrameRules = {}, counter?: DecodeCounter): O
         incoming = undefined;
         for (;;) {
           const buf = queue.view();
-          const prefix = readVarint(buf.subarray(0, 5));
+          const prefix = readVarint(buf);
           if (prefix === 'short') break;
           let garbage: string | undefined;
           if (prefix === 'bad' || prefix.value > max) {
