@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../ports.js';
 import type { CreateOptions } from '../runtime-connector.js';
 import { type WorkloadSpec, needsControlInterface } from '../workload.js';
-import { FifoWriter, fifoChunks, makeFifo } from './fifo.js';
+import { FifoWriter, fifoChunks, makeFifo, openFifo } from './fifo.js';
 import type { HostSide } from './host-side.js';
 import { controlInterfaceFolder } from './run-folder.js';
 
@@ -82,13 +82,22 @@ export class ControlInterfacePipes implements HostSide {
     mkdirSync(folder, { recursive: true });
     await makeFifo(path.join(folder, 'input'));
     await makeFifo(path.join(folder, 'output'));
-    const instance: Instance = { folder, writer: new FifoWriter(path.join(folder, 'input'), MAX_BACKLOG_BYTES), closed$: new Subject(), dropped: 0 };
+    // Both ends are opened now, before anything can swap them (O_NOFOLLOW, checked to be FIFOs).
+    const writer = new FifoWriter(path.join(folder, 'input'), MAX_BACKLOG_BYTES);
+    let output: number;
+    try {
+      output = openFifo(path.join(folder, 'output'));
+    } catch (err) {
+      writer.close();
+      throw err;
+    }
+    const instance: Instance = { folder, writer, closed$: new Subject(), dropped: 0 };
     this.instances.set(name, instance);
     // swdd~agent-ensures-control-interface-output-pipe-read~1: the output pipe is read for the workload's whole life.
     this.opened.next({
       workloadName: name,
       access: spec.controlInterfaceAccess,
-      chunks$: fifoChunks(path.join(folder, 'output')).pipe(takeUntil(instance.closed$)),
+      chunks$: fifoChunks(output).pipe(takeUntil(instance.closed$)),
     });
     return folder;
   }

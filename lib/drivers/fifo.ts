@@ -1,27 +1,36 @@
 // FIFOs without blocking: opened O_RDWR | O_NONBLOCK (never blocks, never sees end of file, needs no
 // peer) and driven by net.Socket on epoll, so no libuv threadpool thread waits on a pipe.
-import { constants, lstatSync, openSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { Observable } from 'rxjs';
 
-/** Creates the FIFO unless it exists. */
+/**
+ * Creates the FIFO afresh: whatever is at the path (an old pipe, or what a workload put there: a symlink,
+ * a file) is removed first, never followed.
+ */
 export async function makeFifo(path: string): Promise<void> {
-  try {
-    if (lstatSync(path).isFIFO()) return;
-    throw new Error(`'${path}' exists and is not a FIFO`);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
+  rmSync(path, { force: true, recursive: true });
   const { execa } = await import('execa');
   await execa('mkfifo', ['-m', '0600', path]);
 }
 
-const openNonBlocking = (path: string) => openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
+/**
+ * Opens the FIFO without blocking and without following a symlink, and checks that what was opened is a
+ * FIFO: a workload that swaps its pipes cannot point the agent at anything else.
+ */
+export function openFifo(path: string): number {
+  const fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  if (!fstatSync(fd).isFIFO()) {
+    closeSync(fd);
+    throw new Error(`'${path}' is not a FIFO`);
+  }
+  return fd;
+}
 
-/** The chunks written into the FIFO, for as long as it is subscribed. */
-export function fifoChunks(path: string): Observable<Uint8Array> {
+/** The chunks written into the FIFO opened as `fd` (openFifo), for as long as it is subscribed; closes it then. */
+export function fifoChunks(fd: number): Observable<Uint8Array> {
   return new Observable<Uint8Array>((subscriber) => {
-    const socket = new net.Socket({ fd: openNonBlocking(path), readable: true, writable: false });
+    const socket = new net.Socket({ fd, readable: true, writable: false });
     socket.on('data', (chunk: Buffer) => subscriber.next(chunk));
     socket.on('error', (err) => subscriber.error(err));
     return () => socket.destroy();
@@ -34,7 +43,7 @@ export class FifoWriter {
 
   constructor(path: string, private readonly maxBacklogBytes: number) {
     // Not readable: this end must never read back what it wrote for the workload.
-    this.socket = new net.Socket({ fd: openNonBlocking(path), readable: false, writable: true });
+    this.socket = new net.Socket({ fd: openFifo(path), readable: false, writable: true });
     this.socket.on('error', () => undefined);
   }
 

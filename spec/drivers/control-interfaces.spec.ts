@@ -1,5 +1,5 @@
 // Control Interfaces on real FIFOs.
-import { existsSync, lstatSync, mkdtempSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { create } from '@bufbuild/protobuf';
@@ -227,6 +227,32 @@ describe('Control Interfaces on real FIFOs', () => {
     const cancelled = await cancel;
     expect(cancelled.requestId).to.equal('gone@l9');
     expect(cancelled.RequestContent.case).to.equal('logsCancelRequest');
+  });
+
+  it('issue 14: pipes a workload swapped (symlinks, a file) are made afresh on resume; a pipe swapped while open is never written through', async () => {
+    const spec = withAccess('swapper', [readState('*')]);
+    const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
+    const folder = controlInterfacePath!;
+    const hostFile = path.join(io, 'host-file');
+    writeFileSync(hostFile, '');
+    const client = new ControlInterfaceClient(folder);
+    clients.push(client);
+    client.hello();
+    await client.next();
+    // Swapped while open: the agent keeps writing into the pipe it opened, never into the file.
+    rmSync(path.join(folder, 'input'));
+    symlinkSync(hostFile, path.join(folder, 'input'));
+    hub.deliver(create(ResponseSchema, { requestId: 'swapper@x', ResponseContent: { case: 'error', value: { message: 'not for the host' } } }));
+    expect((await client.next()).FromAnkaiosEnum.case).to.equal('response');
+    expect(readFileSync(hostFile, 'utf8')).to.equal('');
+    // Swapped across a restart of the agent: the pipes are made again.
+    hub.closeAll();
+    rmSync(path.join(folder, 'output'));
+    writeFileSync(path.join(folder, 'output'), 'a file');
+    await firstValueFrom(hub.prepare(spec));
+    expect(lstatSync(path.join(folder, 'input')).isFIFO()).to.equal(true);
+    expect(lstatSync(path.join(folder, 'output')).isFIFO()).to.equal(true);
+    expect(readFileSync(hostFile, 'utf8')).to.equal('');
   });
 
   it('a folder of a resumed workload is reused', async () => {
