@@ -302,6 +302,9 @@ describe('ank-agent (the command line)', () => {
     it('sends AgentLoadStatus every 2 seconds while connected', async () => {
       const agent = await startUntil(['-n', 'agent_load', '-s', server.url, '-k', '-r', RUN], /connecting/);
       const stream = await server.nextStream();
+      // A server accepts an agent by answering its hello.
+      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      stream.send({ FromServerEnum: { case: 'serverHello', value: {} } });
       const loads = () => stream.received.filter((m) => m.ToServerEnum.case === 'AgentLoadStatus');
       await stream.waitFor((m) => m.ToServerEnum.case === 'AgentLoadStatus' && loads().length >= 2, 8000);
       const status = loads()[0].ToServerEnum.value as { agentName: string; cpuUsage?: { cpuUsage: number }; freeMemory?: { freeMemory: bigint } };
