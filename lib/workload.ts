@@ -11,6 +11,21 @@ export interface WorkloadInstanceName {
 /** swdd~api-workload-execution-instance-naming~1: the lowercase hex SHA-256 of the rendered runtime config. */
 export const instanceId = (runtimeConfig: string): string => createHash('sha256').update(runtimeConfig).digest('hex');
 
+const NAME = /^[a-zA-Z0-9_-]{1,63}$/;
+const ID = /^[0-9a-f]{64}$/;
+
+/**
+ * Why an instance name from outside cannot be used, or undefined when it can: the names become container
+ * names and folder names, so nothing but the seed's characters gets through (swdd~api-workload-naming-convention~1,
+ * swdd~api-agent-naming-convention~1, swdd~api-workload-execution-instance-naming~1).
+ */
+export function instanceNameProblem(n: WorkloadInstanceName): string | undefined {
+  if (!NAME.test(n.workloadName)) return `Invalid workload name '${n.workloadName}': a workload name has 1 to 63 letters, digits, '-' or '_'.`;
+  if (!NAME.test(n.agentName)) return `Invalid agent name '${n.agentName}': an agent name has 1 to 63 letters, digits, '-' or '_'.`;
+  if (!ID.test(n.id)) return `Invalid instance id '${n.id}': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits.`;
+  return undefined;
+}
+
 /** `<workloadName>.<id>.<agentName>`: the name containers and folders carry. */
 export const instanceKey = (n: WorkloadInstanceName): string => `${n.workloadName}.${n.id}.${n.agentName}`;
 

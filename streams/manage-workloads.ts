@@ -6,7 +6,7 @@ import type { Logger } from '../lib/logger.js';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
 import type { ExistingWorkload, RuntimeConnector } from '../lib/runtime-connector.js';
 import type { DeletedWorkload, WorkloadSpec } from '../lib/workload.js';
-import { sameInstance } from '../lib/workload.js';
+import { instanceNameProblem, sameInstance } from '../lib/workload.js';
 import type { WorkloadOperation } from '../lib/workload-operation.js';
 import type { WorkloadCommand } from './control-workload.js';
 
@@ -88,7 +88,7 @@ export function planInitial(
   }
   // swdd~agent-skips-unknown-runtime~1: a workload of a runtime the agent does not have goes through its
   // operations like any other (dependencies first); its control loop reports it Pending(StartingFailed).
-  for (const spec of added) {
+  for (const spec of refuseInvalid(added, managed, plan)) {
     const name = spec.instanceName.workloadName;
     const current = managed.get(name);
     managed.set(name, spec);
@@ -122,6 +122,22 @@ export function planInitial(
   return plan;
 }
 
+/**
+ * The workloads whose instance names can be used; the others are refused alone, reported
+ * Pending(StartingFailed) naming the rule, and no longer managed (what ran under the name is deleted).
+ */
+function refuseInvalid(added: readonly WorkloadSpec[], managed: Map<string, WorkloadSpec>, plan: Plan): WorkloadSpec[] {
+  return added.filter((spec) => {
+    const problem = instanceNameProblem(spec.instanceName);
+    if (!problem) return true;
+    const current = managed.get(spec.instanceName.workloadName);
+    if (current) plan.operations.push({ kind: 'delete', deleted: noDependents(current) });
+    managed.delete(spec.instanceName.workloadName);
+    plan.reports.push({ instanceName: spec.instanceName, executionState: ExecutionState.startingFailed(problem) });
+    return false;
+  });
+}
+
 /** Handling subsequent UpdateWorkload messages. */
 export function planUpdate(
   managed: Map<string, WorkloadSpec>, added: readonly WorkloadSpec[], deleted: readonly DeletedWorkload[], deps: ManagerDeps,
@@ -144,7 +160,7 @@ export function planUpdate(
       plan.reports.push({ instanceName: d.instanceName, executionState: ExecutionState.removed() });
     }
   }
-  for (const spec of added) {
+  for (const spec of refuseInvalid(added, managed, plan)) {
     const name = spec.instanceName.workloadName;
     const current = managed.get(name);
     const old = deletedByName.get(name) ?? (current && noDependents(current));

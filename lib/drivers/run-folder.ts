@@ -2,10 +2,17 @@
 import { existsSync, lstatSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../config.js';
-import type { WorkloadInstanceName } from '../workload.js';
+import { type WorkloadInstanceName, instanceNameProblem } from '../workload.js';
 
-/** `<run folder>/<agent>_io/<workload>.<id>/`: everything the agent keeps on the host for one workload instance. */
-export const workloadFolder = (ioFolder: string, n: WorkloadInstanceName): string => path.join(ioFolder, `${n.workloadName}.${n.id}`);
+/**
+ * `<run folder>/<agent>_io/<workload>.<id>/`: everything the agent keeps on the host for one workload
+ * instance. A name that could lead anywhere else is refused here too, whatever let it through.
+ */
+export function workloadFolder(ioFolder: string, n: WorkloadInstanceName): string {
+  const problem = instanceNameProblem(n);
+  if (problem) throw new Error(problem);
+  return path.join(ioFolder, `${n.workloadName}.${n.id}`);
+}
 
 /** swdd~agent-control-interface-pipes-path-naming~1: `<workload folder>/control_interface/` */
 export const controlInterfaceFolder = (ioFolder: string, spec: { readonly instanceName: WorkloadInstanceName }): string =>

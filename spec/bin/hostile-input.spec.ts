@@ -1,0 +1,60 @@
+// Issue 14: what a server or a workload may send cannot steer the root agent outside its run folder.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { busybox, cleanup, requirePodman, uniqueAgent } from '../helpers/podman.js';
+
+const BIN = path.resolve('bin/ank-agent.js');
+
+async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 50) {
+    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('hostile input from the server (end to end)', function () {
+  this.timeout(60_000);
+  before(requirePodman);
+  const agentName = uniqueAgent('hostile');
+  let server: FakeAnkaiosServer;
+  let agent: ChildProcess | undefined;
+  afterEach(() => {
+    agent?.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  });
+
+  it('hostile workload names and instance ids are refused alone with the rule named; nothing is created outside the run folder; the good workload runs', async () => {
+    const run = mkdtempSync(path.join(tmpdir(), 'ank-hostile-'));
+    const outside = mkdtempSync(path.join(tmpdir(), 'ank-outside-'));
+    const access = { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] };
+    const files = [{ mountPoint: '/etc/x.conf', data: 'x' }];
+    const good = { ...busybox('good', agentName, { files }), controlInterfaceAccess: access };
+    const withName = (workloadName: string) => ({ ...good, instanceName: { ...good.instanceName, workloadName } });
+    const withId = (id: string) => ({ ...good, instanceName: { ...good.instanceName, workloadName: 'evil_id', id } });
+    const hostile = [withName('../x'), withName('a.b'), withName('n'.repeat(200)), withId(`/../../..${outside}/target`), withId('ABC')];
+    server = await FakeAnkaiosServer.start();
+    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [...hostile, withName(''), good].map(addedWorkload) } } });
+    await until(() => reportedStates(stream).some(([n, , s]) => n === 'good' && s === 'Running(Ok)'), 'the good workload to run');
+    await until(() => reportedStates(stream).filter(([, , s]) => s.startsWith('Pending(StartingFailed)')).length === hostile.length, 'the refusals');
+    const refusals = reportedStates(stream).filter(([, , s]) => s.startsWith('Pending(StartingFailed)')).map(([n, , s]) => [n.slice(0, 8), s.replace(/'[^']*'/, "'…'")]);
+    expect(refusals).to.deep.equal([
+      ['../x', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
+      ['a.b', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
+      ['nnnnnnnn', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
+      ['evil_id', "Pending(StartingFailed): Invalid instance id '…': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits."],
+      ['evil_id', "Pending(StartingFailed): Invalid instance id '…': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits."],
+    ]);
+    expect(reportedStates(stream).map(([n]) => n), 'a workload without a name cannot even be answered').not.to.include('');
+    expect(readdirSync(outside)).to.deep.equal([]);
+    expect(existsSync(path.join(run, 'x')) || existsSync(path.join(path.dirname(run), 'x'))).to.equal(false);
+    expect(readdirSync(run)).to.deep.equal([`${agentName}_io`]);
+    expect(readdirSync(path.join(run, `${agentName}_io`))).to.deep.equal([`good.${good.instanceName.id}`]);
+  });
+});
