@@ -9,7 +9,7 @@ import { containerCache } from '../streams/container-cache.js';
 import { stateChecker } from '../streams/state-checker.js';
 
 /** `podman` and `podman-kube` on one CLI, one container-state cache (refreshed on `podman events` unless off) and one state checker. */
-export function builtInRuntimes(log: Logger, cli = new PodmanCli(), { events = true } = {}): Map<string, RuntimeConnector> {
+export function builtInRuntimes(log: Logger, cli = new PodmanCli({ log }), { events = true } = {}): Map<string, RuntimeConnector> {
   const cache = containerCache(() => cli.listContainers(), events ? containerDeaths(cli) : EMPTY);
   return podmanRuntimes(cli, stateChecker(cache), log);
 }

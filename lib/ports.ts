@@ -9,8 +9,9 @@ import type { ControlInterfaceAccess } from './workload.js';
 export interface Snapshot {
   /** Counts the polls: a snapshot is younger than every poll with a lower number. */
   readonly poll: number;
-  /** Undefined when Podman could not be asked. */
+  /** Undefined when Podman could not be asked; `error` then says why. */
   readonly containers?: readonly Container[];
+  readonly error?: string;
 }
 
 export interface ContainerCache {

@@ -26,7 +26,7 @@ export function containerCache(
     const poll = ++polls;
     return list().pipe(
       map((containers): Snapshot => ({ poll, containers })),
-      catchError(() => of<Snapshot>({ poll })),
+      catchError((err: unknown) => of<Snapshot>({ poll, error: err instanceof Error ? err.message : String(err) })),
     );
   });
   const snapshots$ = merge(timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS), refresh$, changes$).pipe(

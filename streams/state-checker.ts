@@ -7,7 +7,10 @@ import type { ContainerCache, Snapshot, StateReading, WatchState } from '../lib/
 /** How long a transient state (Podman's `stopped` while a container exits) must last to be reported. */
 export const TRANSIENT_MS = 1000;
 
-const UNKNOWN: StateReading = { state: ExecutionState.unknown('Podman could not be asked for the container states.'), transient: false };
+const unknown = (error?: string): StateReading => ({
+  state: ExecutionState.unknown(error ? `Podman could not be asked for the container states: ${error}` : 'Podman could not be asked for the container states.'),
+  transient: false,
+});
 
 /**
  * swdd~generic-state-checker-sends-workload-state~2: maps every fresh snapshot to a state and emits only
@@ -16,7 +19,7 @@ const UNKNOWN: StateReading = { state: ExecutionState.unknown('Podman could not 
  */
 export function stateChecker(cache: ContainerCache): WatchState {
   return (read) => cache.fresh().pipe(
-    map((s: Snapshot) => (s.containers ? read(s.containers) : UNKNOWN)),
+    map((s: Snapshot) => (s.containers ? read(s.containers) : unknown(s.error))),
     scan((acc: { reading?: StateReading; since?: number }, reading) =>
       ({ reading, since: reading.transient ? acc.since ?? asyncScheduler.now() : undefined }), {}),
     filter(({ since }) => since === undefined || asyncScheduler.now() - since >= TRANSIENT_MS),

@@ -1,5 +1,6 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
-import { Observable, map } from 'rxjs';
+import { Observable, type Subscription, map } from 'rxjs';
+import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container-state.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
@@ -29,18 +30,88 @@ export interface Volume {
   readonly Labels?: Readonly<Record<string, string>> | null;
 }
 
+/** A limited number of slots: work waits in line for one, and gives it back when it ends or is cancelled. */
+class Slots {
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private free: number) {}
+
+  run<T>(work: Observable<T>): Observable<T> {
+    return new Observable<T>((subscriber) => {
+      let inner: Subscription | undefined;
+      let holding = false;
+      const start = () => {
+        holding = true;
+        inner = work.subscribe(subscriber);
+      };
+      if (this.free > 0) {
+        this.free -= 1;
+        start();
+      } else {
+        this.waiting.push(start);
+      }
+      return () => {
+        const queued = this.waiting.indexOf(start);
+        if (queued >= 0) this.waiting.splice(queued, 1);
+        inner?.unsubscribe();
+        if (holding) this.release();
+      };
+    });
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free += 1;
+  }
+}
+
+export interface PodmanCliOptions {
+  readonly binary?: string;
+  /** How long a query (ps, volume ls) and a command (run, start, stop, rm, kube …) may take before it is killed, in ms. */
+  readonly deadlines?: { readonly query: number; readonly command: number };
+  /** How many podman calls may run at once; long-running streams (events, logs) are not counted. */
+  readonly maxProcesses?: number;
+  readonly log?: Logger;
+}
+
+export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
+export const DEFAULT_MAX_PROCESSES = 8;
+
 export class PodmanCli {
   /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
   calls = 0;
+  private readonly binary: string;
+  private readonly deadlines: { readonly query: number; readonly command: number };
+  private readonly slots: Slots;
 
-  constructor(private readonly binary = 'podman') {}
+  constructor(private readonly options: PodmanCliOptions = {}) {
+    this.binary = options.binary ?? 'podman';
+    this.deadlines = options.deadlines ?? DEFAULT_DEADLINES;
+    this.slots = new Slots(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
+  }
 
-  /** Runs `podman <args>` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it. */
-  run(args: readonly string[], input?: string): Observable<string> {
-    return withSubprocess<string>((execa, subscriber) => {
+  /**
+   * Runs `podman <args>` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it.
+   * It waits for one of the limited slots, and is killed when it outlives its deadline.
+   */
+  run(args: readonly string[], input?: string, kind: 'query' | 'command' = 'command'): Observable<string> {
+    const deadline = this.deadlines[kind];
+    return this.slots.run(withSubprocess<string>((execa, subscriber) => {
       this.calls += 1;
       const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
+      // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
+      const timer = setTimeout(() => {
+        const message = `podman ${args.find((a) => !a.startsWith('-')) ?? ''} did not finish within ${deadline / 1000} s and was killed.`;
+        this.options.log?.warn(message);
+        child.kill('SIGKILL');
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        subscriber.error(new PodmanError(message));
+      }, deadline);
       child.then((result) => {
+        clearTimeout(timer);
+        if (subscriber.closed) return;
         if (!result.failed) {
           subscriber.next(result.stdout);
           subscriber.complete();
@@ -50,8 +121,13 @@ export class PodmanCli {
           subscriber.error(new PodmanError((String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '')));
         }
       }, (err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
-      return { kill: () => child.exitCode === null && child.kill() };
-    });
+      return {
+        kill: () => {
+          clearTimeout(timer);
+          if (child.exitCode === null) child.kill();
+        },
+      };
+    }));
   }
 
   /**
@@ -84,11 +160,11 @@ export class PodmanCli {
 
   /** `podman ps --all --format=json`, optionally filtered. */
   listContainers(filters: readonly string[] = []): Observable<Container[]> {
-    return this.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)]).pipe(map(parseJsonList<Container>));
+    return this.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseJsonList<Container>));
   }
 
   listVolumes(filters: readonly string[] = []): Observable<Volume[]> {
-    return this.run(['volume', 'ls', '--format=json', ...filters.map((f) => `--filter=${f}`)]).pipe(map(parseJsonList<Volume>));
+    return this.run(['volume', 'ls', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseJsonList<Volume>));
   }
 }
 

@@ -68,13 +68,12 @@ export const containerOf = (w: WorkloadSpec): string => podman('ps', '--all', '-
 /** The workload core on real Podman, fed by `send`, collecting every state it reports. */
 export class PodmanAgent {
   readonly states: WorkloadState[] = [];
-  readonly cli = new PodmanCli();
   private readonly input = new Subject<FromServer>();
   private readonly subscription: Subscription;
   private waiters: Array<() => void> = [];
 
-  /** With `ioFolder`, workload files are written there and mounted. */
-  constructor(readonly agentName: string, ioFolder?: string) {
+  /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one). */
+  constructor(readonly agentName: string, ioFolder?: string, readonly cli = new PodmanCli()) {
     const files = ioFolder ? new WorkloadFiles(ioFolder) : undefined;
     this.subscription = runWorkloads(this.input, {
       agentName, runtimes: builtInRuntimes(silentLogger, this.cli),
