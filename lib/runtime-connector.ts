@@ -39,6 +39,8 @@ export interface RuntimeConnector<Id = unknown> {
    * succeeded). Runtimes without it restart by deleting and creating.
    */
   startAgain?(id: Id): Observable<void>;
+  /** Stops and removes what may run under the instance name when its id is not known (after a crash mid-create). */
+  deleteByName?(instanceName: WorkloadInstanceName): Observable<void>;
   /** Stops and removes the workload; completes when it is gone. */
   deleteWorkload(id: Id): Observable<void>;
   /** The workload's log lines (stdout and stderr); completes at their end unless following; unsubscribing stops it. */

@@ -29,6 +29,8 @@ export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || 
 
 export const MAX_RETRIES = 20;
 export const RETRY_INTERVAL_MS = 1000;
+/** The longest wait between two tries of a delete that keeps failing. */
+export const MAX_DELETE_RETRY_MS = 60_000;
 
 export interface ControlDeps {
   readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
@@ -81,10 +83,13 @@ class ControlLoop {
   private ended = false;
   /** A workload of an earlier run, kept for the next create to start again (not watched until then). */
   private reusable?: ExistingWorkload;
+  /** Failed attempts of the delete under way (0: none failed). */
+  private deleteAttempts = 0;
 
   constructor(private readonly deps: ControlDeps) {}
 
   execute(command: WorkloadCommand): Observable<Output | typeof END> {
+    if (command.kind !== 'delete') this.deleteAttempts = 0;
     switch (command.kind) {
       case 'create': return this.create(command.spec);
       case 'resume': return this.resume(command.spec);
@@ -103,6 +108,10 @@ class ControlLoop {
   follow(): Observable<Output | typeof END> {
     const { spec, id } = this;
     if (this.ended) return of(END);
+    if (spec && this.deleteAttempts > 0) {
+      const wait = Math.min(RETRY_INTERVAL_MS * 2 ** (this.deleteAttempts - 1), MAX_DELETE_RETRY_MS);
+      return timer(wait).pipe(map(() => ({ command: { kind: 'delete', instanceName: spec.instanceName } as const })));
+    }
     if (spec && id !== undefined) return this.watch(spec, id);
     if (spec && this.failure !== undefined) {
       // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1
@@ -193,7 +202,11 @@ class ControlLoop {
     return concat(this.removeCurrent({ report: true }), this.thenCreate(next));
   }
 
-  /** swdd~agent-workload-control-loop-executes-delete~2, swdd~agent-workload-control-loop-delete-broken-allowed~1 */
+  /**
+   * swdd~agent-workload-control-loop-executes-delete~2, swdd~agent-workload-control-loop-delete-broken-allowed~1:
+   * a delete that fails is tried again, waiting longer each time (up to a minute), until it succeeds or
+   * another command comes.
+   */
   private delete(instanceName: WorkloadInstanceName): Observable<Output> {
     this.failure = undefined;
     const { reusable } = this;
@@ -205,6 +218,10 @@ class ControlLoop {
     return concat(
       this.removeCurrent({ report: true }),
       defer(() => {
+        if (this.spec !== undefined) {
+          this.deleteAttempts += 1;
+          return EMPTY;
+        }
         this.ended = true;
         // Never created (its create was still waiting): say so, so its pending state goes away.
         return managed ? EMPTY : of(report(instanceName, ExecutionState.removed()));
@@ -248,9 +265,13 @@ class ControlLoop {
       this.id = undefined;
       return concat(this.deps.release(spec), reporting ? of(report(spec.instanceName, ExecutionState.removed())) : EMPTY);
     });
-    // swdd~agent-workload-control-loop-update-broken-allowed~1: nothing on the runtime to delete.
-    if (id === undefined) return gone$;
-    const runtime = this.deps.runtimes.get(spec.runtime)!;
+    const runtime = this.deps.runtimes.get(spec.runtime);
+    // swdd~agent-workload-control-loop-update-broken-allowed~1: no id, nothing known on the runtime; what
+    // may run under the name all the same (a create cut short) goes by name.
+    if (id === undefined || !runtime) {
+      const byName$ = runtime?.deleteByName ? runtime.deleteByName(spec.instanceName).pipe(ignoreElements(), catchError(() => EMPTY)) : EMPTY;
+      return concat(byName$, gone$);
+    }
     return concat(
       reporting ? of(report(spec.instanceName, ExecutionState.stoppingRequested())) : EMPTY,
       runtime.deleteWorkload(id).pipe(

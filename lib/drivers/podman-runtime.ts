@@ -48,9 +48,14 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       return this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options)).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => {
-          // A name in use belongs to a container being deleted: leave it; anything else may have left a broken container.
-          const cleanup = err instanceof PodmanError && /already in use/.test(err.message) ? EMPTY : quietly(this.cli.run(['rm', '--force', container]));
-          return concat(cleanup, throwError(() => err));
+          // What a failed create may have left goes, so that the retry starts clean: also a container that
+          // holds the name after a crash mid-create (even one only in storage) — unless it runs: then the
+          // name belongs to a workload that runs, and the failure is reported as it is.
+          const inUse = err instanceof PodmanError && /already in use/.test(err.message);
+          const leftover$ = inUse
+            ? this.cli.listContainers([`name=^${container}$`]).pipe(switchMap((cs) => (cs.some((c) => c.State === 'running') ? EMPTY : this.forceRemove(container))))
+            : this.forceRemove(container);
+          return concat(quietly(leftover$), throwError(() => err));
         }),
       );
     });
@@ -67,6 +72,19 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    */
   checkState(id: string): Observable<ExecutionState> {
     return this.watch(podmanReading(id));
+  }
+
+  /** A delete when the container id is not known: whatever carries the instance's name or its name label goes. */
+  deleteByName(instanceName: WorkloadInstanceName): Observable<void> {
+    const key = instanceKey(instanceName);
+    return concat(
+      this.cli.listContainers([`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.forceRemove(c.Id))))),
+      this.forceRemove(key),
+    );
+  }
+
+  private forceRemove(container: string): Observable<never> {
+    return tolerateMissing(this.cli.run(['rm', '--force', container]));
   }
 
   /** `podman start`: the same container runs again. */

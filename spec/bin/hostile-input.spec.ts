@@ -58,3 +58,35 @@ describe('hostile input from the server (end to end)', function () {
     expect(readdirSync(path.join(run, `${agentName}_io`))).to.deep.equal([`good.${good.instanceName.id}`]);
   });
 });
+
+describe('crash-safe creates (end to end)', function () {
+  this.timeout(90_000);
+  before(requirePodman);
+  const agentName = uniqueAgent('crash');
+  let server: FakeAnkaiosServer;
+  let agent: ChildProcess | undefined;
+  afterEach(() => {
+    agent?.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  });
+
+  it('issue 14: a SIGKILL of the agent in the middle of its creates, then a restart: every workload runs', async () => {
+    const run = mkdtempSync(path.join(tmpdir(), 'ank-crash-'));
+    const workloads = Array.from({ length: 6 }, (_, i) => busybox(`w${i}`, agentName));
+    server = await FakeAnkaiosServer.start();
+    const start = () => spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+    agent = start();
+    const first = await server.nextStream();
+    first.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: workloads.map(addedWorkload) } } });
+    await until(() => reportedStates(first).some(([, , s]) => s.startsWith('Pending(Starting)')), 'the creates to begin');
+    agent.kill('SIGKILL');
+    await new Promise((r) => agent!.once('close', r));
+    agent = start();
+    const second = await server.nextStream(10_000, 1);
+    second.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: workloads.map(addedWorkload) } } });
+    const running = () => workloads.filter((w) => reportedStates(second).some(([n, , s]) => n === w.instanceName.workloadName && s === 'Running(Ok)'));
+    await until(() => running().length === workloads.length, `every workload to run (running: ${running().map((w) => w.instanceName.workloadName)})`, 60_000);
+    expect(reportedStates(second).filter(([, , s]) => s.startsWith('Pending(StartingFailed)'))).to.deep.equal([]);
+  });
+});

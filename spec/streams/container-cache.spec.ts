@@ -77,7 +77,7 @@ describe('containerCache (the PodmanCli container state cache)', () => {
     });
   });
 
-  it('swdd~podman-state-getter-returns-unknown-state~1: a failed poll gives a snapshot without containers', () => {
+  it('swdd~podman-state-getter-returns-unknown-state~1: a failed poll gives a snapshot without containers, saying why (issue 14)', () => {
     const scheduler = testScheduler();
     scheduler.run(({ flush }) => {
       const cache = containerCache(() => throwError(() => new Error('podman: not found')));
@@ -85,7 +85,7 @@ describe('containerCache (the PodmanCli container state cache)', () => {
       const sub = cache.fresh().subscribe((s) => seen.push(s));
       scheduler.schedule(() => sub.unsubscribe(), 1_500);
       flush();
-      expect(seen).to.deep.equal([{ poll: 1 }, { poll: 2 }]);
+      expect(seen).to.deep.equal([{ poll: 1, error: 'podman: not found' }, { poll: 2, error: 'podman: not found' }]);
     });
   });
 });

@@ -164,6 +164,38 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
   });
 
+  describe('a delete that fails (issue 14)', () => {
+    it('is tried again, waiting 1, 2, 4 … seconds, until it succeeds; then the loop ends', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        let deletes = 0;
+        const runtime = new FakeRuntime({ states: () => NEVER, delete: () => (++deletes < 4 ? boom() : EMPTY) });
+        const out = record(controlWorkload(cold('a 9ms d', { a: create(), d: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(out.values.map(([t, v]) => [t, v.replace(/^nginx@\w+: /, '')])).to.deep.equal([
+          [0, 'Pending(Starting): Triggered at runtime.'],
+          [10, 'Stopping(RequestedAtRuntime)'], [10, 'Stopping(DeleteFailed): boom'],
+          [1010, 'Stopping(RequestedAtRuntime)'], [1010, 'Stopping(DeleteFailed): boom'],
+          [3010, 'Stopping(RequestedAtRuntime)'], [3010, 'Stopping(DeleteFailed): boom'],
+          [7010, 'Stopping(RequestedAtRuntime)'], [7010, 'Removed'],
+        ]);
+        expect(out.done()).to.equal(true);
+        expect(runtime.calls.filter((c) => c.startsWith('delete'))).to.have.length(4);
+      });
+    });
+
+    it('stops being tried when another command comes', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({ states: () => NEVER, delete: () => boom() });
+        controlWorkload(cold('a 9ms d 499ms u', { a: create(), d: del(), u: update(nginx2) }), depsFor(runtime)).subscribe();
+        flush();
+        // the delete, the update's delete; no retry of the first delete after the update came
+        expect(runtime.calls.filter((c) => c.startsWith('delete'))).to.have.length(2);
+      });
+    });
+  });
+
   describe('retries of a failing create', () => {
     it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-limits-retry-attempts~1, swdd~agent-workload-control-loop-retry-limit-set-execution-state~2: retries every second, 20 times, keeping Pending(Starting), then Pending(StartingFailed) "No more retries: <cause>"', () => {
       const scheduler = testScheduler();
