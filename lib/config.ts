@@ -160,6 +160,8 @@ export function resolveConfig(
   const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
   checkServerUrl(serverUrl);
   const runFolder = flags.runFolder ?? file.run_folder ?? defaultRunFolder(env);
+  if (runFolder.trim() === '') throw new ConfigError('The run folder is empty: give a folder, or leave -r out for the default.');
+  if (/^\/(proc|sys|dev)(\/|$)/.test(runFolder.replace(/\/+/g, '/'))) throw new ConfigError(`The run folder '${runFolder}' is in a kernel file system: give a folder on disk.`);
   const tags = flags.tags && flags.tags.length > 0 ? parseTags(flags.tags) : { ...file.tags };
   const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes };
   // Flag over environment over file, a `false` as much as a `true`.

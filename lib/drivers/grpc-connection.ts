@@ -1,7 +1,7 @@
 // The gRPC driver: one ConnectAgent stream per subscription.
 import * as grpc from '@grpc/grpc-js';
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
-import { Observable } from 'rxjs';
+import { Observable, type Subscription } from 'rxjs';
 import { LINE_1, type ProtocolLine } from '../codec/lines.js';
 import { type FromServer, FromServerSchema, type ToServer, ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
 
@@ -21,6 +21,24 @@ export interface ConnectionOptions {
   readonly keepaliveMs?: number;
   /** The protocol line the connection speaks (what the server sends is read as this line writes it). */
   readonly line?: ProtocolLine;
+  /** How long a connection may take to come up (a server that is blackholed never answers). */
+  readonly connectTimeoutMs?: number;
+  /** Hears when the connection cannot take more for now (true) and when it can again (false). */
+  readonly onBackpressure?: (full: boolean) => void;
+}
+
+export const CONNECT_TIMEOUT_MS = 10_000;
+
+/** Calls `done` when the channel is ready, or with why not: it failed, or did not come up in time. */
+function whenReady(channel: ReturnType<grpc.Client["getChannel"]>, timeoutMs: number, done: (problem?: string) => void): void {
+  const deadline = Date.now() + timeoutMs;
+  const check = (): void => {
+    const state = channel.getConnectivityState(true);
+    if (state === grpc.connectivityState.READY) return done();
+    if (state === grpc.connectivityState.TRANSIENT_FAILURE || state === grpc.connectivityState.SHUTDOWN) return done('the connection failed');
+    channel.watchConnectivityState(state, deadline, (err) => (err ? done(`the server did not answer within ${timeoutMs / 1000} s`) : check()));
+  };
+  check();
 }
 
 /** The server ended the stream with a gRPC status; `code` tells why. */
@@ -54,30 +72,54 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<T
       'grpc.keepalive_permit_without_calls': 1,
       ...(options.security.insecure ? {} : { 'grpc.ssl_target_name_override': SERVER_CERT_NAME, 'grpc.default_authority': SERVER_CERT_NAME }),
     });
-    const call = client.makeBidiStreamRequest<ToServer, FromServer>(
-      CONNECT_AGENT_PATH,
-      (m) => Buffer.from(toBinary(ToServerSchema, m)),
-      (b) => fromBinary(FromServerSchema, (options.line ?? LINE_1).read(b)),
-    );
+    let call: grpc.ClientDuplexStream<ToServer, FromServer> | undefined;
+    let writing: Subscription | undefined;
     let ended = false;
-    call.on('data', (m: FromServer) => subscriber.next(m));
-    call.on('error', (e: grpc.ServiceError) => {
-      ended = true;
-      subscriber.error(new ConnectionError(e.details || e.message, e.code));
-    });
-    call.on('end', () => {
-      ended = true;
-      subscriber.complete();
-    });
-    // When the outbound stream completes (after Goodbye), half-close and let the server end the call.
-    const writing = outbound$.subscribe({
-      next: (m) => !ended && call.write(m),
-      error: (e: unknown) => subscriber.error(e),
-      complete: () => !ended && call.end(),
+    let closed = false;
+    let full = false;
+    const write = (m: ToServer) => {
+      if (ended || call!.write(m) || full) return;
+      // grpc buffers what the server does not take yet: say so, and when it drained.
+      full = true;
+      options.onBackpressure?.(true);
+      call!.once('drain', () => {
+        full = false;
+        options.onBackpressure?.(false);
+      });
+    };
+    whenReady(client.getChannel(), options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, (problem) => {
+      if (closed) return;
+      if (problem) {
+        ended = true;
+        subscriber.error(new ConnectionError(`${problem} (${options.serverUrl})`, grpc.status.UNAVAILABLE));
+        return;
+      }
+      call = client.makeBidiStreamRequest<ToServer, FromServer>(
+        CONNECT_AGENT_PATH,
+        (m) => Buffer.from(toBinary(ToServerSchema, m)),
+        (b) => fromBinary(FromServerSchema, (options.line ?? LINE_1).read(b)),
+      );
+      call.on('data', (m: FromServer) => subscriber.next(m));
+      call.on('error', (e: grpc.ServiceError) => {
+        ended = true;
+        subscriber.error(new ConnectionError(e.details || e.message, e.code));
+      });
+      call.on('end', () => {
+        ended = true;
+        subscriber.complete();
+      });
+      // When the outbound stream completes (after Goodbye), half-close and let the server end the call.
+      writing = outbound$.subscribe({
+        next: write,
+        error: (e: unknown) => subscriber.error(e),
+        complete: () => !ended && call!.end(),
+      });
     });
     return () => {
-      writing.unsubscribe();
-      if (!ended) call.cancel();
+      closed = true;
+      writing?.unsubscribe();
+      if (call && !ended) call.cancel();
+      if (full) options.onBackpressure?.(false);
       client.close();
     };
   });

@@ -36,10 +36,11 @@ function load(source: PemSource, item: Item): Buffer {
 /** swdd~agent-provides-file-paths-to-communication-middleware~1 */
 export function loadSecurity(security: AgentConfig['security']): Security {
   if (security.insecure) return { insecure: true };
-  return {
-    insecure: false,
-    ca: load(security.ca, 'CA certificate'),
-    cert: load(security.cert, 'agent certificate'),
-    key: load(security.key, 'agent key'),
-  };
+  const ca = load(security.ca, 'CA certificate');
+  const cert = load(security.cert, 'agent certificate');
+  const key = load(security.key, 'agent key');
+  if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))) {
+    throw new ConfigError(`The agent key ${read(security.key, 'agent key').where} does not belong to the agent certificate ${read(security.cert, 'agent certificate').where}.`);
+  }
+  return { insecure: false, ca, cert, key };
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
+import { instanceId } from '../../lib/workload.js';
 import { FakeAnkaiosServer, reportedStates } from '../helpers/fake-server.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
@@ -100,6 +101,11 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'evil', '-k', '-r', RUN]), `The run folder '${path.join(RUN, 'evil_io')}' is a symbolic link`);
   });
 
+  it('issue 14: an empty run folder and one in /proc are errors, not loops', async () => {
+    expectFailure(await runToEnd(['-n', 'a', '-k', '-r', '']), 'The run folder is empty');
+    expectFailure(await runToEnd(['-n', 'a', '-k', '-r', '/proc/self']), "The run folder '/proc/self' is in a kernel file system");
+  });
+
   it('ANKAGENT_INSECURE=false overrides insecure = true of the file; a value that is no boolean is an error', async () => {
     const file = path.join(tmp, 'insecure.toml');
     writeFileSync(file, "version = 'v1'\nname = 'a'\ninsecure = true\n");
@@ -150,10 +156,10 @@ describe('ank-agent (the command line)', () => {
         expect(agent.stderr()).to.include("The config names the runtime 'docker', which this agent does not have: ignored.");
         const stream = await server.nextStream();
         await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
-        const kube = { workloadName: 'pod', agentName: 'rt_agent', id: 'x' };
+        const kube = { workloadName: 'pod', agentName: 'rt_agent', id: instanceId('manifest: x') };
         stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [{ instanceName: kube, workload: { runtime: 'podman-kube', runtimeConfig: 'manifest: x' } }] } } });
         await stream.waitFor((m) => m.ToServerEnum.case === 'updateWorkloadState');
-        expect(reportedStates(stream)).to.deep.equal([['pod', 'x', "Pending(StartingFailed): Unknown runtime 'podman-kube'"]]);
+        expect(reportedStates(stream)).to.deep.equal([['pod', kube.id, "Pending(StartingFailed): Unknown runtime 'podman-kube'"]]);
         agent.child.kill('SIGTERM');
         await agent.exited;
       } finally {
@@ -245,6 +251,13 @@ describe('ank-agent (the command line)', () => {
       } finally {
         server.stop();
       }
+    });
+
+    it('issue 14: a key that does not belong to the certificate is an error at start', async () => {
+      const otherKey = path.join(certs, 'other-key.pem');
+      execFileSync('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', otherKey], { stdio: 'ignore' });
+      chmodSync(otherKey, 0o600);
+      expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'other-key.pem')), `The agent key file '${otherKey}' does not belong to the agent certificate file '${path.join(certs, 'agent.pem')}'.`);
     });
 
     it('takes the PEM paths from the environment when no flags give them', async () => {

@@ -135,6 +135,19 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     expect((l.errors[0] as Error).message).to.include("Unsupported protocol version '0.8.0'");
   });
 
+  it('issue 14: a server that takes the connection but never answers (as if blackholed) fails the connection at its timeout, with the reason', async () => {
+    const silent = net.createServer(() => undefined);
+    const port = await new Promise<number>((resolve) => silent.listen(0, '127.0.0.1', () => resolve((silent.address() as net.AddressInfo).port)));
+    try {
+      const error = await firstValueFrom(connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure, connectTimeoutMs: 500 }, new Subject<never>()))
+        .then(() => undefined, (e: Error & { code?: number }) => e);
+      expect(error?.message).to.equal(`the server did not answer within 0.5 s (http://127.0.0.1:${port})`);
+      expect(error?.code).to.equal(grpc.status.UNAVAILABLE);
+    } finally {
+      silent.close();
+    }
+  });
+
   it('notices a half-open connection through HTTP/2 keepalive within seconds and reconnects', async function () {
     this.timeout(20_000);
     // A proxy on loopback that can go silent on its open connections, as a dead peer would.
