@@ -28,7 +28,7 @@ import { noTrace, tracer } from '../streams/trace.js';
 import { builtInRuntimes } from './wiring.js';
 
 /** Where the server's messages come from: the gRPC server link, or the local server of standalone mode. */
-type Link = (toServer$: Observable<ToServer>, greeting: () => ToServer[]) => Observable<FromServer>;
+type Link = (toServer$: Observable<ToServer>, greeting: () => ToServer[], pipes: ControlInterfacePipes) => Observable<FromServer>;
 
 const HELP = `
   Usage
@@ -131,7 +131,7 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
   };
   const toServer$ = new Subject<ToServer>();
   let sinks: AgentSinks | undefined;
-  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? []), controlInterfaces$: pipes.opened$ }, deps);
+  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? [], pipes), controlInterfaces$: pipes.opened$ }, deps);
   merge(
     sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
     sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
@@ -182,8 +182,8 @@ function connected(): void {
   const ioFolder = userErrors(() => prepareRunFolder(config.runFolder, config.name, config.runFolder === defaultRunFolder(process.env)));
   const stop$ = new Subject<void>();
   log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
-  run(config.name, ioFolder, log, (outbound$, greeting) => serverLink(
-    (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line }, wire$),
+  run(config.name, ioFolder, log, (outbound$, greeting, pipes) => serverLink(
+    (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line, onBackpressure: (full) => pipes.setPaused(full) }, wire$),
     outbound$,
     { agentName: config.name, log, stop$, greeting, tags: config.tags },
   ), () => {

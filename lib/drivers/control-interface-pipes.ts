@@ -2,7 +2,7 @@
 // the workload. What flows through them is the business of streams/control-interfaces.ts.
 import { mkdirSync, rmSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
-import { EMPTY, Observable, Subject, defer, from, map, of, takeUntil } from 'rxjs';
+import { BehaviorSubject, EMPTY, Observable, Subject, defer, from, map, of, takeUntil } from 'rxjs';
 import type { Logger } from '../logger.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../ports.js';
 import type { CreateOptions } from '../runtime-connector.js';
@@ -24,6 +24,7 @@ interface Instance {
 export class ControlInterfacePipes implements HostSide {
   private readonly instances = new Map<string, Instance>();
   private readonly opened = new Subject<ControlInterfacePipe>();
+  private readonly paused = new BehaviorSubject(false);
   /** Each workload's pipes as they are opened; their chunks end when they are closed. */
   readonly opened$: Observable<ControlInterfacePipe> = this.opened.asObservable();
 
@@ -68,6 +69,15 @@ export class ControlInterfacePipes implements HostSide {
     }
   }
 
+  /**
+   * Backpressure: while the server connection cannot take more, no workload's output pipe is read (its
+   * writes block, or fail with EAGAIN), so the agent's memory does not follow the request rate.
+   */
+  setPaused(paused: boolean): void {
+    if (paused !== this.paused.value) this.log.debug(`The Control Interfaces ${paused ? 'wait: the server connection is full' : 'are read again'}.`);
+    this.paused.next(paused);
+  }
+
   /** Closes every Control Interface (on shutdown); the folders stay for the workloads that keep running. */
   closeAll(): void {
     for (const [name, instance] of this.instances) this.close(name, instance);
@@ -97,7 +107,7 @@ export class ControlInterfacePipes implements HostSide {
     this.opened.next({
       workloadName: name,
       access: spec.controlInterfaceAccess,
-      chunks$: fifoChunks(output).pipe(takeUntil(instance.closed$)),
+      chunks$: fifoChunks(output, this.paused).pipe(takeUntil(instance.closed$)),
     });
     return folder;
   }

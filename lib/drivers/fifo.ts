@@ -2,7 +2,7 @@
 // peer) and driven by net.Socket on epoll, so no libuv threadpool thread waits on a pipe.
 import { closeSync, constants, fstatSync, openSync, rmSync } from 'node:fs';
 import net from 'node:net';
-import { Observable } from 'rxjs';
+import { Observable, of } from 'rxjs';
 
 /**
  * Creates the FIFO afresh: whatever is at the path (an old pipe, or what a workload put there: a symlink,
@@ -28,12 +28,17 @@ export function openFifo(path: string): number {
 }
 
 /** The chunks written into the FIFO opened as `fd` (openFifo), for as long as it is subscribed; closes it then. */
-export function fifoChunks(fd: number): Observable<Uint8Array> {
+export function fifoChunks(fd: number, paused$: Observable<boolean> = of(false)): Observable<Uint8Array> {
   return new Observable<Uint8Array>((subscriber) => {
     const socket = new net.Socket({ fd, readable: true, writable: false });
     socket.on('data', (chunk: Buffer) => subscriber.next(chunk));
     socket.on('error', (err) => subscriber.error(err));
-    return () => socket.destroy();
+    // Not reading lets the pipe fill: the workload's writes block or fail with EAGAIN until reading goes on.
+    const pausing = paused$.subscribe((paused) => (paused ? socket.pause() : socket.resume()));
+    return () => {
+      pausing.unsubscribe();
+      socket.destroy();
+    };
   });
 }
 

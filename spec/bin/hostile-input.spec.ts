@@ -1,9 +1,11 @@
 // Issue 14: what a server or a workload may send cannot steer the root agent outside its run folder.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
+import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
 import { busybox, cleanup, requirePodman, uniqueAgent } from '../helpers/podman.js';
 
@@ -88,5 +90,57 @@ describe('crash-safe creates (end to end)', function () {
     const running = () => workloads.filter((w) => reportedStates(second).some(([n, , s]) => n === w.instanceName.workloadName && s === 'Running(Ok)'));
     await until(() => running().length === workloads.length, `every workload to run (running: ${running().map((w) => w.instanceName.workloadName)})`, 60_000);
     expect(reportedStates(second).filter(([, , s]) => s.startsWith('Pending(StartingFailed)'))).to.deep.equal([]);
+  });
+});
+
+describe('backpressure (end to end)', function () {
+  this.timeout(90_000);
+  before(requirePodman);
+  const agentName = uniqueAgent('flood');
+  let server: FakeAnkaiosServer;
+  let agent: ChildProcess | undefined;
+  afterEach(() => {
+    agent?.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  });
+
+  it('issue 14: a flood of Control Interface requests while the server does not read: the agent stops reading the pipe (the workload gets EAGAIN) and its memory stays bounded', async () => {
+    const run = mkdtempSync(path.join(tmpdir(), 'ank-flood-'));
+    const ctl = { ...busybox('ctl', agentName), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] } };
+    server = await FakeAnkaiosServer.start();
+    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+    const stream = await server.nextStream();
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(ctl)] } } });
+    await until(() => reportedStates(stream).some(([n, , s]) => n === 'ctl' && s === 'Running(Ok)'), 'ctl to run');
+    const client = new ControlInterfaceClient(controlInterfaceFolder(path.join(run, `${agentName}_io`), ctl));
+    try {
+      client.hello();
+      await client.next();
+      stream.stall();
+      const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${agent!.pid}/status`, 'utf8'))![1]) / 1024;
+      const before = rss();
+      // 400 000 requests, written as fast as the pipe takes them; EAGAIN means the agent stopped reading.
+      const request = (i: number) => ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: `r${i}`, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState.workloads'] } } } } });
+      let written = 0;
+      let refused = 0;
+      for (let i = 0; i < 400_000 && refused < 200; i++) {
+        try {
+          client.sendRaw(request(i));
+          written += 1;
+          refused = 0;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+          refused += 1;
+          i -= 1;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      }
+      expect(refused, `the agent read all ${written} requests`).to.equal(200);
+      expect(written).to.be.below(400_000);
+      expect(rss() - before, 'MiB the flood cost the agent').to.be.below(64);
+    } finally {
+      client.close();
+    }
   });
 });

@@ -37,6 +37,11 @@ export class AgentStream {
     this.call.write(create(FromServerSchema, message));
   }
 
+  /** A slow server: stops reading the agent's messages (HTTP/2 flow control then holds the agent back). */
+  stall(): void {
+    this.call.pause();
+  }
+
   /** Ends the stream with a gRPC status (OK ends it normally). */
   close(code: grpc.status = grpc.status.OK, details = ''): void {
     if (code === grpc.status.OK) this.call.end();
