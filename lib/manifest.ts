@@ -225,8 +225,12 @@ export function checkCycles(state: DesiredState): void {
   for (const name of [...state.workloads.keys()].sort()) visit(name);
 }
 
-/** Renders `{{alias}}`, `{{alias.key}}` and `{{alias.0}}` from the workload's configs. */
+/** The largest text a template may render to: a runtime config, an agent name. */
+export const MAX_RENDERED_BYTES = 1024 * 1024;
+
+/** Renders `{{alias}}`, `{{alias.key}}` and `{{alias.0}}` from the workload's configs; the result is bounded in size. */
 export function renderTemplate(template: string, values: Readonly<Record<string, ConfigValue>>, where: string): string {
+  let size = template.length;
   return template.replace(/\{\{\s*([^}]*?)\s*\}\}/g, (_m, expression: string) => {
     if (expression.startsWith('#') || expression.startsWith('/')) fail(where, `template blocks like '{{${expression}}}' are not supported; use {{alias.key}} values`);
     let value: ConfigValue | undefined = values as ConfigValue;
@@ -235,6 +239,8 @@ export function renderTemplate(template: string, values: Readonly<Record<string,
       value = Array.isArray(value) ? value[Number(key)] : typeof value === 'object' && value !== null ? (value as Record<string, ConfigValue>)[key] : undefined;
     }
     if (typeof value !== 'string') fail(where, `the template '{{${expression}}}' does not name a config value`);
+    size += value.length;
+    if (size > MAX_RENDERED_BYTES) fail(where, `the templates render to more than ${MAX_RENDERED_BYTES / 1024 / 1024} MiB`);
     return value;
   });
 }

@@ -1,5 +1,5 @@
 // The side effects of standalone mode: reading and watching the manifest, and showing the status.
-import { readFileSync, watch } from 'node:fs';
+import { type FSWatcher, readFileSync, unwatchFile, watch, watchFile } from 'node:fs';
 import path from 'node:path';
 import { Observable, debounceTime, distinctUntilChanged, filter, map, merge, of } from 'rxjs';
 import type { Logger } from '../logger.js';
@@ -21,17 +21,31 @@ export function readManifest(file: string, log: Logger): DesiredState {
   }
 }
 
+/** How often the manifest's path is looked at again, whatever the folder watch says. */
+export const MANIFEST_POLL_MS = 1000;
+
 /**
  * The manifest now and after each change of the file; an invalid change is logged and skipped, so the
- * running workloads stay as they are. (The folder is watched: editors replace files by renaming.)
+ * running workloads stay as they are. Any change in its folder makes it read again (editors replace files
+ * by renaming; a Kubernetes ConfigMap swaps a `..data` symlink), and its path is looked at every second
+ * too, so a folder replaced as a whole is followed as well.
  */
 export function watchManifest(file: string, first: DesiredState, log: Logger): Observable<DesiredState> {
-  const changes$ = new Observable<string>((subscriber) => {
-    const watcher = watch(path.dirname(path.resolve(file)), (_event, name) => {
-      if (name === path.basename(file)) subscriber.next(name);
-    });
-    watcher.on('error', (err) => log.warn(`Cannot watch '${file}' any more: ${err.message}`));
-    return () => watcher.close();
+  const changes$ = new Observable<void>((subscriber) => {
+    const folder = path.dirname(path.resolve(file));
+    let watcher: FSWatcher | undefined;
+    try {
+      watcher = watch(folder, () => subscriber.next());
+      watcher.on('error', (err) => log.warn(`Cannot watch the folder of '${file}' any more: ${err.message}; it is still looked at every second.`));
+    } catch (err) {
+      log.warn(`Cannot watch the folder of '${file}': ${(err as Error).message}; it is looked at every second.`);
+    }
+    const poll = () => subscriber.next();
+    watchFile(file, { interval: MANIFEST_POLL_MS }, poll);
+    return () => {
+      watcher?.close();
+      unwatchFile(file, poll);
+    };
   });
   return merge(of(first), changes$.pipe(
     debounceTime(150),
@@ -67,7 +81,7 @@ export function statusView(agentName: string, out: NodeJS.WriteStream, log: Logg
     let timer: NodeJS.Timeout | undefined;
     let latest: LocalSnapshot | undefined;
     let shown = '';
-    return (snapshot) => {
+    const show = (snapshot: LocalSnapshot) => {
       latest = snapshot;
       timer ??= setTimeout(() => {
         timer = undefined;
@@ -76,6 +90,12 @@ export function statusView(agentName: string, out: NodeJS.WriteStream, log: Logg
         shown = table;
       }, 100);
     };
+    // A resized terminal garbles what was drawn: draw it again.
+    out.on('resize', () => {
+      shown = '';
+      if (latest) show(latest);
+    });
+    return show;
   }
   const last = new Map<string, string>();
   const line = (r: StatusRow) => `${r.state}${r.info ? `: ${r.info}` : ''}`;

@@ -1,6 +1,6 @@
 // Standalone mode: the real agent process runs a manifest on real Podman, without a server.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -69,6 +69,33 @@ describe('ank-agent --manifest (standalone mode)', function () {
     expect(at('storage_provider: Running(Ok)')).to.be.below(at('logger: Pending(Starting): Triggered at runtime.'));
     expect(at("storage_provider: Failed(ExecFailed): Exit code: '1'")).to.be.below(at('error_handler: Pending(Starting): Triggered at runtime.'));
     expect(at('logger: Pending(WaitingToStart)')).to.be.below(at('logger: Pending(Starting): Triggered at runtime.'));
+  });
+
+  it('issue 14: follows the manifest through a ConfigMap-style ..data symlink swap and through a folder replaced as a whole', async () => {
+    const name = uniqueAgent('swap');
+    const base = mkdtempSync(path.join(tmp, 'cm-'));
+    const folder = path.join(base, 'config');
+    const version = (tag: string, extra: string) => {
+      const dir = path.join(folder, `..${tag}`);
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(path.join(dir, 'manifest.yaml'), readFileSync(path.resolve('examples', 'hello.yaml'), 'utf8').replaceAll('agent_A', name) + extra);
+      return `..${tag}`;
+    };
+    const workload = (w: string) => `  ${w}:\n    runtime: podman\n    agent: ${name}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandOptions: ["--stop-timeout", "1"]\n      commandArgs: ["/bin/sleep", "3600"]\n`;
+    symlinkSync(version('v1', ''), path.join(folder, '..data'));
+    symlinkSync('..data/manifest.yaml', path.join(folder, 'manifest.yaml'));
+    const agent = start(path.join(folder, 'manifest.yaml'));
+    agents.push([agent, name]);
+    await until(() => states(agent.log()).some((s) => s.startsWith('hello: ')), 'the first manifest');
+    // A ConfigMap update: a new folder, then the ..data symlink swapped in one rename.
+    symlinkSync(version('v2', workload('second')), path.join(folder, '..data_tmp'));
+    renameSync(path.join(folder, '..data_tmp'), path.join(folder, '..data'));
+    await until(() => states(agent.log()).includes('second: Running(Ok)'), 'the swapped-in workload to run');
+    // The whole folder replaced.
+    renameSync(folder, `${folder}.old`);
+    mkdirSync(folder);
+    writeFileSync(path.join(folder, 'manifest.yaml'), readFileSync(path.join(`${folder}.old`, '..v2', 'manifest.yaml'), 'utf8') + workload('third'));
+    await until(() => states(agent.log()).includes('third: Running(Ok)'), 'the workload of the new folder to run');
   });
 
   it('applies an edit of the manifest, rejects an invalid one keeping the workloads, and leaves them running on SIGTERM', async () => {

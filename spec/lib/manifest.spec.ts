@@ -163,6 +163,13 @@ describe('manifests (standalone mode)', () => {
     expect(rejects(manifest('  a:\n    runtime: podman\n    runtimeConfig: "{{missing}}"\n'))).to.equal("workload 'a': the template '{{missing}}' does not name a config value");
   });
 
+  it('issue 14: template expansion is bounded: a manifest whose templates render to more than 1 MiB is refused', () => {
+    const big = 'x'.repeat(600 * 1024);
+    expect(rejects(manifest('  a:\n    runtime: podman\n    configs: {b: big}\n    runtimeConfig: "{{b}}{{b}}"\n', `configs:\n  big: "${big}"\n`)))
+      .to.equal("workload 'a': the templates render to more than 1 MiB");
+    expect(() => parseManifest(manifest('  a:\n    runtime: podman\n    configs: {b: big}\n    runtimeConfig: "{{b}}"\n', `configs:\n  big: "${big}"\n`))).not.to.throw();
+  });
+
   it('adds the implicit delete conditions: dependents with ADD_COND_RUNNING wait to be neither pending nor running', () => {
     const state = parseManifest(dependencyExample);
     expect(deleteConditionsOf('storage_provider', state)).to.deep.equal({ logger: 'NotPendingNorRunning' });
