@@ -14,6 +14,15 @@ export interface Snapshot {
   readonly error?: string;
 }
 
+/** What Podman's event stream says of a container. */
+export interface ContainerEvent {
+  readonly id: string;
+  /** `died`, `start`, `remove`, `create`, … */
+  readonly status: string;
+  /** With `died`: how the container's process ended. */
+  readonly exitCode?: number;
+}
+
 export interface ContainerCache {
   /** swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, refreshed while watched. */
   fresh(): Observable<Snapshot>;

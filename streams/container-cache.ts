@@ -1,43 +1,133 @@
-// The PodmanCli container state cache: one `podman ps` for all workloads of both Podman runtimes.
+// The PodmanCli container state cache, the one source every state checker of both Podman runtimes reads.
+// Podman's event stream keeps it current at once; `podman ps` verifies it (when the stream starts, on an
+// event the cache cannot apply, every VERIFY_INTERVAL_MS) and is the one-second fallback while the stream
+// is down.
 import {
-  EMPTY, Observable, ReplaySubject, Subject, catchError, defer, exhaustMap, filter, map, merge, of, repeat, share, tap, timer,
+  BehaviorSubject, EMPTY, Observable, ReplaySubject, Subject, catchError, concatWith, defer, distinctUntilChanged, exhaustMap, filter, map,
+  merge, mergeMap, of, repeat, share, switchMap, takeUntil, tap, timer,
 } from 'rxjs';
 import type { Container } from '../lib/podman/container-state.js';
-import type { ContainerCache, Snapshot } from '../lib/ports.js';
+import type { ContainerCache, ContainerEvent, Snapshot } from '../lib/ports.js';
 
+/** swdd~podmancli-container-state-cache-refresh~1: the refresh while no event stream keeps the cache current. */
 export const CACHE_INTERVAL_MS = 1000;
+/** How often `podman ps` verifies what the events said while the stream is healthy. */
+export const VERIFY_INTERVAL_MS = 10_000;
+/** How long after the event stream ended it is started again. */
+export const EVENTS_RESTART_MS = 1000;
+
+/** Events that say nothing about a container's state. */
+const QUIET = new Set(['exec', 'exec_died', 'attach', 'health_status', 'mount', 'unmount', 'commit', 'export', 'sync', 'checkpoint']);
 
 /**
  * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
- * polls `list` at most once per interval while anything watches (and stops when nothing does);
- * every new watcher triggers one extra poll (swdd~podman-state-getter-reset-cache~1,
- * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way.
+ * while anything watches (and not when nothing does), the cache follows `events$` (a died event carries the
+ * exit code; start and remove say the rest) and polls `list` to verify, every second while the stream is
+ * down; every new watcher triggers one extra poll (swdd~podman-state-getter-reset-cache~1,
+ * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way. Without `events$` it
+ * polls every second. A verification that finds a change no event announced takes the stream for stalled
+ * and starts it again.
  */
 export function containerCache(
-  list: () => Observable<Container[]>,
-  /** Emits when a container changed (e.g. `podman events`): the cache polls at once instead of at the next tick. */
-  changes$: Observable<unknown> = EMPTY,
+  list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, { verifyMs = VERIFY_INTERVAL_MS } = {},
 ): ContainerCache {
   const refresh$ = new Subject<void>();
-  let polls = 0;
-  let pending = false;
-  const poll$ = defer(() => {
-    pending = false;
-    const poll = ++polls;
-    return list().pipe(
-      map((containers): Snapshot => ({ poll, containers })),
-      catchError((err: unknown) => of<Snapshot>({ poll, error: err instanceof Error ? err.message : String(err) })),
+  let version = 0;
+  const snapshots$ = defer(() => {
+    /** The picture of all containers, from the last poll and the events since. */
+    let view: Map<string, Container> | undefined;
+    /** Exit codes the died events told, for containers Podman still shows as `stopped`. */
+    const exitCodes = new Map<string, number>();
+    /** Events that came while a poll ran: applied again on top of its result. */
+    let duringPoll: ContainerEvent[] | undefined;
+    let pending = false;
+    const healthy$ = new BehaviorSubject(false);
+    const restart$ = new Subject<void>();
+    const poll$ = new Subject<void>();
+
+    /** A snapshot numbered after what it knows: a poll counts from when it started, an event from when it came. */
+    const snapshot = (poll = ++version): Snapshot => ({ poll, containers: [...view!.values()] });
+    /** Applies an event to the view; false when the view cannot take it by itself. */
+    const apply = (e: ContainerEvent, to: Map<string, Container>): boolean => {
+      const c = to.get(e.id);
+      if (e.status === 'died' || e.status === 'cleanup') {
+        if (e.exitCode !== undefined) exitCodes.set(e.id, e.exitCode);
+        if (!c) return false;
+        to.set(e.id, { ...c, State: 'exited', ExitCode: exitCodes.get(e.id) ?? c.ExitCode });
+        return true;
+      }
+      if (e.status === 'start') {
+        exitCodes.delete(e.id);
+        if (!c) return false;
+        to.set(e.id, { ...c, State: 'running' });
+        return true;
+      }
+      if (e.status === 'remove') {
+        exitCodes.delete(e.id);
+        to.delete(e.id);
+        return true;
+      }
+      return QUIET.has(e.status);
+    };
+    /** Podman shows a container that died as `stopped` for a moment: with its exit code known, it has exited. */
+    const settled = (c: Container): Container =>
+      (c.State === 'stopped' && exitCodes.has(c.Id) ? { ...c, State: 'exited', ExitCode: exitCodes.get(c.Id) } : c);
+
+    const onEvent = (e: ContainerEvent): Snapshot[] => {
+      duringPoll?.push(e);
+      if (view && apply(e, view)) return QUIET.has(e.status) ? [] : [snapshot()];
+      poll$.next();
+      return [];
+    };
+    const onPoll = (containers: readonly Container[], poll: number): Snapshot => {
+      const fresh = new Map(containers.map((c) => [c.Id, settled(c)]));
+      for (const e of duringPoll ?? []) apply(e, fresh);
+      // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
+      if (healthy$.value && view && [...view.values()].some((c) => c.State === 'running' && fresh.get(c.Id)?.State !== 'running')) restart$.next();
+      view = fresh;
+      return snapshot(poll);
+    };
+
+    const polls$ = defer(() => {
+      pending = false;
+      duringPoll = [];
+      const poll = ++version;
+      return list().pipe(
+        map((containers) => onPoll(containers, poll)),
+        catchError((err: unknown) => of<Snapshot>({ poll, error: err instanceof Error ? err.message : String(err) })),
+        tap({ finalize: () => (duringPoll = undefined) }),
+      );
+    });
+    // A change of the stream's health is verified at once; the first watcher's own poll starts the cache.
+    const ticks$ = events$
+      ? healthy$.pipe(distinctUntilChanged(), switchMap((healthy, i) => {
+        const period = healthy ? verifyMs : CACHE_INTERVAL_MS;
+        return timer(i === 0 ? period : 0, period);
+      }))
+      : timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS);
+    const polled$ = merge(ticks$, refresh$, poll$).pipe(
+      tap(() => (pending = true)),
+      // A trigger that comes while a poll runs is served by one more poll right after it.
+      exhaustMap(() => polls$.pipe(repeat({ delay: () => (pending ? of(0) : EMPTY) }))),
     );
-  });
-  const snapshots$ = merge(timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS), refresh$, changes$).pipe(
-    tap(() => (pending = true)),
-    // A trigger that comes while a poll runs is served by one more poll right after it.
-    exhaustMap(() => poll$.pipe(repeat({ delay: () => (pending ? of(0) : EMPTY) }))),
-    share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: true }),
-  );
+    // The stream, started again a while after it ended, failed or was taken for stalled; the cache polls
+    // every second meanwhile.
+    const evented$ = events$
+      ? defer(() => {
+        healthy$.next(true);
+        return events$.pipe(takeUntil(restart$), catchError(() => EMPTY));
+      }).pipe(
+        concatWith(defer(() => (healthy$.next(false), EMPTY))),
+        repeat({ delay: () => timer(EVENTS_RESTART_MS) }),
+        mergeMap(onEvent),
+      )
+      : EMPTY;
+    return merge(evented$, polled$);
+  }).pipe(share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: true }));
+
   return {
     fresh: () => defer(() => {
-      const since = polls;
+      const since = version;
       return merge(snapshots$, defer(() => (refresh$.next(), EMPTY))).pipe(filter((s) => s.poll > since));
     }),
   };

@@ -1,6 +1,6 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
 import {
-  EMPTY, Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, of, repeat, switchMap, throwError, timer,
+  EMPTY, Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, mergeMap, of, switchMap, throwError,
 } from 'rxjs';
 import type { ExecutionState } from '../execution-state.js';
 import type { Logger } from '../logger.js';
@@ -9,7 +9,7 @@ import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../p
 import {
   RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface,
 } from '../podman/runtime-config.js';
-import type { WatchState } from '../ports.js';
+import type { ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
@@ -233,15 +233,20 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 }
 
 /**
- * One line per container that died, was cleaned up (its state is `exited` from then on) or was removed,
- * from one long-running `podman events` (no periodic calls): lets the state cache notice an exit at
- * once. Restarted after a second if it ends.
+ * Podman's container events from one long-running `podman events` (no periodic calls): a `died` event
+ * carries the exit code. Ends when the process ends (the cache starts it again); lines that are no
+ * event are passed over.
  */
-export function containerDeaths(cli: PodmanCli): Observable<string> {
-  return cli.lines(['events', '--filter', 'event=died', '--filter', 'event=cleanup', '--filter', 'event=remove', '--format', '{{.ID}}']).pipe(
-    catchError(() => EMPTY),
-    repeat({ delay: () => timer(1000) }),
-  );
+export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
+  return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(mergeMap((line): ContainerEvent[] => {
+    try {
+      const e = JSON.parse(line) as { ID?: unknown; Status?: unknown; ContainerExitCode?: unknown };
+      if (typeof e.ID !== 'string' || typeof e.Status !== 'string') return [];
+      return [{ id: e.ID, status: e.Status, exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined }];
+    } catch {
+      return [];
+    }
+  }));
 }
 
 /** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI and one state checker. */

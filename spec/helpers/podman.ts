@@ -73,10 +73,10 @@ export class PodmanAgent {
   private waiters: Array<() => void> = [];
 
   /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one). */
-  constructor(readonly agentName: string, ioFolder?: string, readonly cli = new PodmanCli()) {
+  constructor(readonly agentName: string, ioFolder?: string, readonly cli = new PodmanCli(), cache: { verifyMs?: number } = {}) {
     const files = ioFolder ? new WorkloadFiles(ioFolder) : undefined;
     this.subscription = runWorkloads(this.input, {
-      agentName, runtimes: builtInRuntimes(silentLogger, this.cli),
+      agentName, runtimes: builtInRuntimes(silentLogger, this.cli, cache),
       prepare: (spec) => files?.prepare(spec) ?? of({}), release: (spec) => files?.release(spec) ?? EMPTY,
     }).subscribe((states) => {
       this.states.push(...states);

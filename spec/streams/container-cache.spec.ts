@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Observable, Subscription, defer, throwError } from 'rxjs';
 import type { Container } from '../../lib/podman/container-state.js';
-import type { Snapshot } from '../../lib/ports.js';
+import type { ContainerEvent, Snapshot } from '../../lib/ports.js';
 import { containerCache } from '../../streams/container-cache.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
@@ -86,6 +86,79 @@ describe('containerCache (the PodmanCli container state cache)', () => {
       scheduler.schedule(() => sub.unsubscribe(), 1_500);
       flush();
       expect(seen).to.deep.equal([{ poll: 1, error: 'podman: not found' }, { poll: 2, error: 'podman: not found' }]);
+    });
+  });
+});
+
+describe('containerCache kept by Podman\'s events (issue 15)', () => {
+  /** A `podman ps` of 10 frames that shows `truth` as it is when it starts. */
+  const podman = (cold: (m: string, v?: Record<string, Container[]>) => Observable<Container[]>, truth: () => Container[]) => {
+    const counter = { calls: 0 };
+    return { counter, list: () => defer(() => (counter.calls += 1, cold('----------(a|)', { a: truth() }))) };
+  };
+  const state = (s: Snapshot | undefined) => (s?.containers ? s.containers.map((c) => `${c.Id}:${c.State}${c.State === 'exited' ? `(${c.ExitCode})` : ''}`).join(',') : s?.error ?? 'none');
+
+  it('a died event updates the snapshot at once with its exit code; podman ps only verifies, every 10 s', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const { list, counter } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const events$ = hot<ContainerEvent>('500ms d', { d: { id: 'a', status: 'died', exitCode: 3 } });
+      const seen: Array<[number, string]> = [];
+      const sub = containerCache(list, events$).fresh().subscribe((s) => seen.push([scheduler.now(), state(s)]));
+      scheduler.schedule(() => sub.unsubscribe(), 30_500);
+      flush();
+      expect(seen.slice(0, 2)).to.deep.equal([[10, 'a:running'], [500, 'a:exited(3)']]);
+      expect(counter.calls, 'the first poll, its verification, and one each 10 s').to.be.within(3, 5);
+    });
+  });
+
+  it('falls back to one poll a second at once when the stream ends, starts it again after a second, and returns to events', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const { list, counter } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      let starts = 0;
+      // The first stream dies at 2 s; the second lives.
+      const events$ = defer(() => (++starts === 1 ? cold<ContainerEvent>('2000ms #') : cold<ContainerEvent>('-')));
+      const sub = containerCache(list, events$).fresh().subscribe();
+      const callsAt: Record<number, number> = {};
+      for (const t of [1_999, 3_001, 13_001, 23_001]) scheduler.schedule(() => (callsAt[t] = counter.calls), t);
+      scheduler.schedule(() => sub.unsubscribe(), 23_500);
+      flush();
+      expect(starts, 'started again after it ended').to.equal(2);
+      expect(callsAt[1_999], 'while healthy: the first watcher\'s poll').to.equal(1);
+      expect(callsAt[3_001] - callsAt[1_999], 'the fallback polls at once (2 s), the restarted stream is verified at once (3 s)').to.equal(2);
+      expect(callsAt[23_001] - callsAt[13_001], 'back on events: one verification per 10 s').to.equal(1);
+    });
+  });
+
+  it('an event it cannot apply (a new container) makes it poll; a `stopped` container whose died event came is exited', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      const { list, counter } = podman(cold, () => truth);
+      scheduler.schedule(() => (truth = [{ Id: 'a', State: 'stopped', ExitCode: 0 }, { Id: 'b', State: 'running' }]), 999);
+      const events$ = hot<ContainerEvent>('1000ms (db)', { d: { id: 'a', status: 'died', exitCode: 7 }, b: { id: 'b', status: 'create' } });
+      const seen: string[] = [];
+      const sub = containerCache(list, events$).fresh().subscribe((s) => seen.push(state(s)));
+      scheduler.schedule(() => sub.unsubscribe(), 2_000);
+      flush();
+      expect(seen).to.deep.equal(['a:running', 'a:exited(7)', 'a:exited(7),b:running']);
+      expect(counter.calls).to.equal(2);
+    });
+  });
+
+  it('a verification that finds an exit no event told takes the stream for stalled and starts it again', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      const { list } = podman(cold, () => truth);
+      scheduler.schedule(() => (truth = [{ Id: 'a', State: 'exited', ExitCode: 1 }]), 5_000);
+      let starts = 0;
+      const events$ = defer(() => (starts += 1, cold<ContainerEvent>('-')));
+      const sub = containerCache(list, events$).fresh().subscribe();
+      scheduler.schedule(() => sub.unsubscribe(), 12_000);
+      flush();
+      expect(starts).to.equal(2);
     });
   });
 });

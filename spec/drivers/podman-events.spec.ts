@@ -1,0 +1,57 @@
+// Issue 15: container states from Podman's event stream, on real Podman.
+import { execFileSync } from 'node:child_process';
+import { expect } from 'chai';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/podman.js';
+
+/** The `podman events` processes this test process started. */
+const eventProcesses = () => execFileSync('pgrep', ['-P', String(process.pid), '-f', 'podman events --format json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+  .trim().split('\n').filter(Boolean).map(Number);
+const eventProcessesOrNone = () => {
+  try {
+    return eventProcesses();
+  } catch {
+    return [];
+  }
+};
+
+async function until(condition: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 50) {
+    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('container states from Podman\'s events (real Podman)', function () {
+  this.timeout(60_000);
+  before(requirePodman);
+  let agent: PodmanAgent | undefined;
+  afterEach(() => agent?.stop());
+
+  it('an exit is reported from its event with the exit code (0: Succeeded(Ok), 3: Failed(ExecFailed)), without a podman ps', async () => {
+    // Verification every 10 minutes: between the start and the exits, only the events can tell.
+    agent = new PodmanAgent(uniqueAgent('events'), undefined, new PodmanCli(), { verifyMs: 600_000 });
+    const ok = busybox('ok', agent.agentName, { script: 'sleep 2; exit 0' });
+    const three = busybox('three', agent.agentName, { script: 'sleep 2; exit 3' });
+    agent.send({ kind: 'serverHello', added: [ok, three] });
+    await agent.waitFor('ok', /^Running\(Ok\)$/);
+    await agent.waitFor('three', /^Running\(Ok\)$/);
+    const calls = agent.cli.calls;
+    await agent.waitFor('ok', /^Succeeded\(Ok\)$/);
+    await agent.waitFor('three', /^Failed\(ExecFailed\): Exit code: '3'$/);
+    expect(agent.cli.calls, 'no podman call between the start and the reports').to.equal(calls);
+    expect(agent.history('three')).not.to.include('Stopping(Stopping)');
+  });
+
+  it('when the event process is killed, the next exit is still reported (one poll a second), and the stream comes back', async () => {
+    agent = new PodmanAgent(uniqueAgent('events'), undefined, new PodmanCli(), { verifyMs: 600_000 });
+    const late = busybox('late', agent.agentName, { script: 'sleep 3; exit 4' });
+    agent.send({ kind: 'serverHello', added: [late] });
+    await agent.waitFor('late', /^Running\(Ok\)$/);
+    await until(() => eventProcessesOrNone().length === 1, 'the event stream');
+    const [first] = eventProcesses();
+    process.kill(first, 'SIGKILL');
+    await agent.waitFor('late', /^Failed\(ExecFailed\): Exit code: '4'$/);
+    await until(() => eventProcessesOrNone().some((pid) => pid !== first), 'a new event stream');
+  });
+});
