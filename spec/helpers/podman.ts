@@ -73,7 +73,7 @@ export class PodmanAgent {
   private waiters: Array<() => void> = [];
 
   /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one). */
-  constructor(readonly agentName: string, ioFolder?: string, readonly cli = new PodmanCli(), cache: { verifyMs?: number } = {}) {
+  constructor(readonly agentName: string, ioFolder?: string, readonly cli = new PodmanCli(), cache: { verifyMs?: number; events?: boolean } = {}) {
     const files = ioFolder ? new WorkloadFiles(ioFolder) : undefined;
     this.subscription = runWorkloads(this.input, {
       agentName, runtimes: builtInRuntimes(silentLogger, this.cli, cache),
