@@ -8,15 +8,10 @@ import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
 import { busybox, cleanup, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { until } from '../helpers/wait.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
 
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  for (let waited = 0; !condition(); waited += 50) {
-    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('hostile input from the server (end to end)', function () {
   this.timeout(60_000);

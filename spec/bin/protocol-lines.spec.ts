@@ -11,16 +11,11 @@ import type { WorkloadSpec } from '../../lib/workload.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
 import { IMAGE, busybox, cleanup, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { until } from '../helpers/wait.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
 const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-lines-'));
 
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  for (let waited = 0; !condition(); waited += 50) {
-    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const requests = (stream: AgentStream) => stream.received.flatMap((m) => (m.ToServerEnum.case === 'request' ? [m.ToServerEnum.value] : []));
 const contentOf = (m: ControlInterfaceClient['received'][number]) => {

@@ -12,16 +12,11 @@ import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
 import { workload } from '../helpers/fixtures.js';
 import { busybox, cleanup, containerOf, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { until } from '../helpers/wait.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
 const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-ref-'));
 
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  for (let waited = 0; !condition(); waited += 50) {
-    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const history = (stream: AgentStream, name: string, id?: string) =>
   reportedStates(stream).filter(([n, i]) => n === name && (id === undefined || i === id)).map(([, , s]) => s);

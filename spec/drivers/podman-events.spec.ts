@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { until } from '../helpers/wait.js';
 
 /** The `podman events` processes this test process started. */
 const eventProcesses = () => execFileSync('pgrep', ['-P', String(process.pid), '-f', 'podman events --format json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
@@ -15,12 +16,6 @@ const eventProcessesOrNone = () => {
   }
 };
 
-async function until(condition: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  for (let waited = 0; !condition(); waited += 50) {
-    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('container states from Podman\'s events (real Podman)', function () {
   this.timeout(60_000);
