@@ -1,7 +1,8 @@
 // How the drivers and the pipelines are put together, for the agent and for the specs and benchmarks
 // that run it on real parts.
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
-import { containerEvents, podmanRuntimes } from '../lib/drivers/podman-runtime.js';
+import { EMPTY } from 'rxjs';
+import { conmonExits, containerEvents, podmanRuntimes } from '../lib/drivers/podman-runtime.js';
 import type { Logger } from '../lib/logger.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
@@ -9,6 +10,6 @@ import { stateChecker } from '../streams/state-checker.js';
 
 /** `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one state checker. */
 export function builtInRuntimes(log: Logger, cli = new PodmanCli({ log }), { events = true, verifyMs = VERIFY_INTERVAL_MS } = {}): Map<string, RuntimeConnector> {
-  const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, { verifyMs });
+  const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, { verifyMs, exits$: events ? conmonExits() : EMPTY });
   return podmanRuntimes(cli, stateChecker(cache), log);
 }

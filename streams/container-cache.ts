@@ -29,7 +29,9 @@ const QUIET = new Set(['exec', 'exec_died', 'attach', 'health_status', 'mount', 
  * and starts it again.
  */
 export function containerCache(
-  list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, { verifyMs = VERIFY_INTERVAL_MS } = {},
+  list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>,
+  /** `exits$`: earlier word of exits (conmon's exit files), applied like events, no health of its own. */
+  { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY as Observable<ContainerEvent> } = {},
 ): ContainerCache {
   const refresh$ = new Subject<void>();
   let version = 0;
@@ -67,7 +69,8 @@ export function containerCache(
         to.delete(e.id);
         return true;
       }
-      return QUIET.has(e.status);
+      // A create or init of a container the cache already shows is old news (it came late).
+      return QUIET.has(e.status) || (c !== undefined && (e.status === 'create' || e.status === 'init'));
     };
     /** Podman shows a container that died as `stopped` for a moment: with its exit code known, it has exited. */
     const settled = (c: Container): Container =>
@@ -75,7 +78,7 @@ export function containerCache(
 
     const onEvent = (e: ContainerEvent): Snapshot[] => {
       duringPoll?.push(e);
-      if (view && apply(e, view)) return QUIET.has(e.status) ? [] : [snapshot()];
+      if (view && apply(e, view)) return QUIET.has(e.status) || e.status === 'create' || e.status === 'init' ? [] : [snapshot()];
       poll$.next();
       return [];
     };
@@ -122,7 +125,7 @@ export function containerCache(
         mergeMap(onEvent),
       )
       : EMPTY;
-    return merge(evented$, polled$);
+    return merge(evented$, exits$.pipe(mergeMap(onEvent)), polled$);
   }).pipe(share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: true }));
 
   return {

@@ -1,4 +1,6 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import path from 'node:path';
 import {
   EMPTY, Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, mergeMap, of, switchMap, throwError,
 } from 'rxjs';
@@ -247,6 +249,36 @@ export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
       return [];
     }
   }));
+}
+
+/** Where conmon writes a container's exit code the moment it exits (rootful Podman). */
+export const CONMON_EXIT_DIR = '/run/libpod/exits';
+
+/**
+ * The exits conmon records in its exit folder, as died events: they come as the container exits, some
+ * 100–200 ms before Podman's own `died` event (which waits for `podman container cleanup`). Nothing when
+ * the folder is not there.
+ */
+export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
+  return new Observable<ContainerEvent>((subscriber) => {
+    let watcher: FSWatcher;
+    try {
+      watcher = watch(dir, (_event, name) => {
+        if (!name || !/^[0-9a-f]{64}$/.test(name)) return;
+        try {
+          const code = Number(readFileSync(path.join(dir, name), 'utf8').slice(0, 16).trim());
+          if (Number.isInteger(code)) subscriber.next({ id: name, status: 'died', exitCode: code });
+        } catch {
+          // gone again (Podman's cleanup removes it): its events tell the rest
+        }
+      });
+    } catch {
+      subscriber.complete();
+      return undefined;
+    }
+    watcher.on('error', () => subscriber.complete());
+    return () => watcher.close();
+  });
 }
 
 /** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI and one state checker. */

@@ -2,6 +2,8 @@
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { conmonExits } from '../../lib/drivers/podman-runtime.js';
+import type { ContainerEvent } from '../../lib/ports.js';
 import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
@@ -36,6 +38,19 @@ describe('container states from Podman\'s events (real Podman)', function () {
     await agent.waitFor('three', /^Failed\(ExecFailed\): Exit code: '3'$/);
     expect(agent.cli.calls, 'no podman call between the start and the reports').to.equal(calls);
     expect(agent.history('three')).not.to.include('Stopping(Stopping)');
+  });
+
+  it('conmon\'s exit file tells an exit, with its code, as the container exits', async () => {
+    const seen: ContainerEvent[] = [];
+    const sub = conmonExits().subscribe((e) => seen.push(e));
+    try {
+      const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', 'sleep 1; exit 6'], { encoding: 'utf8' }).trim();
+      await until(() => seen.some((e) => e.id === id), 'the exit file');
+      expect(seen.find((e) => e.id === id)).to.deep.equal({ id, status: 'died', exitCode: 6 });
+      execFileSync('podman', ['rm', '-f', id], { stdio: 'ignore' });
+    } finally {
+      sub.unsubscribe();
+    }
   });
 
   it('when the event process is killed, the next exit is still reported (one poll a second), and the stream comes back', async () => {
