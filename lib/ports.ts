@@ -7,7 +7,7 @@ import type { ControlInterfaceAccess } from './workload.js';
 
 /** One look at all containers of the runtime. */
 export interface Snapshot {
-  /** Counts the polls: a snapshot is younger than every poll with a lower number. */
+  /** The poll the snapshot rests on (events may have changed it since): it is younger than every poll with a lower number. */
   readonly poll: number;
   /** Undefined when Podman could not be asked; `error` then says why. */
   readonly containers?: readonly Container[];

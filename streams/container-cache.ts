@@ -47,8 +47,13 @@ export function containerCache(
     const restart$ = new Subject<void>();
     const poll$ = new Subject<void>();
 
-    /** A snapshot numbered after what it knows: a poll counts from when it started, an event from when it came. */
-    const snapshot = (poll = ++version): Snapshot => ({ poll, containers: [...view!.values()] });
+    /** The number of the poll the view rests on. */
+    let base = 0;
+    /**
+     * A snapshot is numbered after the poll it rests on (counted from when that poll started): an event
+     * changes a container or two, the rest is as old as that poll, so it is no fresher than it.
+     */
+    const snapshot = (poll = base): Snapshot => ({ poll, containers: [...view!.values()] });
     /** Applies an event to the view; false when the view cannot take it by itself. */
     const apply = (e: ContainerEvent, to: Map<string, Container>): boolean => {
       const c = to.get(e.id);
@@ -87,7 +92,7 @@ export function containerCache(
       for (const e of duringPoll ?? []) apply(e, fresh);
       // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
       if (healthy$.value && view && [...view.values()].some((c) => c.State === 'running' && fresh.get(c.Id)?.State !== 'running')) restart$.next();
-      view = fresh;
+      [view, base] = [fresh, poll];
       return snapshot(poll);
     };
 

@@ -147,6 +147,25 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
     });
   });
 
+  it('a watcher never gets a picture older than itself: an event on another container before its own poll is not fresh for it', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      let truth: Container[] = [{ Id: 'a', State: 'exited', ExitCode: 0 }, { Id: 'b', State: 'exited', ExitCode: 0 }];
+      const { list } = podman(cold, () => truth);
+      const cache = containerCache(list, hot<ContainerEvent>('500ms s', { s: { id: 'b', status: 'start' } }));
+      const subs = [cache.fresh().subscribe()];
+      // `a` is started again at 495 (as a reused container is) and its checker subscribes then.
+      const seen: Array<[number, string]> = [];
+      scheduler.schedule(() => {
+        truth = [{ Id: 'a', State: 'running' }, truth[1]];
+        subs.push(cache.fresh().subscribe((s) => seen.push([scheduler.now(), state(s)])));
+      }, 495);
+      scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 600);
+      flush();
+      expect(seen[0], 'not the event at 500 with a stale a').to.deep.equal([505, 'a:running,b:running']);
+    });
+  });
+
   it('a verification that finds an exit no event told takes the stream for stalled and starts it again', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
