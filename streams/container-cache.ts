@@ -40,6 +40,8 @@ export function containerCache(
     let view: Map<string, Container> | undefined;
     /** Exit codes the died events told, for containers Podman still shows as `stopped`. */
     const exitCodes = new Map<string, number>();
+    /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet. */
+    const early = new Set<string>();
     /** Events that came while a poll ran: applied again on top of its result. */
     let duringPoll: ContainerEvent[] | undefined;
     let pending = false;
@@ -64,6 +66,8 @@ export function containerCache(
         return true;
       }
       if (e.status === 'start') {
+        // Podman's stream is behind the exit files: the start it reports now is older than the exit known.
+        if (early.has(e.id)) return true;
         exitCodes.delete(e.id);
         if (!c) return false;
         to.set(e.id, { ...c, State: 'running' });
@@ -71,6 +75,7 @@ export function containerCache(
       }
       if (e.status === 'remove') {
         exitCodes.delete(e.id);
+        early.delete(e.id);
         to.delete(e.id);
         return true;
       }
@@ -81,7 +86,11 @@ export function containerCache(
     const settled = (c: Container): Container =>
       (c.State === 'stopped' && exitCodes.has(c.Id) ? { ...c, State: 'exited', ExitCode: exitCodes.get(c.Id) } : c);
 
-    const onEvent = (e: ContainerEvent): Snapshot[] => {
+    const onEvent = (e: ContainerEvent, fromExitFile = false): Snapshot[] => {
+      if (e.status === 'died') {
+        if (fromExitFile) early.add(e.id);
+        else early.delete(e.id);
+      }
       duringPoll?.push(e);
       if (view && apply(e, view)) return QUIET.has(e.status) || e.status === 'create' || e.status === 'init' ? [] : [snapshot()];
       poll$.next();
@@ -127,10 +136,10 @@ export function containerCache(
       }).pipe(
         concatWith(defer(() => (healthy$.next(false), EMPTY))),
         repeat({ delay: () => timer(EVENTS_RESTART_MS) }),
-        mergeMap(onEvent),
+        mergeMap((e) => onEvent(e)),
       )
       : EMPTY;
-    return merge(evented$, exits$.pipe(mergeMap(onEvent)), polled$);
+    return merge(evented$, exits$.pipe(mergeMap((e) => onEvent(e, true))), polled$);
   }).pipe(share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: true }));
 
   return {

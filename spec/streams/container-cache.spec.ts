@@ -166,6 +166,20 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
     });
   });
 
+  it('an exit told early (conmon\'s exit file) is not undone by Podman\'s late start event of the same run', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', status: 'died', exitCode: 0 } });
+      const events$ = hot<ContainerEvent>('150ms s 50ms d', { s: { id: 'a', status: 'start' }, d: { id: 'a', status: 'died', exitCode: 0 } });
+      const seen: string[] = [];
+      const sub = containerCache(list, events$, { exits$ }).fresh().subscribe((s) => seen.push(state(s)));
+      scheduler.schedule(() => sub.unsubscribe(), 1_000);
+      flush();
+      expect(seen.filter((s, i) => s !== seen[i - 1])).to.deep.equal(['a:running', 'a:exited(0)']);
+    });
+  });
+
   it('a verification that finds an exit no event told takes the stream for stalled and starts it again', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
