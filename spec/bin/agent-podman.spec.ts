@@ -1,40 +1,19 @@
 // The real agent process with real Podman, driven by a fake Ankaios server.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
 import { LINE_0_8 } from '../../lib/codec/lines.js';
 import { instanceKey } from '../../lib/workload.js';
-import { busybox, cleanup, containerOf, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
-
-const BIN = path.resolve('bin/ank-agent.js');
-const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-e2e-'));
-
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  for (let waited = 0; !condition(); waited += 100) {
-    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+import { until } from '../helpers/wait.js';
+import { endToEnd } from '../helpers/end-to-end.js';
+import { busybox, containerOf, podman } from '../helpers/podman.js';
 
 const reported = (stream: AgentStream, name: string, state: string, id?: string) =>
   reportedStates(stream).some(([n, i, s]) => n === name && s === state && (id === undefined || i === id));
 
 describe('ank-agent with Podman and a server (end to end)', function () {
   this.timeout(120_000);
-  before(requirePodman);
-  const agentName = uniqueAgent('e2e');
-  let server: FakeAnkaiosServer;
-  let agent: ChildProcess | undefined;
-  const start = () => spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', RUN], { stdio: 'ignore' });
-  beforeEach(async () => (server = await FakeAnkaiosServer.start()));
-  afterEach(() => {
-    agent?.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
-  });
+  const e2e = endToEnd('e2e');
+  const { agentName } = e2e;
 
   it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~2 (stest), swdd~agent-existing-workloads-delete-unneeded~1, swdd~functions-required-by-runtime-connector~1, swdd~agent-shall-use-interfaces-to-server~1, swdd~communication-to-from-agent-middleware~1: after a restart the agent resumes unchanged containers, replaces changed ones and removes unneeded ones', async () => {
     const keep = busybox('keep', agentName);
@@ -42,16 +21,16 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     const changeV2 = busybox('change', agentName, { script: 'sleep 3601' });
     const unneeded = busybox('unneeded', agentName);
 
-    agent = start();
-    const first = await server.nextStream();
+    e2e.start();
+    const first = await e2e.server.nextStream();
     first.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [keep, changeV1, unneeded].map(addedWorkload) } } });
     await until(() => ['keep', 'change', 'unneeded'].every((n) => reported(first, n, 'Running(Ok)')), 'three running workloads');
     const keptContainer = containerOf(keep);
-    agent.kill('SIGKILL');
-    await new Promise((r) => agent!.once('close', r));
+    e2e.agent!.kill('SIGKILL');
+    await new Promise((r) => e2e.agent!.once('close', r));
 
-    agent = start();
-    const second = await server.nextStream(10_000, 1);
+    e2e.start();
+    const second = await e2e.server.nextStream(10_000, 1);
     second.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [keep, changeV2].map(addedWorkload) } } });
     await until(() => reported(second, 'unneeded', 'Removed') && reported(second, 'change', 'Running(Ok)', changeV2.instanceName.id), 'the replacement and the removal');
     await until(() => reported(second, 'keep', 'Running(Ok)'), 'keep to be resumed');
@@ -66,8 +45,8 @@ describe('ank-agent with Podman and a server (end to end)', function () {
 
   it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1 (stest): a dependency on another agent\'s workload is released by the server\'s UpdateWorkloadState', async () => {
     const app = busybox('app', agentName, { dependencies: { db: 'Running' } });
-    agent = start();
-    const stream = await server.nextStream();
+    e2e.start();
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(app)] } } });
     await until(() => reported(stream, 'app', 'Pending(WaitingToStart)'), 'app waiting');
     stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [{ instanceName: { workloadName: 'db', agentName: 'agent_B', id: 'x' }, executionState: { ExecutionStateEnum: { case: 'running', value: 0 } } }] } } });
@@ -83,10 +62,10 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     const talker = busybox('talker', agentName, { script });
     const withAccess = { ...talker, controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] } };
     // The talker says 0.8.0: a 0.8 server, with which the agent speaks the 0.8 line.
-    server.stop();
-    server = await FakeAnkaiosServer.start({ line: LINE_0_8 });
-    agent = start();
-    const stream = await server.nextStream(10_000, 1);
+    e2e.server.stop();
+    e2e.server = await FakeAnkaiosServer.start({ line: LINE_0_8 });
+    e2e.start();
+    const stream = await e2e.server.nextStream(10_000, 1);
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(withAccess)] } } });
     const asked = await stream.waitFor((m) => m.ToServerEnum.case === 'request', 20_000);
     const forwarded = asked.ToServerEnum.value as { requestId: string; RequestContent: { case: string } };
@@ -100,8 +79,8 @@ describe('ank-agent with Podman and a server (end to end)', function () {
 
   it('answers a LogsRequest from the server with the workload\'s lines and a LogsStopResponse', async () => {
     const chatty = busybox('chatty', agentName, { script: 'echo first; echo second; sleep 3600' });
-    agent = start();
-    const stream = await server.nextStream();
+    e2e.start();
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(chatty)] } } });
     await until(() => reported(stream, 'chatty', 'Running(Ok)'), 'chatty to run');
     await new Promise((r) => setTimeout(r, 300));

@@ -1,29 +1,19 @@
 // Issue 14: what a server or a workload may send cannot steer the root agent outside its run folder.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
-import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { busybox, cleanup, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { endToEnd } from '../helpers/end-to-end.js';
+import { addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { busybox } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
-
-const BIN = path.resolve('bin/ank-agent.js');
-
 
 describe('hostile input and faults (end to end)', function () {
   this.timeout(90_000);
-  before(requirePodman);
-  const agentName = uniqueAgent('hostile');
-  let server: FakeAnkaiosServer;
-  let agent: ChildProcess | undefined;
-  afterEach(() => {
-    agent?.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
-  });
+  const e2e = endToEnd('hostile');
+  const { agentName } = e2e;
 
   it('hostile workload names and instance ids are refused alone with the rule named; nothing is created outside the run folder; the good workload runs', async () => {
     const run = mkdtempSync(path.join(tmpdir(), 'ank-hostile-'));
@@ -34,9 +24,8 @@ describe('hostile input and faults (end to end)', function () {
     const withName = (workloadName: string) => ({ ...good, instanceName: { ...good.instanceName, workloadName } });
     const withId = (id: string) => ({ ...good, instanceName: { ...good.instanceName, workloadName: 'evil_id', id } });
     const hostile = [withName('../x'), withName('a.b'), withName('n'.repeat(200)), withId(`/../../..${outside}/target`), withId('ABC')];
-    server = await FakeAnkaiosServer.start();
-    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
-    const stream = await server.nextStream();
+    e2e.start({ run });
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [...hostile, withName(''), good].map(addedWorkload) } } });
     await until(() => reportedStates(stream).some(([n, , s]) => n === 'good' && s === 'Running(Ok)'), 'the good workload to run');
     await until(() => reportedStates(stream).filter(([, , s]) => s.startsWith('Pending(StartingFailed)')).length === hostile.length, 'the refusals');
@@ -58,16 +47,14 @@ describe('hostile input and faults (end to end)', function () {
   it('issue 14: a SIGKILL of the agent in the middle of its creates, then a restart: every workload runs', async () => {
     const run = mkdtempSync(path.join(tmpdir(), 'ank-crash-'));
     const workloads = Array.from({ length: 6 }, (_, i) => busybox(`w${i}`, agentName));
-    server = await FakeAnkaiosServer.start();
-    const start = () => spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
-    agent = start();
-    const first = await server.nextStream();
+    e2e.start({ run });
+    const first = await e2e.server.nextStream();
     first.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: workloads.map(addedWorkload) } } });
     await until(() => reportedStates(first).some(([, , s]) => s.startsWith('Pending(Starting)')), 'the creates to begin');
-    agent.kill('SIGKILL');
-    await new Promise((r) => agent!.once('close', r));
-    agent = start();
-    const second = await server.nextStream(10_000, 1);
+    e2e.agent!.kill('SIGKILL');
+    await new Promise((r) => e2e.agent!.once('close', r));
+    e2e.start({ run });
+    const second = await e2e.server.nextStream(10_000, 1);
     second.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: workloads.map(addedWorkload) } } });
     const running = () => workloads.filter((w) => reportedStates(second).some(([n, , s]) => n === w.instanceName.workloadName && s === 'Running(Ok)'));
     await until(() => running().length === workloads.length, `every workload to run (running: ${running().map((w) => w.instanceName.workloadName)})`, 60_000);
@@ -77,9 +64,8 @@ describe('hostile input and faults (end to end)', function () {
   it('issue 14: a flood of Control Interface requests while the server does not read: the agent stops reading the pipe (the workload gets EAGAIN) and its memory stays bounded', async () => {
     const run = mkdtempSync(path.join(tmpdir(), 'ank-flood-'));
     const ctl = { ...busybox('ctl', agentName), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] } };
-    server = await FakeAnkaiosServer.start();
-    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
-    const stream = await server.nextStream();
+    e2e.start({ run });
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(ctl)] } } });
     await until(() => reportedStates(stream).some(([n, , s]) => n === 'ctl' && s === 'Running(Ok)'), 'ctl to run');
     const client = new ControlInterfaceClient(controlInterfaceFolder(path.join(run, `${agentName}_io`), ctl));
@@ -87,7 +73,7 @@ describe('hostile input and faults (end to end)', function () {
       client.hello();
       await client.next();
       stream.stall();
-      const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${agent!.pid}/status`, 'utf8'))![1]) / 1024;
+      const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${e2e.agent!.pid}/status`, 'utf8'))![1]) / 1024;
       const before = rss();
       // 400 000 requests, written as fast as the pipe takes them; EAGAIN means the agent stopped reading.
       const request = (i: number) => ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: `r${i}`, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState.workloads'] } } } } });

@@ -1,8 +1,6 @@
 // The real agent on both protocol lines: a Control Interface client on the host talks through the
 // agent to a loopback server of the 1.x line (events) and of the 0.8 line (no events reach it).
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { expect } from 'chai';
 import { LINE_0_8, LINE_1 } from '../../lib/codec/lines.js';
@@ -10,12 +8,9 @@ import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { IMAGE, busybox, cleanup, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { endToEnd } from '../helpers/end-to-end.js';
+import { IMAGE, busybox, podman, spec } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
-
-const BIN = path.resolve('bin/ank-agent.js');
-const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-lines-'));
-
 
 const requests = (stream: AgentStream) => stream.received.flatMap((m) => (m.ToServerEnum.case === 'request' ? [m.ToServerEnum.value] : []));
 const contentOf = (m: ControlInterfaceClient['received'][number]) => {
@@ -25,31 +20,27 @@ const contentOf = (m: ControlInterfaceClient['received'][number]) => {
 
 describe('ank-agent on the 1.x and the 0.8 protocol line (end to end)', function () {
   this.timeout(60_000);
-  before(requirePodman);
-  const agentName = uniqueAgent('lines');
-  let server: FakeAnkaiosServer;
-  let agent: ChildProcess | undefined;
+  const e2e = endToEnd('lines');
+  const { agentName } = e2e;
   let client: ControlInterfaceClient | undefined;
   afterEach(() => {
     client?.close();
     client = undefined;
-    agent?.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
   });
 
   /** The agent with a sleeping workload that may read the desired state through its Control Interface. */
   async function agentWithWatcher(line: typeof LINE_1, clientLine = line): Promise<{ stream: AgentStream; watcher: WorkloadSpec }> {
-    server = await FakeAnkaiosServer.start({ line });
-    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', RUN, '-t', 'zone=a'], { stdio: ['ignore', 'ignore', process.env.AGENT_LOG ? 'inherit' : 'ignore'] });
+    e2e.server.stop();
+    e2e.server = await FakeAnkaiosServer.start({ line });
+    e2e.start({ args: ['-t', 'zone=a'], stderr: Boolean(process.env.AGENT_LOG) });
     const watcher = {
       ...busybox('watcher', agentName),
       controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] },
     };
-    const stream = await server.nextStream(10_000, line === LINE_1 ? 0 : 1);
+    const stream = await e2e.server.nextStream(10_000, line === LINE_1 ? 0 : 1);
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(watcher)] } } });
     await until(() => reportedStates(stream).some(([n, , s]) => n === 'watcher' && s === 'Running(Ok)'), 'the watcher to run');
-    client = new ControlInterfaceClient(controlInterfaceFolder(path.join(RUN, `${agentName}_io`), watcher), { line: clientLine });
+    client = new ControlInterfaceClient(controlInterfaceFolder(path.join(e2e.run, `${agentName}_io`), watcher), { line: clientLine });
     return { stream, watcher };
   }
 
@@ -102,20 +93,10 @@ describe('ank-agent on the 1.x and the 0.8 protocol line (end to end)', function
 
 describe('podman-kube: the Control Interface mounted into the target container (end to end)', function () {
   this.timeout(90_000);
-  before(requirePodman);
-  const agentName = uniqueAgent('kubeci');
+  const e2e = endToEnd('kubeci');
+  const { agentName } = e2e;
   const podName = (suffix: string) => `${agentName}-${suffix}`.replace(/_/g, '-');
-  let server: FakeAnkaiosServer;
-  let agent: ChildProcess | undefined;
-  beforeEach(async () => {
-    server = await FakeAnkaiosServer.start();
-    agent = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', RUN], { stdio: 'ignore' });
-  });
-  afterEach(() => {
-    agent?.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
-  });
+  beforeEach(() => e2e.start());
 
   // Hello{1.0.1}, then Request{r1, CompleteStateRequest{fieldMask: desiredState}}, length-delimited, in octal.
   const talk = String.raw`cd /run/ankaios/control_interface && printf '\011\012\007\022\0051.0.1\026\032\024\012\002r1\032\016\012\014desiredState' > output && head -c 12 input | od -An -tx1`;
@@ -128,7 +109,7 @@ describe('podman-kube: the Control Interface mounted into the target container (
   });
 
   async function talkThrough(workload: WorkloadSpec, talkerContainer: string): Promise<void> {
-    const stream = await server.nextStream();
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(workload)] } } });
     const asked = await stream.waitFor((m) => m.ToServerEnum.case === 'request', 40_000);
     expect(asked.ToServerEnum.value).to.deep.include({ requestId: `${workload.instanceName.workloadName}@r1` });
@@ -158,7 +139,7 @@ describe('podman-kube: the Control Interface mounted into the target container (
 
   it('access rules without a target, or a target that names no container: Pending(StartingFailed), not retried, no pod left', async () => {
     const [none, wrong] = [podName('none'), podName('wrong')];
-    const stream = await server.nextStream();
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [
       addedWorkload(kubeWorkload('notarget', pod(none))), addedWorkload(kubeWorkload('badtarget', pod(wrong), `${wrong}/nobody`)),
     ] } } });

@@ -1,21 +1,16 @@
 // Issue 13 on the wire: the real agent, real Podman and a loopback server, where a real server or a
 // real workload can tell the agent's behaviour from the reference agent's.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { executionStateTo } from '../../lib/codec/wire.js';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
-import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { type AgentStream, addedWorkload, reportedStates } from '../helpers/fake-server.js';
 import { workload } from '../helpers/fixtures.js';
-import { busybox, cleanup, containerOf, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { endToEnd } from '../helpers/end-to-end.js';
+import { busybox, containerOf, podman } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
-
-const BIN = path.resolve('bin/ank-agent.js');
-const RUN = mkdtempSync(path.join(tmpdir(), 'ank-agent-ref-'));
 
 
 const history = (stream: AgentStream, name: string, id?: string) =>
@@ -25,22 +20,13 @@ const state = (workloadName: string, agentName: string, executionState: Executio
 
 describe('ank-agent as the reference agent behaves (end to end)', function () {
   this.timeout(90_000);
-  before(requirePodman);
-  const agentName = uniqueAgent('ref');
-  let server: FakeAnkaiosServer;
-  let agent: ChildProcess | undefined;
-  const start = () => spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', RUN], { stdio: 'ignore' });
-  beforeEach(async () => (server = await FakeAnkaiosServer.start()));
-  afterEach(() => {
-    agent?.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
-  });
+  const e2e = endToEnd('ref');
+  const { agentName } = e2e;
 
   it('swdd~agent-handles-update-workload-state-requests~1, swdd~agent-manager-stores-all-workload-states~1: the states a real server sends before its ServerHello (NotScheduled ones with no agent among them) count for the dependencies', async () => {
     const app = busybox('app', agentName, { dependencies: { db: 'Running' } });
-    agent = start();
-    const stream = await server.nextStream();
+    e2e.start();
+    const stream = await e2e.server.nextStream();
     await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
     stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [state('idle', '', ExecutionState.notScheduled()), state('db', 'agent_B', ExecutionState.running())] } } });
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(app)] } } });
@@ -50,8 +36,8 @@ describe('ank-agent as the reference agent behaves (end to end)', function () {
 
   it('swdd~workload-control-loop-restarts-workloads-using-update~1 (stest): a restart by policy is reported as an update (Stopping(RequestedAtRuntime), Removed, Pending(Starting))', async () => {
     const flaky = busybox('flaky', agentName, { script: 'sleep 1; exit 1', restartPolicy: 'OnFailure' });
-    agent = start();
-    const stream = await server.nextStream();
+    e2e.start();
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(flaky)] } } });
     await until(() => history(stream, 'flaky').filter((s) => s === 'Running(Ok)').length >= 2, 'a restart');
     expect(history(stream, 'flaky').slice(0, 7)).to.deep.equal([
@@ -63,8 +49,8 @@ describe('ank-agent as the reference agent behaves (end to end)', function () {
   it('issue 13: an update of a workload of an unknown runtime removes the old instance\'s state; the new one is reported through its own operation', async () => {
     const v1 = workload('odd', { runtime: 'docker', agent: agentName, config: 'image: odd:1' });
     const v2 = workload('odd', { runtime: 'docker', agent: agentName, config: 'image: odd:2' });
-    agent = start();
-    const stream = await server.nextStream();
+    e2e.start();
+    const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(v1)] } } });
     await until(() => history(stream, 'odd').length > 0, 'odd reported');
     stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [addedWorkload(v2)], deletedWorkloads: [{ instanceName: v1.instanceName, dependencies: {} }] } } });
@@ -78,17 +64,17 @@ describe('ank-agent as the reference agent behaves (end to end)', function () {
     const done = busybox('done', agentName, { script: 'sleep 2; exit 0' });
     const waiting = busybox('waiting', agentName, { script: 'exit 0' });
     const failed = busybox('failed', agentName, { script: 'exit 1' });
-    agent = start();
-    const first = await server.nextStream();
+    e2e.start();
+    const first = await e2e.server.nextStream();
     first.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [running, done, waiting, failed].map(addedWorkload) } } });
     await until(() => history(first, 'running').includes('Running(Ok)') && history(first, 'done').includes('Succeeded(Ok)')
       && history(first, 'waiting').includes('Succeeded(Ok)') && history(first, 'failed').some((s) => s.startsWith('Failed')), 'four settled workloads');
     const ids = Object.fromEntries([running, done, waiting, failed].map((w) => [w.instanceName.workloadName, containerOf(w)]));
-    agent.kill('SIGKILL');
-    await new Promise((r) => agent!.once('close', r));
+    e2e.agent!.kill('SIGKILL');
+    await new Promise((r) => e2e.agent!.once('close', r));
 
-    agent = start();
-    const second = await server.nextStream(10_000, 1);
+    e2e.start();
+    const second = await e2e.server.nextStream(10_000, 1);
     const waitingForGate = { ...waiting, dependencies: { gate: 'Running' as const } };
     second.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [running, done, waitingForGate, failed].map(addedWorkload) } } });
     await until(() => history(second, 'done').includes('Succeeded(Ok)') && history(second, 'failed').some((s) => s.startsWith('Failed'))
@@ -106,23 +92,23 @@ describe('ank-agent as the reference agent behaves (end to end)', function () {
 
   it('issue 13: a Control Interface request made while the server is away is kept and sent after the reconnect; AgentLoadStatus comes right after the hello', async () => {
     const ctl = { ...busybox('ctl', agentName), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] } };
-    agent = start();
-    const first = await server.nextStream();
+    e2e.start();
+    const first = await e2e.server.nextStream();
     first.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(ctl)] } } });
     const load = await first.waitFor((m) => m.ToServerEnum.case === 'AgentLoadStatus', 1500);
     expect(load.ToServerEnum.case).to.equal('AgentLoadStatus');
     await until(() => history(first, 'ctl').includes('Running(Ok)'), 'ctl to run');
-    const client = new ControlInterfaceClient(controlInterfaceFolder(path.join(RUN, `${agentName}_io`), ctl));
+    const client = new ControlInterfaceClient(controlInterfaceFolder(path.join(e2e.run, `${agentName}_io`), ctl));
     try {
       client.hello();
       await client.next();
-      server.stop();
+      e2e.server.stop();
       // Real time on a real connection: the agent sees the server gone, then the workload asks.
       await new Promise((r) => setTimeout(r, 500));
       client.askState('during-outage', 'desiredState');
       await new Promise((r) => setTimeout(r, 300));
-      await server.listen();
-      const second = await server.nextStream(10_000, 1);
+      await e2e.server.listen();
+      const second = await e2e.server.nextStream(10_000, 1);
       second.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(ctl)] } } });
       const asked = await second.waitFor((m) => m.ToServerEnum.case === 'request', 10_000);
       expect(asked.ToServerEnum.value).to.deep.include({ requestId: 'ctl@during-outage' });

@@ -37,6 +37,13 @@ describe('Control Interfaces on real FIFOs', () => {
     clients.push(client);
     return client;
   };
+  /** A client whose Hello the agent has accepted. */
+  const session = async (spec: WorkloadSpec) => {
+    const client = await open(spec);
+    client.hello();
+    await client.next();
+    return client;
+  };
   const nextRequest = () => firstValueFrom(hub.requests$.pipe(timeout(5000)));
 
   it('swdd~agent-create-control-interface-pipes-per-workload~1, swdd~agent-control-interface-creates-two-pipes-per-workload~1, swdd~agent-control-interface-pipes-path-naming~1: two FIFOs under <run folder>/<agent>_io/<workload>.<id>/control_interface, only with allow rules', async () => {
@@ -96,9 +103,7 @@ describe('Control Interfaces on real FIFOs', () => {
   });
 
   it('swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1, swdd~agent-forward-request-from-control-interface-pipe-to-server~1, swdd~agent-adds-workload-prefix-id-control-interface-request~1: an allowed request goes to the server as <workload>@<request id>', async () => {
-    const client = await open(withAccess('reader', [readState('desiredState')]));
-    client.hello();
-    await client.next();
+    const client = await session(withAccess('reader', [readState('desiredState')]));
     const forwarded = nextRequest();
     client.askState('req-1', 'desiredState.workloads');
     const request = await forwarded;
@@ -127,12 +132,8 @@ describe('Control Interfaces on real FIFOs', () => {
   });
 
   it('swdd~agent-forward-responses-to-control-interface-pipe~1, swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1, swdd~agent-remove-id-prefix-forwarding-control-interface-response~1: responses go to the workload named by the prefix, without it', async () => {
-    const a = await open(withAccess('wl_a', [readState('*')]));
-    const b = await open(withAccess('wl_b', [readState('*')]));
-    a.hello();
-    b.hello();
-    await a.next();
-    await b.next();
+    const a = await session(withAccess('wl_a', [readState('*')]));
+    const b = await session(withAccess('wl_b', [readState('*')]));
     hub.deliver(create(ResponseSchema, { requestId: 'wl_b@42', ResponseContent: { case: 'completeStateResponse', value: {} } }));
     hub.deliver(create(ResponseSchema, { requestId: 'gone@1', ResponseContent: { case: 'completeStateResponse', value: {} } }));
     hub.deliver(create(ResponseSchema, { requestId: 'wl_a@7', ResponseContent: { case: 'completeStateResponse', value: {} } }));
@@ -167,12 +168,8 @@ describe('Control Interfaces on real FIFOs', () => {
   });
 
   it('garbage on one workload\'s pipe (random bytes, a huge length prefix, wrong messages) closes only that connection; the others go on', async () => {
-    const noisy = await open(withAccess('noisy', [readState('*')]));
-    const calm = await open(withAccess('calm', [readState('*')]));
-    noisy.hello();
-    calm.hello();
-    await noisy.next();
-    await calm.next();
+    const noisy = await session(withAccess('noisy', [readState('*')]));
+    const calm = await session(withAccess('calm', [readState('*')]));
     noisy.sendRaw(Uint8Array.from([0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3]));
     const closed = await noisy.next();
     expect(closed.FromAnkaiosEnum.case).to.equal('connectionClosed');
@@ -189,12 +186,8 @@ describe('Control Interfaces on real FIFOs', () => {
   });
 
   it('issue 14: 256 KiB of the crafted 0x88 0x7f pattern on one pipe does not hold up another workload\'s round trip', async () => {
-    const noisy = await open(withAccess('noisy', [readState('*')]));
-    const calm = await open(withAccess('calm', [readState('*')]));
-    noisy.hello();
-    calm.hello();
-    await noisy.next();
-    await calm.next();
+    const noisy = await session(withAccess('noisy', [readState('*')]));
+    const calm = await session(withAccess('calm', [readState('*')]));
     const pattern = Buffer.alloc(64 * 1024).map((_, i) => (i % 2 === 0 ? 0x88 : 0x7f));
     const writing = (async () => {
       for (let i = 0; i < 4; i++) {
@@ -212,9 +205,7 @@ describe('Control Interfaces on real FIFOs', () => {
   });
 
   it('logs through the Control Interface: a LogRule lets the request through; log responses for a gone workload cancel it at the server', async () => {
-    const client = await open(withAccess('viewer', [{ kind: 'log', workloadNames: ['ivi_*', 'nav'] }]));
-    client.hello();
-    await client.next();
+    const client = await session(withAccess('viewer', [{ kind: 'log', workloadNames: ['ivi_*', 'nav'] }]));
     const forwarded = nextRequest();
     client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'l1', RequestContent: { case: 'logsRequest', value: {
       workloadNames: [{ workloadName: 'nav', agentName: 'agent_A', id: 'x' }], follow: true,

@@ -1,0 +1,43 @@
+// The set-up of the end-to-end specs: a loopback server, the real agent process against it, and the
+// clean-up of both and of the agent's containers after each test.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { FakeAnkaiosServer } from './fake-server.js';
+import { cleanup, requirePodman, uniqueAgent } from './podman.js';
+
+export const BIN = path.resolve('bin/ank-agent.js');
+
+export interface EndToEnd {
+  readonly agentName: string;
+  /** The run folder the agent is started with unless a test gives another. */
+  readonly run: string;
+  server: FakeAnkaiosServer;
+  agent?: ChildProcess;
+  /** Starts the agent against the server (it is killed after the test). */
+  start(options?: { run?: string; args?: readonly string[]; stderr?: boolean }): ChildProcess;
+}
+
+/** Registers the hooks of a describe block of end-to-end tests; the context is filled in per test. */
+export function endToEnd(prefix: string): EndToEnd {
+  const ctx: EndToEnd = {
+    agentName: uniqueAgent(prefix),
+    run: mkdtempSync(path.join(tmpdir(), `ank-${prefix}-`)),
+    server: undefined as unknown as FakeAnkaiosServer,
+    start: ({ run = ctx.run, args = [], stderr = false } = {}) => (ctx.agent = spawn(
+      process.execPath,
+      [BIN, '-n', ctx.agentName, '-s', ctx.server.url, '-k', '-r', run, ...args],
+      { stdio: ['ignore', 'ignore', stderr ? 'inherit' : 'ignore'] },
+    )),
+  };
+  before(requirePodman);
+  beforeEach(async () => (ctx.server = await FakeAnkaiosServer.start()));
+  afterEach(() => {
+    ctx.agent?.kill('SIGKILL');
+    ctx.agent = undefined;
+    ctx.server.stop();
+    cleanup(ctx.agentName);
+  });
+  return ctx;
+}
