@@ -187,7 +187,8 @@ function connected(): void {
     outbound$,
     { agentName: config.name, log, stop$, greeting, tags: config.tags },
   ), () => {
-    // Goodbye to the server; the workloads keep running and are resumed at the next start.
+    // The stream is cancelled, so the server marks the agent gone; the workloads keep running and
+    // are resumed at the next start.
     stop$.next();
     setTimeout(() => process.exit(0), 3000).unref();
   }, { sampleMachine, runtimes });

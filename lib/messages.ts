@@ -43,5 +43,4 @@ export type ToServer =
   | { readonly kind: 'request'; readonly request: WireRequest }
   | { readonly kind: 'agentLoadStatus'; readonly agentName: string; readonly cpuUsage: number; readonly freeMemory: number }
   | { readonly kind: 'logEntries'; readonly requestId: string; readonly entries: readonly LogEntry[] }
-  | { readonly kind: 'logsStop'; readonly requestId: string; readonly instanceName: WorkloadInstanceName }
-  | { readonly kind: 'goodbye' };
+  | { readonly kind: 'logsStop'; readonly requestId: string; readonly instanceName: WorkloadInstanceName };

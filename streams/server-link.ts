@@ -26,7 +26,12 @@ export interface LinkOptions {
   readonly tags?: Readonly<Record<string, string>>;
   /** Messages to send right after AgentHello on each connection (e.g. the current workload states). */
   readonly greeting?: () => readonly ToServer[];
-  /** Emits once when the agent stops: the link says Goodbye, closes and no longer reconnects. */
+  /**
+   * Emits once when the agent stops: the link cancels the stream and no longer reconnects. A v1.x server
+   * learns that an agent is gone only from a stream that fails (swdd~grpc-agent-connection-sends-agent-gone~1),
+   * so no Goodbye and no clean half-close: its workloads then show AgentDisconnected, as with the
+   * released agent, whose stream fails when its process ends.
+   */
   readonly stop$?: Observable<unknown>;
 }
 
@@ -41,12 +46,18 @@ export interface LinkOptions {
 export function serverLink(connect: Connect, outbound$: Observable<ToServer>, options: LinkOptions): Observable<FromServer> {
   const { log, tags = {} } = options;
   const stop$ = (options.stop$ ?? NEVER).pipe(take(1), shareReplay(1));
-  // On stop, Goodbye ends the outbound stream, which half-closes the call.
-  const goodbye$ = stop$.pipe(map((): ToServer => ({ kind: 'goodbye' })));
   const wait = () => timer(RECONNECT_INTERVAL_MS).pipe(takeUntil(stop$));
   let line = PROTOCOL_LINES[0];
-  /** Set from a switch of line until a connection on it is accepted: a second refusal then ends the agent. */
-  let switched = false;
+  /**
+   * The lines the server refused since the last connection that was accepted or dropped: when it refused
+   * every line the agent speaks, the agent ends. A drop is no refusal (a server may be up- or downgraded
+   * meanwhile): negotiation then starts again from the first line.
+   */
+  const refused = new Set<ProtocolLine>();
+  const renegotiate = () => {
+    line = PROTOCOL_LINES[0];
+    refused.clear();
+  };
 
   const session$ = defer(() => {
     const spoken = line;
@@ -54,7 +65,7 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
     const outgoing$ = concat(
       of(agentHello(options.agentName, spoken.version, spoken.events ? tags : {})),
       defer(() => (options.greeting?.() ?? []).map(toServerMessage)),
-      concat(outbound$.pipe(takeUntil(stop$)), goodbye$).pipe(map(toServerMessage)),
+      outbound$.pipe(map(toServerMessage)),
     );
     log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
     let accepted = false;
@@ -62,7 +73,8 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
     const messages$ = connect(outgoing$, spoken).pipe(concatMap((message) => {
       const m = decode(message, log);
       if (accepted) return m;
-      [accepted, switched] = [true, false];
+      accepted = true;
+      refused.clear();
       log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
       return concat(of<FromServer>({ kind: 'connected', lines: [spoken] }), m);
     }));
@@ -70,21 +82,33 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
   });
 
   return session$.pipe(
-    repeat({ delay: () => (log.warn('The server closed the connection; reconnecting.'), wait()) }),
+    repeat({ delay: () => (log.warn('The server closed the connection; reconnecting.'), renegotiate(), wait()) }),
     retry({
       delay: (err: { code?: number; message?: string }) => {
+        const reason = shortened(err.message ?? String(err));
         if (err.code === FAILED_PRECONDITION) {
+          refused.add(line);
           const other = lineOfRefusal(err.message ?? '');
-          if (!other || other === line || switched) return throwError(() => new ServerRefused(`The server refused the agent: ${err.message}`));
+          if (!other || refused.has(other)) return throwError(() => new ServerRefused(`The server refused the agent: ${reason}`));
           log.info(`The server speaks the ${other.name} line, not ${line.name}: asking again with protocol ${other.version}.`);
-          [line, switched] = [other, true];
+          line = other;
           return of(0);
         }
-        log.warn(`No connection to the server (${err.message ?? String(err)}); retrying every second.`);
+        log.warn(`No connection to the server (${reason}); retrying every second.`);
+        renegotiate();
         return wait();
       },
     }),
+    // Unsubscribing on stop cancels the call (RST_STREAM CANCEL): the stream fails at the server.
+    takeUntil(stop$),
   );
+}
+
+/** A server's text as the log takes it: whatever its size, one line of sane length. */
+const MAX_REASON = 500;
+function shortened(text: string): string {
+  const line = text.replace(/\s+/g, ' ');
+  return line.length > MAX_REASON ? `${line.slice(0, MAX_REASON)}… (${line.length} characters)` : line;
 }
 
 /** The server's message as the core takes it; what is malformed in it is left out with a warning. */

@@ -250,8 +250,6 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
       });
     case 'request':
       return create(grpc.ToServerSchema, { ToServerEnum: { case: 'request', value: m.request as pb.Request } });
-    case 'goodbye':
-      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'goodbye', value: {} } });
     case 'logEntries':
       return create(grpc.ToServerSchema, { ToServerEnum: { case: 'logEntriesResponse', value: {
         requestId: m.requestId,

@@ -108,7 +108,7 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<T
         ended = true;
         subscriber.complete();
       });
-      // When the outbound stream completes (after Goodbye), half-close and let the server end the call.
+      // When the outbound stream completes, half-close and let the server end the call.
       writing = outbound$.subscribe({
         next: write,
         error: (e: unknown) => subscriber.error(e),

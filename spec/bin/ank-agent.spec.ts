@@ -294,14 +294,18 @@ describe('ank-agent (the command line)', () => {
       await viaEnv.exited;
     });
 
-    it('on SIGTERM says Goodbye, closes the stream and exits 0', async () => {
-      const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
-      const stream = await server.nextStream();
-      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
-      agent.child.kill('SIGTERM');
-      await stream.waitFor((m) => m.ToServerEnum.case === 'goodbye');
-      expect(await agent.exited).to.equal(0);
-    });
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      it(`on ${signal} fails its stream, so that a v1.x server takes the agent as gone, and exits 0`, async () => {
+        const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
+        const stream = await server.nextStream();
+        await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+        agent.child.kill(signal);
+        await stream.waitForEnd();
+        expect(await agent.exited).to.equal(0);
+        expect(stream.endedBy).to.equal('failure');
+        expect(stream.received.map((m) => m.ToServerEnum.case)).to.not.include('goodbye');
+      });
+    }
 
     it('exits non-zero with the server\'s message when the server refuses the protocol version', async () => {
       const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);

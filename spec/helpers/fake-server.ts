@@ -16,21 +16,27 @@ export class AgentStream {
   readonly received: ToServer[] = [];
   readonly events = new EventEmitter();
   ended = false;
+  /** How the agent ended the stream: a half-close, or a failure (cancelled, reset) that a v1.x server takes as "agent gone". */
+  endedBy?: 'half-close' | 'failure';
 
   constructor(private readonly call: grpc.ServerDuplexStream<ToServer, FromServer>) {
     call.on('data', (m: ToServer) => {
       this.received.push(m);
       this.events.emit('message', m);
     });
-    call.on('end', () => {
+    const ended = (by: 'half-close' | 'failure') => {
+      if (this.ended) return;
       this.ended = true;
+      this.endedBy = by;
       this.events.emit('end');
+    };
+    // grpc-js tells a cancel as 'end' first and 'cancelled' right after: a half-close is an 'end' that no cancel follows.
+    call.on('end', () => {
+      setTimeout(() => ended(call.cancelled ? 'failure' : 'half-close'), 20);
       call.end();
     });
-    call.on('error', () => {
-      this.ended = true;
-      this.events.emit('end');
-    });
+    call.on('cancelled', () => ended('failure'));
+    call.on('error', () => ended('failure'));
   }
 
   send(message: Init): void {

@@ -56,7 +56,7 @@ describe('agent(sources, deps) → sinks', () => {
     });
   });
 
-  it('ends both sinks when the server link ends (after Goodbye)', () => {
+  it('ends both sinks when the server link ends (after a stop)', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const sinks = agent({ fromServer$: cold<FromServer>('---|'), controlInterfaces$: NEVER }, { ...deps(new FakeRuntime()), sampleMachine: () => ({ cpuBusy: 0, cpuTotal: 0, freeMemory: 0 }) });
       expectObservable(sinks.toServer$).toBe('---|');

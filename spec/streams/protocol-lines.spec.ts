@@ -51,18 +51,16 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     expect(hellos(server).map((h) => [h.protocolVersion, h.tags])).to.deep.equal([['1.0.1', { $typeName: 'ank_base.Tags', tags: { location: 'front' } }], ['0.8.0', undefined]]);
   });
 
-  it('keeps the 0.8 line for later reconnects to the same server', async () => {
+  it('after a dropped connection negotiates again from its first line: a drop is no refusal', async () => {
     await serve(LINE_0_8);
     const l = link();
     await l.connected();
     const port = server.port;
     server.stop();
-    const before = server.refused.length;
     await serve(LINE_0_8, port);
     await firstValueFrom(l.in$.pipe(filter((m) => m.kind === 'serverHello'), skip(1), timeout(10_000)));
-    expect(before).to.equal(1);
-    expect(server.refused, 'the new server refused nothing').to.deep.equal([]);
-    expect(hellos(server).map((h) => h.protocolVersion)).to.deep.equal(['0.8.0']);
+    expect(hellos(server).map((h) => h.protocolVersion)).to.deep.equal(['1.0.1', '0.8.0']);
+    expect(l.errors).to.deep.equal([]);
   });
 
   it('reads a 0.8 server\'s CompleteState response (field 4) as the CompleteStateResponse it stands for', async () => {
@@ -79,7 +77,7 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     expect((content.value as { completeState: { desiredState: { apiVersion: string } } }).completeState.desiredState.apiVersion).to.equal('v0.8');
   });
 
-  it('negotiates again when a later connection is refused: the server was upgraded from 0.8 to 1.x', async () => {
+  it('a server upgraded from 0.8 to 1.x while the connection was down accepts the agent on the 1 line (a rolling upgrade does not end it)', async () => {
     await serve(LINE_0_8);
     const l = link();
     await l.connected();
@@ -88,8 +86,19 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     await serve(LINE_1, port);
     const again = await firstValueFrom(l.in$.pipe(filter((m) => m.kind === 'connected' && m.lines[0] === LINE_1), timeout(15_000)));
     expect(again.kind).to.equal('connected');
-    expect(server.refused).to.deep.equal([['0.8.0', "Unsupported protocol version '0.8.0'. Currently supported '1'"]]);
+    expect(server.refused).to.deep.equal([]);
     expect(l.errors).to.deep.equal([]);
+  });
+
+  it('a refusal with a detail of any size ends the link with one line of sane length', async () => {
+    await serve(LINE_1);
+    const l = link();
+    const stream = await server.nextStream();
+    stream.close(9, `Unsupported protocol version '1.0.1'. ${'x'.repeat(12_000)}`);
+    for (let waited = 0; l.errors.length === 0 && waited < 10_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+    expect(l.errors[0]).to.be.instanceOf(ServerRefused);
+    expect(l.errors[0].message.length).to.be.below(600);
+    expect(l.errors[0].message).to.match(/^The server refused the agent: Unsupported protocol version '1.0.1'\. x+… \(12038 characters\)$/);
   });
 
   it('a server of an unknown major (2) ends the link with the server\'s message: the agent exits', async () => {

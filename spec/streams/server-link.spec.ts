@@ -112,14 +112,15 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     await second.waitFor((m) => m.ToServerEnum.case === 'updateWorkloadState');
   });
 
-  it('sends Goodbye, closes the stream and stops reconnecting when stopped', async () => {
+  it('swdd~grpc-agent-connection-sends-agent-gone~1: when stopped, cancels the stream (the server sees it fail, no Goodbye) and stops reconnecting', async () => {
     const stop$ = new Subject<void>();
     const l = open({ stop$ });
     const stream = await server.nextStream();
     await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
     stop$.next();
-    await stream.waitFor((m) => m.ToServerEnum.case === 'goodbye');
     await stream.waitForEnd();
+    expect(stream.endedBy).to.equal('failure');
+    expect(stream.received.map((m) => m.ToServerEnum.case)).to.not.include('goodbye');
     await new Promise((r) => setTimeout(r, 1500));
     expect(server.streams).to.have.length(1);
     expect(l.completed()).to.equal(true);
