@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../ports.js';
 import type { CreateOptions } from '../runtime-connector.js';
 import { type WorkloadSpec, needsControlInterface } from '../workload.js';
-import { FifoWriter, fifoChunks, makeFifo, openFifo } from './fifo.js';
+import { FifoWriter, fifoChunks, ensureFifo, openFifo } from './fifo.js';
 import type { HostSide } from './host-side.js';
 import { controlInterfaceFolder } from './run-folder.js';
 
@@ -31,7 +31,7 @@ export class ControlInterfacePipes implements HostSide {
   constructor(private readonly ioFolder: string, private readonly log: Logger) {}
 
   /**
-   * swdd~agent-create-control-interface-pipes-per-workload~1, swdd~agent-control-interface-creates-two-pipes-per-workload~1:
+   * swdd~agent-create-control-interface-pipes-per-workload~2, swdd~agent-control-interface-creates-two-pipes-per-workload~1:
    * creates (or reuses) the FIFOs of a workload with allow rules and starts reading them.
    */
   prepare(spec: WorkloadSpec): Observable<CreateOptions> {
@@ -90,8 +90,8 @@ export class ControlInterfacePipes implements HostSide {
     if (current?.folder === folder) return folder;
     if (current) this.close(name, current);
     mkdirSync(folder, { recursive: true });
-    await makeFifo(path.join(folder, 'input'));
-    await makeFifo(path.join(folder, 'output'));
+    await ensureFifo(path.join(folder, 'input'));
+    await ensureFifo(path.join(folder, 'output'));
     // Both ends are opened now, before anything can swap them (O_NOFOLLOW, checked to be FIFOs).
     const writer = new FifoWriter(path.join(folder, 'input'), MAX_BACKLOG_BYTES);
     let output: number;

@@ -1,17 +1,28 @@
 // FIFOs without blocking: opened O_RDWR | O_NONBLOCK (never blocks, never sees end of file, needs no
 // peer) and driven by net.Socket on epoll, so no libuv threadpool thread waits on a pipe.
-import { closeSync, constants, fstatSync, openSync, rmSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { Observable, of } from 'rxjs';
 
 /**
- * Creates the FIFO afresh: whatever is at the path (an old pipe, or what a workload put there: a symlink,
- * a file) is removed first, never followed.
+ * swdd~agent-create-control-interface-pipes-per-workload~2: a FIFO that is there (lstat: the path itself,
+ * never what a link points to) is reused, so a client that kept its descriptors across an agent restart
+ * is heard again; anything else a workload put there (a symlink, a file, a folder) is removed, never
+ * followed, and the FIFO made afresh.
  */
-export async function makeFifo(path: string): Promise<void> {
+export async function ensureFifo(path: string): Promise<void> {
+  if (isFifo(path)) return;
   rmSync(path, { force: true, recursive: true });
   const { execa } = await import('execa');
   await execa('mkfifo', ['-m', '0600', path]);
+}
+
+function isFifo(path: string): boolean {
+  try {
+    return lstatSync(path).isFIFO();
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -220,6 +220,19 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(cancelled.RequestContent.case).to.equal('logsCancelRequest');
   });
 
+  it('swdd~agent-create-control-interface-pipes-per-workload~2: a client that keeps its descriptors across an agent restart is heard again (the FIFOs are reused)', async () => {
+    const spec = withAccess('keeper', [readState('*')]);
+    const client = await session(spec);
+    const folder = controlInterfaceFolder(io, spec);
+    const inodes = ['input', 'output'].map((f) => lstatSync(path.join(folder, f)).ino);
+    hub.closeAll();
+    hub = new ControlInterfaceHub(io, silentLogger);
+    await firstValueFrom(hub.prepare(spec));
+    expect(['input', 'output'].map((f) => lstatSync(path.join(folder, f)).ino)).to.deep.equal(inodes);
+    client.hello();
+    expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+  });
+
   it('issue 14: pipes a workload swapped (symlinks, a file) are made afresh on resume; a pipe swapped while open is never written through', async () => {
     const spec = withAccess('swapper', [readState('*')]);
     const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
