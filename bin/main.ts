@@ -127,6 +127,7 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
     release: (spec) => host.release(spec),
     log,
     trace: flags.debug ? tracer(log) : noTrace,
+    jitter: Math.random,
     ...extra,
   };
   const toServer$ = new Subject<ToServer>();

@@ -27,10 +27,17 @@ export type WorkloadCommand =
 /** Commands after which the loop ends. */
 export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || (c.kind === 'removeExisting' && c.final);
 
-export const MAX_RETRIES = 20;
+/** swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1: the first wait before a retry, doubled each time. */
+export const RETRY_BASE_MS = 500;
+/** The longest wait before a retry of a create. */
+export const MAX_RETRY_BACKOFF_MS = 5 * 60_000;
+/** The first and the longest wait between two tries of a delete that keeps failing. */
 export const RETRY_INTERVAL_MS = 1000;
-/** The longest wait between two tries of a delete that keeps failing. */
 export const MAX_DELETE_RETRY_MS = 60_000;
+
+/** The wait before retry number `done + 1` of a create: a random share (full jitter) of the exponential backoff. */
+export const createBackoffMs = (done: number, jitter: number): number =>
+  Math.round(jitter * Math.min(RETRY_BASE_MS * 2 ** Math.min(done, 30), MAX_RETRY_BACKOFF_MS));
 
 export interface ControlDeps {
   readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
@@ -38,6 +45,8 @@ export interface ControlDeps {
   readonly prepare: (spec: WorkloadSpec) => Observable<CreateOptions>;
   /** Undoes `prepare` once the workload is gone. */
   readonly release: (spec: WorkloadSpec) => Observable<never>;
+  /** A random fraction in [0, 1] for the jitter of create retries (the full backoff when not given). */
+  readonly jitter?: () => number;
 }
 
 type Output = WorkloadState | { readonly command: WorkloadCommand };
@@ -114,8 +123,10 @@ class ControlLoop {
     }
     if (spec && id !== undefined) return this.watch(spec, id);
     if (spec && this.failure !== undefined) {
-      // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1
-      return timer(RETRY_INTERVAL_MS).pipe(map(() => ({ command: { kind: 'retry' } as const })));
+      // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1,
+      // swdd~agent-workload-control-loop-exponential-backoff-retries~1
+      const wait = createBackoffMs(this.retries, this.deps.jitter?.() ?? 1);
+      return timer(wait).pipe(map(() => ({ command: { kind: 'retry' } as const })));
     }
     return EMPTY;
   }
@@ -145,7 +156,7 @@ class ControlLoop {
     return concat(dropped, starting, this.attempt(spec));
   }
 
-  /** swdd~agent-workload-control-loop-executes-retry~1, swdd~agent-workload-control-loop-limits-retry-attempts~1 */
+  /** swdd~agent-workload-control-loop-executes-retry~1: retries have no limit; only another command ends them. */
   private retry(): Observable<Output> {
     if (!this.spec || this.failure === undefined) return EMPTY;
     this.retries += 1;
@@ -168,12 +179,11 @@ class ControlLoop {
 
   /**
    * swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1,
-   * swdd~agent-workload-control-loop-retry-limit-set-execution-state~2
+   * swdd~agent-workload-control-loop-handles-failed-workload-creation~1: Pending(Starting) "Retry <n>: <cause>".
    */
   private createFailed(spec: WorkloadSpec, cause: string): WorkloadState {
-    if (this.retries >= MAX_RETRIES) return report(spec.instanceName, ExecutionState.startingFailed(`No more retries: ${cause}`));
     this.failure = cause;
-    return report(spec.instanceName, ExecutionState.starting(`Retry ${this.retries + 1} of ${MAX_RETRIES}: ${cause}`));
+    return report(spec.instanceName, ExecutionState.starting(`Retry ${this.retries + 1}: ${cause}`));
   }
 
   /** swdd~agent-workload-control-loop-executes-resume~1 */
@@ -194,8 +204,8 @@ class ControlLoop {
 
   /**
    * swdd~agent-workload-control-loop-executes-update~2, swdd~agent-workload-control-loop-executes-update-delete-only~1,
-   * swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1,
-   * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1
+   * swdd~agent-workload-control-loop-reset-backoff-on-update~1,
+   * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2
    */
   private update(next: WorkloadSpec | undefined): Observable<Output> {
     this.failure = undefined;

@@ -51,7 +51,7 @@ ${real} "$@"
     writeFileSync(hang('run'), '');
     const w = busybox('stuck', agent.agentName);
     agent.send({ kind: 'serverHello', added: [w] });
-    await agent.waitFor('stuck', /^Pending\(Starting\): Retry 1 of 20: podman run did not finish within 1 s and was killed\.$/);
+    await agent.waitFor('stuck', /^Pending\(Starting\): Retry 1: podman run did not finish within 1 s and was killed\.$/);
     rmSync(hang('run'));
     await agent.waitFor('stuck', /^Running\(Ok\)$/);
   });

@@ -4,7 +4,7 @@ import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { WorkloadState } from '../../lib/messages.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
-import { type ControlDeps, MAX_RETRIES, type WorkloadCommand, controlWorkload } from '../../streams/control-workload.js';
+import { type ControlDeps, type WorkloadCommand, controlWorkload, createBackoffMs } from '../../streams/control-workload.js';
 import { FakeRuntime } from '../helpers/fake-runtime.js';
 import { stateOf, workload } from '../helpers/fixtures.js';
 import { record, testScheduler } from '../helpers/virtual-time.js';
@@ -197,19 +197,41 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('retries of a failing create', () => {
-    it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-limits-retry-attempts~1, swdd~agent-workload-control-loop-retry-limit-set-execution-state~2: retries every second, 20 times, keeping Pending(Starting), then Pending(StartingFailed) "No more retries: <cause>"', () => {
+    it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-exponential-backoff-retries~1, swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1, swdd~agent-workload-control-loop-handles-failed-workload-creation~1: retries without limit, waiting 0.5 s doubled each time up to 5 minutes, reporting Pending(Starting) "Retry <n>: <cause>"', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({ create: boom });
-        const out = record(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show)), scheduler);
+        // An hour of retries, then a delete ends them.
+        const out = record(controlWorkload(cold('a 3599999ms d', { a: create(), d: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
         flush();
         const expected: Array<[number, string]> = [[0, at(nginx, ExecutionState.starting('Triggered at runtime.'))]];
-        for (let retry = 1; retry <= MAX_RETRIES; retry++) {
-          expected.push([(retry - 1) * 1000, at(nginx, ExecutionState.starting(`Retry ${retry} of ${MAX_RETRIES}: boom`))]);
+        let t = 0;
+        for (let retry = 1; t < 3600_000; retry++) {
+          expected.push([t, at(nginx, ExecutionState.starting(`Retry ${retry}: boom`))]);
+          t += Math.min(500 * 2 ** (retry - 1), 300_000);
         }
-        expected.push([MAX_RETRIES * 1000, at(nginx, ExecutionState.startingFailed('No more retries: boom'))]);
-        expect(out.values).to.deep.equal(expected);
-        expect(runtime.calls.filter((c) => c.startsWith('create'))).to.have.length(1 + MAX_RETRIES);
+        expect(out.values.filter(([time]) => time < 3600_000)).to.deep.equal(expected);
+        expect(out.values.map(([, v]) => v).join()).to.not.include('StartingFailed');
+      });
+    });
+
+    it('swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1: the wait is a random share of the backoff (full jitter)', () => {
+      expect(createBackoffMs(0, 1)).to.equal(500);
+      expect(createBackoffMs(3, 0.5)).to.equal(2000);
+      expect(createBackoffMs(3, 0)).to.equal(0);
+      expect(createBackoffMs(20, 1)).to.equal(300_000);
+      expect(createBackoffMs(10_000, 1)).to.equal(300_000);
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime({
+          create: (_spec, attempt) => (attempt < 2 ? boom() : of('the-id')),
+          states: (id) => (id === 'the-id' ? cold('r', { r: ExecutionState.running() }) : NEVER),
+        });
+        const deps = { ...depsFor(runtime), jitter: () => 0.25 };
+        expectObservable(controlWorkload(cold('a', { a: create() }), deps).pipe(map(show))).toBe('(ab) 121ms c', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.starting('Retry 1: boom')),
+          c: at(nginx, ExecutionState.running()),
+        });
       });
     });
 
@@ -230,34 +252,34 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
           create: (_spec, attempt) => (attempt < 3 ? boom() : of('the-id')),
           states: (id) => (id === 'the-id' ? cold('r', { r: ExecutionState.running() }) : NEVER),
         });
-        expectObservable(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 996ms c 999ms d', {
+        expectObservable(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 496ms c 999ms d', {
           a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
-          b: at(nginx, ExecutionState.starting('Retry 1 of 20: boom')),
-          c: at(nginx, ExecutionState.starting('Retry 2 of 20: boom')),
+          b: at(nginx, ExecutionState.starting('Retry 1: boom')),
+          c: at(nginx, ExecutionState.starting('Retry 2: boom')),
           d: at(nginx, ExecutionState.running()),
         });
       });
     });
 
-    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1, swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1, swdd~agent-workload-control-loop-update-create-failed-allows-retry~1: an update stops the retries of the old config and starts counting anew', () => {
+    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2, swdd~agent-workload-control-loop-reset-backoff-on-update~1, swdd~agent-workload-control-loop-update-create-failed-allows-retry~1: an update stops the retries of the old config and starts counting anew', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({ create: boom });
-        const out = record(controlWorkload(cold('a 2499ms b', { a: create(), b: update(nginx2) }), depsFor(runtime)).pipe(map(show)), scheduler);
+        const out = record(controlWorkload(cold('a 2499ms b 2499ms c', { a: create(), b: update(nginx2), c: del(nginx2) }), depsFor(runtime)).pipe(map(show)), scheduler);
         flush();
         const old = out.values.filter(([, v]) => v.startsWith(show(stateOf(nginx, ExecutionState.removed())).split(':')[0]));
-        expect(old.map(([t]) => t)).to.deep.equal([0, 0, 1000, 2000, 2500], 'no retry of the old config after the update');
+        expect(old.map(([t]) => t)).to.deep.equal([0, 0, 500, 1500, 2500], 'no retry of the old config after the update');
         expect(old.at(-1)![1]).to.equal(at(nginx, ExecutionState.removed()));
         const fresh = out.values.filter(([, v]) => v.startsWith(at(nginx2, ExecutionState.removed()).split(':')[0]));
         expect(fresh.slice(0, 3)).to.deep.equal([
           [2500, at(nginx2, ExecutionState.starting('Triggered at runtime.'))],
-          [2500, at(nginx2, ExecutionState.starting('Retry 1 of 20: boom'))],
-          [3500, at(nginx2, ExecutionState.starting('Retry 2 of 20: boom'))],
+          [2500, at(nginx2, ExecutionState.starting('Retry 1: boom'))],
+          [3000, at(nginx2, ExecutionState.starting('Retry 2: boom'))],
         ]);
       });
     });
 
-    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1: a delete stops the retries', () => {
+    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2: a delete stops the retries', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({ create: boom });
