@@ -120,8 +120,12 @@ export interface KubeId {
   readonly downOptions: readonly string[];
 }
 
-const toBase64 = (text: string) => Buffer.from(text).toString('base64');
-const fromBase64 = (text: string) => Buffer.from(text, 'base64').toString();
+/**
+ * The data label of a podman-kube bookkeeping volume: base64 without padding, as the released agent
+ * writes and reads it (so a host can switch agents and keep its pods); padded labels are read too.
+ */
+export const toBase64 = (text: string) => Buffer.from(text).toString('base64').replace(/=+$/, '');
+export const fromBase64 = (text: string) => Buffer.from(text, 'base64').toString();
 
 /** The pod ids in the output of `podman kube play`. */
 export function podsPlayed(output: string): string[] {
@@ -164,7 +168,8 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
     return defer(() => {
       const config = parseKubeConfig(spec.runtimeConfig);
       if (spec.files.length > 0) {
-        throw new RuntimeConfigError('podman-kube workloads cannot mount workload files: put them into ConfigMaps in the manifest.');
+        // swdd~podman-kube-rejects-workload-files~1
+        throw new RuntimeConfigError('Workload files are not supported for podman-kube runtime. Use ConfigMaps instead.');
       }
       // The 1.x agent mounts the Control Interface into the container the runtime config names.
       const manifest = options.controlInterfacePath

@@ -1,5 +1,5 @@
 // The places of a workload under the agent's folder `<run folder>/<agent>_io/`.
-import { existsSync, lstatSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../config.js';
 import { type WorkloadInstanceName, instanceNameProblem } from '../workload.js';
@@ -22,25 +22,32 @@ export const controlInterfaceFolder = (ioFolder: string, spec: { readonly instan
 export const filesFolder = (ioFolder: string, spec: { readonly instanceName: WorkloadInstanceName }): string =>
   path.join(workloadFolder(ioFolder, spec.instanceName), 'files');
 
+/** The default run folder is shared by the agents of all users: everyone may write, only owners remove (as /tmp). */
+export const SHARED_RUN_FOLDER_MODE = 0o1777;
+
 /**
- * Makes sure `<run folder>/<agent>_io/` is there and is the agent's own: both real directories (no
- * symlinks) of the agent's user. Only the default run folder is created; a custom one must exist.
+ * swdd~agent-prepares-dedicated-run-folder~2: makes sure `<run folder>/<agent>_io/` is there and is the
+ * agent's own: both real directories (no symlinks), the io folder of the agent's user. The default run
+ * folder is created when missing, with full permissions (and the sticky bit, so no other user can move
+ * an agent's io folder away), and may belong to another user; a custom one must exist and be the agent's.
  * Returns the io folder; throws ConfigError naming what is wrong.
  */
 export function prepareRunFolder(runFolder: string, agentName: string, isDefault: boolean): string {
   const ioFolder = path.join(runFolder, `${agentName}_io`);
-  const check = (folder: string) => {
+  const check = (folder: string, shared = false) => {
     const stat = lstatSync(folder);
     if (stat.isSymbolicLink()) throw new ConfigError(`The run folder '${folder}' is a symbolic link: the agent works only in a real folder of its own.`);
     if (!stat.isDirectory()) throw new ConfigError(`The run folder '${folder}' is not a folder.`);
-    if (stat.uid !== process.getuid?.()) throw new ConfigError(`The run folder '${folder}' belongs to another user (uid ${stat.uid}).`);
+    if (!shared && stat.uid !== process.getuid?.()) throw new ConfigError(`The run folder '${folder}' belongs to another user (uid ${stat.uid}).`);
   };
   try {
     if (!existsSync(runFolder)) {
       if (!isDefault) throw new ConfigError(`The run folder '${runFolder}' does not exist: create it, or leave -r out for the default.`);
-      mkdirSync(runFolder, { recursive: true, mode: 0o755 });
+      mkdirSync(runFolder, { recursive: true });
+      // Not left to the umask: the folder must be usable by agents of other users.
+      chmodSync(runFolder, SHARED_RUN_FOLDER_MODE);
     }
-    check(runFolder);
+    check(runFolder, isDefault);
     if (!existsSync(ioFolder)) mkdirSync(ioFolder, { mode: 0o755 });
     check(ioFolder);
   } catch (err) {

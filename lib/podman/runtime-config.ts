@@ -103,34 +103,47 @@ export function podmanRunArgs(config: PodmanConfig, instanceName: string, agentN
   ];
 }
 
-/** The reference agent's words when a podman-kube workload with Control Interface access names no target. */
+/** The released agent's words when a podman-kube workload with Control Interface access names no target. */
 export const NO_CONTROL_INTERFACE_TARGET = 'Control interface target not specified in runtime config.';
-const CONTROL_INTERFACE_VOLUME = 'ankaios-control-interface';
+/** swdd~podman-kube-injects-control-interface-volume~1: the volume's name, as the released agent names it. */
+export const CONTROL_INTERFACE_VOLUME = 'control-interface-volume';
 
 type Node = Record<string, unknown>;
 const isNode = (v: unknown): v is Node => v !== null && typeof v === 'object' && !Array.isArray(v);
 const listIn = (node: Node, key: string): unknown[] => (Array.isArray(node[key]) ? node[key] as unknown[] : (node[key] = []) as unknown[]);
 
+/** The pod a manifest document makes, as Podman names it: a Pod by its name, a Deployment `<name>-pod`. */
+function podOf(doc: Node): { readonly name: string; readonly spec: unknown } | undefined {
+  const name = isNode(doc.metadata) ? doc.metadata.name : undefined;
+  if (typeof name !== 'string') return undefined;
+  if (doc.kind === 'Pod') return { name, spec: doc.spec };
+  if (doc.kind === 'Deployment') return { name: `${name}-pod`, spec: isNode(doc.spec) && isNode(doc.spec.template) ? doc.spec.template.spec : undefined };
+  return undefined;
+}
+
 /**
- * The Kubernetes manifest with the workload's Control Interface folder mounted at
- * /run/ankaios/control_interface in the container `target` (`<pod>/<container>`) names: a hostPath
- * volume is added to the Pod, or to the pod template of the Deployment, of that name.
+ * swdd~podman-kube-mounts-control-interface~2, swdd~podman-kube-validates-target-path-format~1,
+ * swdd~podman-kube-injects-control-interface-volume-mount~1: the Kubernetes manifest with the workload's
+ * Control Interface folder mounted at /run/ankaios/control_interface in the container `target`
+ * (`<pod>/<container>`) names; the pod is a Pod of that name or a Deployment whose pod Podman names so.
  */
 export function withControlInterface(manifest: string, target: string | undefined, hostPath: string): string {
   if (target === undefined) throw new RuntimeConfigError(NO_CONTROL_INTERFACE_TARGET);
   const [podName, containerName, ...rest] = target.split('/');
-  if (!podName || !containerName || rest.length > 0) throw new RuntimeConfigError(`The control interface target '${target}' must be <pod>/<container>.`);
+  if (!podName || !containerName || rest.length > 0) {
+    throw new RuntimeConfigError(`Invalid control interface target format: '${target}'. Expected format: '<pod_name>/<container_name>'`);
+  }
   const documents = parseAllDocuments(manifest);
   for (const document of documents) {
     const doc: unknown = document.toJS();
-    if (!isNode(doc) || !isNode(doc.metadata) || doc.metadata.name !== podName) continue;
-    const spec = doc.kind === 'Pod' ? doc.spec : doc.kind === 'Deployment' && isNode(doc.spec) && isNode(doc.spec.template) ? doc.spec.template.spec : undefined;
-    const container = isNode(spec) ? listIn(spec, 'containers').find((c) => isNode(c) && c.name === containerName) : undefined;
-    if (!isNode(spec) || !isNode(container)) continue;
-    listIn(spec, 'volumes').push({ name: CONTROL_INTERFACE_VOLUME, hostPath: { path: hostPath, type: 'Directory' } });
+    const pod = isNode(doc) ? podOf(doc) : undefined;
+    if (!pod || pod.name !== podName) continue;
+    const container = isNode(pod.spec) ? listIn(pod.spec, 'containers').find((c) => isNode(c) && c.name === containerName) : undefined;
+    if (!isNode(pod.spec) || !isNode(container)) throw new RuntimeConfigError(`Cannot add Control Interface. Target container '${containerName}' not found.`);
+    listIn(pod.spec, 'volumes').push({ name: CONTROL_INTERFACE_VOLUME, hostPath: { path: hostPath, type: 'Directory' } });
     listIn(container, 'volumeMounts').push({ name: CONTROL_INTERFACE_VOLUME, mountPath: CONTROL_INTERFACE_MOUNT_POINT });
     document.contents = document.createNode(doc) as typeof document.contents;
     return documents.map((d) => d.toString()).join('');
   }
-  throw new RuntimeConfigError(`The control interface target '${target}' names no container of a Pod or Deployment in the manifest.`);
+  throw new RuntimeConfigError(`Cannot add Control Interface. Target pod not found '${podName}'`);
 }

@@ -1,6 +1,6 @@
 // The real bin, spawned as a user would run it.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -86,11 +86,21 @@ describe('ank-agent (the command line)', () => {
     expect(run.stdout).to.equal(`ank-agent ${JSON.parse(readFileSync('package.json', 'utf8')).version}\nprotocol lines: 1 (says 1.0.1), 0.8 (says 0.8.0)\n`);
   });
 
-  it('works in $TMPDIR/ankaios/ by default (/tmp/ankaios/ without TMPDIR)', async () => {
+  it('swdd~agent-prepares-dedicated-run-folder~2: works in $TMPDIR/ankaios/<name>_io/ by default; $TMPDIR/ankaios is made usable by every user, the io folder stays the agent\'s', async () => {
     const agent = await startUntil(['-n', 'agent_tmp', '-s', 'http://127.0.0.1:1', '-k'], /connecting/, { TMPDIR: tmp });
     expect(() => readFileSync(path.join(tmp, 'ankaios', 'agent_tmp_io'))).to.throw(/EISDIR/);
+    expect(statSync(path.join(tmp, 'ankaios')).mode & 0o7777).to.equal(0o1777);
+    expect(statSync(path.join(tmp, 'ankaios', 'agent_tmp_io')).mode & 0o777).to.equal(0o755);
     agent.child.kill('SIGTERM');
     await agent.exited;
+    // Made by an agent of another user: the shared folder is used; an io folder of another user is not.
+    chownSync(path.join(tmp, 'ankaios'), 65534, 65534);
+    const second = await startUntil(['-n', 'agent_tmp2', '-s', 'http://127.0.0.1:1', '-k'], /connecting/, { TMPDIR: tmp });
+    second.child.kill('SIGTERM');
+    await second.exited;
+    mkdirSync(path.join(tmp, 'ankaios', 'theirs_io'));
+    chownSync(path.join(tmp, 'ankaios', 'theirs_io'), 65534, 65534);
+    expectFailure(await runToEnd(['-n', 'theirs', '-k'], { TMPDIR: tmp }), 'belongs to another user (uid 65534)');
   });
 
   it('a custom run folder must exist and be a real folder of the agent\'s (no symlink); only the default one is created', async () => {

@@ -132,9 +132,9 @@ describe('podman-kube: the Control Interface mounted into the target container (
     await talkThrough(kubeWorkload('kpod', pod(name), `${name}/talker`), `${name}-talker`);
   });
 
-  it('a Deployment: the target names the Deployment and its container', async () => {
+  it('swdd~podman-kube-mounts-control-interface~2: a Deployment: the target names its pod as Podman does (<deployment>-pod) and its container', async () => {
     const name = podName('dep');
-    await talkThrough(kubeWorkload('kdep', deployment(name), `${name}/talker`), `${name}-pod-0-talker`);
+    await talkThrough(kubeWorkload('kdep', deployment(name), `${name}-pod/talker`), `${name}-pod-0-talker`);
   });
 
   it('access rules without a target, or a target that names no container: Pending(StartingFailed), not retried, no pod left', async () => {
@@ -148,7 +148,7 @@ describe('podman-kube: the Control Interface mounted into the target container (
     expect(history('notarget')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Control interface target not specified in runtime config.']);
     expect(history('badtarget')).to.deep.equal([
       'Pending(Starting): Triggered at runtime.',
-      `Pending(StartingFailed): The control interface target '${wrong}/nobody' names no container of a Pod or Deployment in the manifest.`,
+      "Pending(StartingFailed): Cannot add Control Interface. Target container 'nobody' not found.",
     ]);
     expect(podman('pod', 'ps', '--quiet', `--filter=name=${none}`) + podman('pod', 'ps', '--quiet', `--filter=name=${wrong}`)).to.equal('');
   });

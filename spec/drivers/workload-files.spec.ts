@@ -74,10 +74,10 @@ describe('workload files', () => {
       await agent.waitFor('escaper', /^Pending\(StartingFailed\): The mount point 'relative\/path' of a file cannot be used: it is not absolute\.$/);
     });
 
-    it('podman-kube workloads with files are refused with a hint to use ConfigMaps', async () => {
+    it('swdd~podman-kube-rejects-workload-files~1: podman-kube workloads with files are refused with a hint to use ConfigMaps', async () => {
       const kube = { ...busybox('kubefiles', agent.agentName), runtime: 'podman-kube', runtimeConfig: 'manifest: "kind: Pod"', files: [{ mountPoint: '/x', data: 'y' }] };
       agent.send({ kind: 'serverHello', added: [kube] });
-      await agent.waitFor('kubefiles', /^Pending\(StartingFailed\): podman-kube workloads cannot mount workload files: put them into ConfigMaps in the manifest\.$/);
+      await agent.waitFor('kubefiles', /^Pending\(StartingFailed\): Workload files are not supported for podman-kube runtime\. Use ConfigMaps instead\.$/);
     });
   });
 });

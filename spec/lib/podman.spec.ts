@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { fromBase64, toBase64 } from '../../lib/drivers/podman-runtime.js';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import { type Container, kubeContainerState, kubeWorkloadState, podmanState } from '../../lib/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
@@ -72,18 +73,39 @@ describe('runtime configs', () => {
 describe('podman-kube: the Control Interface target', () => {
   const pod = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - name: app\n    image: x\n  - name: proxy\n    image: y\n';
 
-  it('adds a hostPath volume of the folder and mounts it at /run/ankaios/control_interface in the target container only', () => {
+  it('swdd~podman-kube-injects-control-interface-volume~1, swdd~podman-kube-injects-control-interface-volume-mount~1, swdd~podman-kube-mounts-control-interface~2: adds a hostPath volume "control-interface-volume" of the folder and mounts it at /run/ankaios/control_interface in the target container only', () => {
     const doc = parseYaml(withControlInterface(pod, 'web/proxy', '/run/io/w.1/control_interface'));
-    expect(doc.spec.volumes).to.deep.equal([{ name: 'data', emptyDir: {} }, { name: 'ankaios-control-interface', hostPath: { path: '/run/io/w.1/control_interface', type: 'Directory' } }]);
-    expect(doc.spec.containers[1].volumeMounts).to.deep.equal([{ name: 'ankaios-control-interface', mountPath: '/run/ankaios/control_interface' }]);
+    expect(doc.spec.volumes).to.deep.equal([{ name: 'data', emptyDir: {} }, { name: 'control-interface-volume', hostPath: { path: '/run/io/w.1/control_interface', type: 'Directory' } }]);
+    expect(doc.spec.containers[1].volumeMounts).to.deep.equal([{ name: 'control-interface-volume', mountPath: '/run/ankaios/control_interface' }]);
     expect(doc.spec.containers[0].volumeMounts).to.equal(undefined);
   });
 
-  it('refuses no target (the reference agent\'s words), a malformed one and one that names no container', () => {
+  it('swdd~podman-kube-mounts-control-interface~2: a Deployment\'s pod is named as Podman names it, <deployment>-pod', () => {
+    const deployment = 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: mydep\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: x\n';
+    const doc = parseYaml(withControlInterface(deployment, 'mydep-pod/app', '/run/io/w.1/control_interface'));
+    expect(doc.spec.template.spec.containers[0].volumeMounts).to.deep.equal([{ name: 'control-interface-volume', mountPath: '/run/ankaios/control_interface' }]);
+    expect(() => withControlInterface(deployment, 'mydep/app', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target pod not found 'mydep'");
+  });
+
+  it('swdd~podman-kube-validates-target-path-format~1: refuses no target, a malformed one, and one whose pod or container is not there, in the released agent\'s words', () => {
     expect(() => withControlInterface(pod, undefined, '/x')).to.throw(RuntimeConfigError, NO_CONTROL_INTERFACE_TARGET);
-    expect(() => withControlInterface(pod, 'web', '/x')).to.throw(RuntimeConfigError, "The control interface target 'web' must be <pod>/<container>.");
-    expect(() => withControlInterface(pod, 'web/db', '/x')).to.throw(RuntimeConfigError, "'web/db' names no container");
-    expect(() => withControlInterface(pod, 'other/app', '/x')).to.throw(RuntimeConfigError, "'other/app' names no container");
+    for (const malformed of ['web', 'web/app/x', '/app', 'web/']) {
+      expect(() => withControlInterface(pod, malformed, '/x')).to.throw(RuntimeConfigError, `Invalid control interface target format: '${malformed}'. Expected format: '<pod_name>/<container_name>'`);
+    }
+    expect(() => withControlInterface(pod, 'web/db', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target container 'db' not found.");
+    expect(() => withControlInterface(pod, 'other/app', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target pod not found 'other'");
     expect(parseKubeConfig('manifest: x\ncontrolInterfaceTarget: web/app\n').controlInterfaceTarget).to.equal('web/app');
+  });
+});
+
+describe('podman-kube: the bookkeeping volumes', () => {
+  it('writes the data label in base64 without padding, as the released agent reads it, and reads both forms', () => {
+    for (const text of ['a', 'ab', 'abc', 'manifest: |\n  kind: Pod\n']) {
+      const label = toBase64(text);
+      expect(label).to.not.match(/=/);
+      expect(fromBase64(label)).to.equal(text);
+      expect(fromBase64(Buffer.from(text).toString('base64'))).to.equal(text);
+    }
+    expect(toBase64('["pod-1"]')).to.equal('WyJwb2QtMSJd');
   });
 });
