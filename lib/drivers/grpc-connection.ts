@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Observable, type Subscription } from 'rxjs';
 import { LINE_1, type ProtocolLine } from '../codec/lines.js';
+import { agentTlsCredentials } from './tls-credentials.js';
 import { type FromServer, FromServerSchema, type ToServer, ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
 
 export const CONNECT_AGENT_PATH = '/grpc_api.AgentConnection/ConnectAgent';
@@ -55,7 +56,7 @@ export function grpcTarget(serverUrl: string): string {
 }
 
 function credentials(security: Security): grpc.ChannelCredentials {
-  return security.insecure ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(security.ca, security.key, security.cert);
+  return security.insecure ? grpc.credentials.createInsecure() : agentTlsCredentials(security.ca, security.cert, security.key, SERVER_CERT_NAME);
 }
 
 /**
@@ -70,7 +71,7 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<T
       'grpc.keepalive_time_ms': keepalive,
       'grpc.keepalive_timeout_ms': keepalive,
       'grpc.keepalive_permit_without_calls': 1,
-      ...(options.security.insecure ? {} : { 'grpc.ssl_target_name_override': SERVER_CERT_NAME, 'grpc.default_authority': SERVER_CERT_NAME }),
+      ...(options.security.insecure ? {} : { 'grpc.default_authority': SERVER_CERT_NAME }),
     });
     let call: grpc.ClientDuplexStream<ToServer, FromServer> | undefined;
     let writing: Subscription | undefined;

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import net from 'node:net';
+import tls from 'node:tls';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -39,8 +40,8 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     subscriptions.splice(0).forEach((s) => s.unsubscribe());
     server.stop();
   });
-  const open = (options?: Parameters<typeof link>[1]) => {
-    const l = link(server.url, options);
+  const open = (options?: Parameters<typeof link>[1], url = server.url) => {
+    const l = link(url, options);
     subscriptions.push(l.subscription);
     return l;
   };
@@ -196,6 +197,29 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
       open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
       const stream = await server.nextStream();
       expect((await stream.waitFor(() => true)).ToServerEnum.case).to.equal('agentHello');
+    });
+
+    it('presents the agent certificate alone, without the CA, as a released server demands ("Ambiguous agent certificates provided!" otherwise)', async () => {
+      const presented = new Promise<number>((resolve) => {
+        const raw = tls.createServer({ cert: pem('server.pem'), key: pem('server-key.pem'), requestCert: true, rejectUnauthorized: false }, (socket) => {
+          // Without a CA of its own the server's view of the chain is exactly what the client sent.
+          const chain: string[] = [];
+          for (let c: tls.DetailedPeerCertificate | undefined = socket.getPeerCertificate(true); c?.raw && !chain.includes(c.fingerprint256); c = c.issuerCertificate) chain.push(c.fingerprint256);
+          resolve(chain.length);
+          socket.destroy();
+          raw.close();
+        });
+        raw.listen(0, '127.0.0.1', () => open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } }, `https://127.0.0.1:${(raw.address() as net.AddressInfo).port}`));
+      });
+      expect(await presented).to.equal(1);
+    });
+
+    it('does not connect to a server whose certificate names another host than ank-server', async () => {
+      server.stop();
+      server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
+      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(server.streams).to.have.length(0);
     });
 
     it('does not connect to a server whose certificate another CA signed', async () => {

@@ -1,0 +1,159 @@
+// Our agent under the released Ankaios server, beside the released agent, driven by the released `ank`
+// CLI: npm run test:ankaios with ANKAIOS_BIN=<folder with ank-server, ank and ank-agent>.
+import { expect } from 'chai';
+import { podman, requirePodman } from '../helpers/podman.js';
+import { Cluster, manifest, workloadYaml } from './released.js';
+
+/** The container ids Podman has for an agent's workloads, by workload name. */
+function containers(agent: string): Map<string, string> {
+  const lines = podman('ps', '--all', '--format', '{{.ID}} {{.Names}}', `--filter=label=agent=${agent}`).split('\n').filter(Boolean);
+  return new Map(lines.map((l) => {
+    const [id, name] = l.split(' ');
+    return [name.split('.')[0], id];
+  }));
+}
+
+describe('our agent under the released Ankaios server (ank-server, ank, ank-agent of ANKAIOS_BIN)', function () {
+  this.timeout(180_000);
+  let cluster: Cluster;
+  before(requirePodman);
+  beforeEach(() => (cluster = new Cluster()));
+  afterEach(async () => cluster.stopAll());
+
+  it('swdd~agent-sends-hello~1: the server lists our agent beside the released one, with its load', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    cluster.startTheirs();
+    await cluster.until(async () => (await cluster.agents()).length === 2, 'both agents to be listed');
+    expect(await cluster.agents()).to.deep.equal([cluster.ours, cluster.theirs].sort());
+    const table = await cluster.ank('get', 'agents');
+    expect(table).to.match(new RegExp(`${cluster.ours}\\s+0\\s+\\d+%\\s+\\d+B`));
+  });
+
+  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1: the dependency example runs across both agents, in order, dependencies in both directions', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    cluster.startTheirs();
+    const { ours, theirs } = cluster;
+    await cluster.apply(manifest(
+      workloadYaml('init_storage', theirs, 'sleep 2'),
+      workloadYaml('storage_provider', ours, 'sleep 6; exit 1', '    dependencies:\n      init_storage: ADD_COND_SUCCEEDED\n'),
+      workloadYaml('logger', theirs, 'sleep 1000', '    dependencies:\n      storage_provider: ADD_COND_RUNNING\n'),
+      workloadYaml('error_handler', ours, 'echo handled', '    dependencies:\n      storage_provider: ADD_COND_FAILED\n'),
+    ));
+    await cluster.waitFor('storage_provider', 'Pending(WaitingToStart)');
+    expect(await cluster.stateOf('error_handler')).to.equal('Pending(WaitingToStart)');
+    await cluster.waitFor('init_storage', 'Succeeded(Ok)');
+    await cluster.waitFor('storage_provider', 'Running(Ok)');
+    await cluster.waitFor('logger', 'Running(Ok)');
+    expect(await cluster.stateOf('error_handler')).to.equal('Pending(WaitingToStart)');
+    await cluster.waitFor('storage_provider', 'Failed(ExecFailed)');
+    await cluster.waitFor('error_handler', 'Succeeded(Ok)');
+    const failed = (await cluster.states()).find((s) => s.workload === 'storage_provider')!;
+    expect(failed.additionalInfo).to.equal("Exit code: '1'");
+  });
+
+  it('swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1: update, delete, restart policy and a failing image through ank', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    const { ours } = cluster;
+    await cluster.apply(manifest(
+      workloadYaml('web', ours, 'sleep 1000'),
+      workloadYaml('flaky', ours, 'sleep 1; exit 3', '    restartPolicy: ON_FAILURE\n'),
+      `  broken:\n    runtime: podman\n    agent: ${ours}\n    runtimeConfig: |\n      image: localhost/no-such-image:latest\n`,
+    ));
+    await cluster.waitFor('web', 'Running(Ok)');
+    const first = containers(ours).get('web');
+    await cluster.until(async () => /^Retry 2: /.test((await cluster.states()).find((s) => s.workload === 'broken')?.additionalInfo ?? ''), 'the second retry of broken');
+    // Restarted by ON_FAILURE: a new container each time.
+    const flakyIds = new Set<string>();
+    await cluster.until(async () => {
+      const id = containers(ours).get('flaky');
+      if (id) flakyIds.add(id);
+      return flakyIds.size >= 2;
+    }, 'flaky to be restarted');
+    await cluster.apply(manifest(workloadYaml('web', ours, 'sleep 2000')));
+    await cluster.until(async () => containers(ours).get('web') !== first && containers(ours).get('web') !== undefined, 'web to be replaced');
+    await cluster.waitFor('web', 'Running(Ok)');
+    await cluster.ank('--no-wait', 'delete', 'workload', 'web', 'flaky', 'broken');
+    await cluster.until(async () => (await cluster.states()).length === 0, 'every workload to be gone');
+    await cluster.until(async () => containers(ours).size === 0, 'every container to be removed');
+  });
+
+  for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+    it(`swdd~grpc-agent-connection-sends-agent-gone~1: our agent stopped by ${signal} is gone at the server (AgentDisconnected); started again, its workloads are resumed, not recreated`, async () => {
+      await cluster.startServer();
+      cluster.startOurs();
+      cluster.startTheirs();
+      await cluster.apply(manifest(
+        workloadYaml('steady', cluster.ours, 'sleep 1000'),
+        workloadYaml('watcher', cluster.theirs, 'sleep 1000'),
+      ));
+      await cluster.waitFor('steady', 'Running(Ok)');
+      await cluster.waitFor('watcher', 'Running(Ok)');
+      const before = containers(cluster.ours).get('steady');
+      await cluster.ourAgent!.stop(signal);
+      await cluster.waitFor('steady', 'AgentDisconnected(AgentDisconnected)', 20_000);
+      expect(await cluster.agents()).to.deep.equal([cluster.theirs]);
+      expect(await cluster.stateOf('watcher')).to.equal('Running(Ok)');
+      expect(podman('inspect', '--format', '{{.State.Running}}', before!)).to.equal('true');
+      cluster.startOurs();
+      await cluster.waitFor('steady', 'Running(Ok)');
+      expect(containers(cluster.ours).get('steady')).to.equal(before);
+    });
+  }
+
+  it('the server restarted with its start-up manifest: both agents reconnect, nothing running is recreated', async () => {
+    const text = (c: Cluster) => manifest(workloadYaml('kept', c.ours, 'sleep 1000'), workloadYaml('kept_theirs', c.theirs, 'sleep 1000'));
+    await cluster.startServer({ manifest: text(cluster) });
+    cluster.startOurs();
+    cluster.startTheirs();
+    await cluster.waitFor('kept', 'Running(Ok)');
+    await cluster.waitFor('kept_theirs', 'Running(Ok)');
+    const before = [containers(cluster.ours).get('kept'), containers(cluster.theirs).get('kept_theirs')];
+    await cluster.server!.stop('SIGKILL');
+    await cluster.startServer({ manifest: text(cluster) });
+    await cluster.until(async () => (await cluster.agents()).length === 2, 'both agents to reconnect');
+    await cluster.waitFor('kept', 'Running(Ok)');
+    await cluster.waitFor('kept_theirs', 'Running(Ok)');
+    expect([containers(cluster.ours).get('kept'), containers(cluster.theirs).get('kept_theirs')]).to.deep.equal(before);
+  });
+
+  it('swdd~agent-handles-logs-requests-from-server~1: ank logs (and -f) shows the output of a workload on our agent', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    await cluster.apply(manifest(workloadYaml('talker', cluster.ours, 'i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done')));
+    await cluster.waitFor('talker', 'Running(Ok)');
+    await cluster.until(async () => (await cluster.ank('logs', 'talker')).includes('line 3'), 'four lines of logs');
+    const tail = (await cluster.ank('logs', '--tail', '2', 'talker')).trim().split('\n');
+    expect(tail).to.have.length(2);
+    expect(tail[0]).to.match(/^line \d+$/);
+    // -f goes on with the lines printed after it started.
+    const last = Number(/line (\d+)/.exec(tail[1])![1]);
+    const follow = cluster.follow('logs', '-f', '--tail', '1', 'talker');
+    await cluster.until(async () => (follow.output.match(/line (\d+)/g) ?? []).some((l) => Number(l.slice(5)) > last + 3), 'ank logs -f to follow new lines');
+    await follow.stop();
+  });
+
+  it('a workload moved from the released agent to ours and back on the same host', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    cluster.startTheirs();
+    await cluster.apply(manifest(workloadYaml('mover', cluster.theirs, 'sleep 1000')));
+    await cluster.waitFor('mover', 'Running(Ok)');
+    await cluster.apply(manifest(workloadYaml('mover', cluster.ours, 'sleep 1000')));
+    await cluster.until(async () => (await cluster.states()).some((s) => s.workload === 'mover' && s.agent === cluster.ours && s.state === 'Running'), 'mover to run on our agent');
+    await cluster.until(async () => containers(cluster.theirs).size === 0, 'the released agent to remove its container');
+    await cluster.apply(manifest(workloadYaml('mover', cluster.theirs, 'sleep 1000')));
+    await cluster.until(async () => (await cluster.states()).some((s) => s.workload === 'mover' && s.agent === cluster.theirs && s.state === 'Running'), 'mover to run on the released agent again');
+    await cluster.until(async () => containers(cluster.ours).size === 0, 'our agent to remove its container');
+  });
+
+  it('mTLS: our agent connects to a released server with certificates the suite makes, and runs a workload', async () => {
+    await cluster.startServer({ tls: true });
+    cluster.startOurs();
+    await cluster.until(async () => (await cluster.agents()).includes(cluster.ours), 'our agent to connect over mTLS');
+    await cluster.apply(manifest(workloadYaml('secure', cluster.ours, 'sleep 1000')));
+    await cluster.waitFor('secure', 'Running(Ok)');
+  });
+});
