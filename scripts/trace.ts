@@ -1,7 +1,8 @@
 // npm run trace: which spec checks which requirement of the agent.
 //   npm run trace                         report; exits 1 when a requirement that needs a test has none
 //   npm run trace -- --quiet              only what is missing, and the summary
-//   npm run trace -- --extract <seeds>    refresh spec/requirements.json from the seed documents
+//   npm run trace -- --extract <seeds> <released design folder>
+//                                         refresh spec/requirements.json from the design documents
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -12,42 +13,85 @@ interface Requirement {
   readonly needs: string[];
   /** Why the agent does not have to meet it, when it does not. */
   readonly notForAgent?: string;
+  /** The requirement of the released design that replaced it. */
+  readonly supersededBy?: string;
 }
 
 const REQUIREMENTS = path.resolve('spec/requirements.json');
 
-/** Seed 001 describes the API library shared with the server; these parts are the server's or the library's own. */
+/** Where the requirements come from: the design seeds, and the released agent's design, which decides where they differ. */
+const SOURCES = [
+  { label: '000', file: /^000_.*\.txt$/ },
+  { label: '001', file: /^001_.*\.txt$/ },
+  { label: 'v1.0.1', file: /^agent-swdd\.md$/ },
+] as const;
+
+/** Parts of the designs that are not the agent's to meet, and why. */
 const NOT_FOR_AGENT: Record<string, string> = {
   'swdd~api-state-map-for-workload-execution-states~1': "the server's map of all agents' states (the agent keeps its own WorkloadStateStore)",
   'swdd~api-provides-spec-object-definitions~1': 'Rust macro-generated objects of the reference library',
   'swdd~api-conversions-between-ank-base-and-spec~1': 'Rust macro-generated conversions of the reference library',
 };
+/** The containerd runtime drives nerdctl, which no package registry this project installs from has. */
+const CONTAINERD = 'the containerd runtime is not built: nerdctl cannot be installed here (a config that asks for it is told so)';
 
-/** Requirements an issue replaced with the reference agent's behaviour, which a server or a workload can tell apart. */
+/** Seed requirements the released design dropped or changed without a newer version of the same id. */
 const SUPERSEDED: Record<string, string> = {
-  'swdd~agent-delete-old-workload-without-sending-workload-states~1': 'issue 13: a restart is reported as an update (Stopping, Removed, Pending(Starting))',
-  'swdd~podman-kube-state-getter-removed-if-no-container~1': 'issue 13: a kube workload whose pods are gone is Failed(Unknown), never Removed',
+  'swdd~agent-delete-old-workload-without-sending-workload-states~1': 'swdd~workload-control-loop-restarts-workloads-using-update~1: a restart is reported as an update',
+  'swdd~podman-kube-state-getter-removed-if-no-container~1': 'swdd~podman-kube-state-getter-lost-if-no-container~1 (Failed(Lost) for a kube workload without pods)',
+  'swdd~agent-workload-control-loop-limits-retry-attempts~1': 'swdd~agent-workload-control-loop-exponential-backoff-retries~1: retries without limit',
+  'swdd~agent-workload-control-loop-retry-limit-set-execution-state~2': 'swdd~agent-workload-control-loop-handles-failed-workload-creation~1: Pending(Starting) "Retry <n>: <cause>"',
+  'swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1': 'swdd~agent-workload-control-loop-reset-backoff-on-update~1',
+  'swdd~agent-ensures-control-interface-output-pipe-read~1': 'swdd~agent-ensures-control-interface-input-pipe-read~1',
+  'swdd~agent-forward-request-from-control-interface-pipe-to-server~1': 'swdd~agent-forward-request-from-control-interface-pipe-to-server~2',
+  'swdd~agent-handles-control-interface-input-pipe-not-read~1': 'swdd~agent-handles-control-interface-full-output-pipe-buffer~1',
+  'swdd~agent-handles-new-workload-operations': 'swdd~agent-handles-new-workload-operations~1',
+  'swdd~agent-supports-restart-policies~1': 'swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2',
+  'swdd~functions-required-by-runtime-connector~1': 'swdd~agent-functions-required-by-runtime-connector~1',
 };
 
-function extract(seedsDir: string): Requirement[] {
-  const files = readdirSync(seedsDir).filter((f) => /^00[01]_.*\.txt$/.test(f)).sort();
-  return files.flatMap((file) => {
-    const lines = readFileSync(path.join(seedsDir, file), 'utf8').split('\n');
-    const found: Requirement[] = [];
-    lines.forEach((line, i) => {
-      const m = /^`(swdd~[^`]+)`$/.exec(line.trim());
-      if (!m) return;
-      const title = (lines[i - 1] ?? '').replace(/^#+\s*/, '').trim();
-      const needs: string[] = [];
-      for (let j = i + 1; j < lines.length && !lines[j].startsWith('#'); j++) {
-        if (lines[j].trim() !== 'Needs:') continue;
-        for (let k = j + 1; k < lines.length && lines[k].trim().startsWith('- '); k++) needs.push(lines[k].trim().slice(2));
-        break;
-      }
-      const seed = file.slice(0, 3);
-      found.push({ id: m[1], title, seed, needs, ...(NOT_FOR_AGENT[m[1]] ? { notForAgent: NOT_FOR_AGENT[m[1]] } : {}) });
-    });
-    return found;
+const baseOf = (id: string) => id.replace(/~\d+$/, '');
+const versionOf = (id: string) => Number(/~(\d+)$/.exec(id)?.[1] ?? 0);
+
+function extractFile(file: string, label: string): Requirement[] {
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const found: Requirement[] = [];
+  lines.forEach((line, i) => {
+    const m = /^`(swdd~[^`]+)`$/.exec(line.trim());
+    if (!m) return;
+    const title = (lines[i - 1] ?? '').replace(/^#+\s*/, '').trim();
+    const needs: string[] = [];
+    for (let j = i + 1; j < lines.length && !lines[j].startsWith('#'); j++) {
+      if (lines[j].trim() !== 'Needs:') continue;
+      for (let k = j + 1; k < lines.length && lines[k].trim().startsWith('- '); k++) needs.push(lines[k].trim().slice(2));
+      break;
+    }
+    const notForAgent = NOT_FOR_AGENT[m[1]] ?? (/^swdd~containerd-|containerd~/.test(m[1]) ? CONTAINERD : undefined);
+    found.push({ id: m[1], title, seed: label, needs, ...(notForAgent ? { notForAgent } : {}) });
+  });
+  return found;
+}
+
+/**
+ * Every requirement of the seeds and of the released design; a seed requirement that the released
+ * design has in a newer version (or the same) is kept once, as superseded by the released one.
+ */
+function extract(seedsDir: string, releasedDir: string): Requirement[] {
+  const all = SOURCES.flatMap(({ label, file }) => {
+    const dir = label === 'v1.0.1' ? releasedDir : seedsDir;
+    return readdirSync(dir).filter((f) => file.test(f)).sort().flatMap((f) => extractFile(path.join(dir, f), label));
+  });
+  const released = new Map(all.filter((r) => r.seed === 'v1.0.1').map((r) => [baseOf(r.id), r]));
+  const seen = new Set<string>();
+  return all.flatMap((r): Requirement[] => {
+    if (seen.has(r.id)) return [];
+    seen.add(r.id);
+    const newer = released.get(baseOf(r.id));
+    if (r.seed !== 'v1.0.1' && newer && newer.id === r.id) return [];
+    if (r.seed === '000' && newer && versionOf(newer.id) > versionOf(r.id)) return [{ ...r, supersededBy: newer.id }];
+    if (r.seed === '000' && !newer && SUPERSEDED[r.id]) return [{ ...r, supersededBy: SUPERSEDED[r.id] }];
+    if (r.seed === '000' && !newer) throw new Error(`${r.id} of seed 000 is not in the released design: say in SUPERSEDED what replaced it`);
+    return [r];
   });
 }
 
@@ -64,7 +108,7 @@ function mentions(id: string, specs: Array<[string, string[]]>): string[] {
 
 const args = process.argv.slice(2);
 if (args[0] === '--extract') {
-  const requirements = extract(args[1] ?? '../shared/seeds');
+  const requirements = extract(args[1] ?? '../shared/seeds', args[2] ?? '../shared/reference/ankaios-v1.0.1');
   writeFileSync(REQUIREMENTS, `${JSON.stringify(requirements, null, 2)}\n`);
   console.log(`${requirements.length} requirements written to ${path.relative('.', REQUIREMENTS)}`);
   process.exit(0);
@@ -77,14 +121,15 @@ let untested = 0;
 for (const r of requirements) {
   const where = mentions(r.id, specs);
   const needsTest = r.needs.some((n) => /test/.test(n));
-  const superseded = SUPERSEDED[r.id];
+  const superseded = r.supersededBy;
   const status = r.notForAgent ? 'n/a ' : superseded ? 'replaced' : where.length > 0 ? 'ok  ' : needsTest ? 'MISSING' : 'impl';
   if (status === 'MISSING') untested += 1;
   if (quiet && status !== 'MISSING') continue;
-  console.log(`${status.padEnd(7)} ${r.id}${r.notForAgent ? `  (${r.notForAgent})` : superseded ? `  (${superseded})` : ''}`);
+  console.log(`${status.padEnd(7)} ${r.id}${r.notForAgent ? `  (${r.notForAgent})` : superseded ? `  (by ${superseded})` : ''}`);
   for (const w of where.slice(0, 3)) console.log(`          ${w}`);
   if (where.length > 3) console.log(`          … and ${where.length - 3} more`);
 }
-const agentRequirements = requirements.filter((r) => !r.notForAgent && !SUPERSEDED[r.id]);
-console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements; ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${Object.keys(SUPERSEDED).length} replaced by issues.`);
+const agentRequirements = requirements.filter((r) => !r.notForAgent && !r.supersededBy);
+const released = agentRequirements.filter((r) => r.seed === 'v1.0.1');
+console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} seed requirements superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`);
 process.exit(untested > 0 ? 1 : 0);

@@ -16,25 +16,39 @@ export interface Container {
 const exited = (c: Container): ExecutionState =>
   (c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`);
 
-/** swdd~podman-state-getter-maps-state~3 */
+type Kind = 'starting' | 'running' | 'exited' | 'stopping' | 'unknown';
+
+/** What a Podman container state means, as both state getters read it. */
+function kindOf(state: string): Kind {
+  switch (state) {
+    case 'created': case 'configured': case 'initialized': return 'starting';
+    case 'running': return 'running';
+    case 'exited': return 'exited';
+    case 'stopping': case 'stopped': case 'removing': return 'stopping';
+    default: return 'unknown';
+  }
+}
+
+/** swdd~podman-state-getter-maps-state~3: Podman's own state word is the additional info, as the released agent gives it. */
 export function podmanState(c: Container): ExecutionState {
-  switch ((c.State ?? '').toLowerCase()) {
-    case 'created': case 'configured': case 'initialized': return ExecutionState.starting();
+  const state = (c.State ?? '').toLowerCase();
+  switch (kindOf(state)) {
+    case 'starting': return ExecutionState.starting(state);
     case 'running': return ExecutionState.running();
     case 'exited': return exited(c);
-    case 'stopping': case 'stopped': case 'removing': return ExecutionState.stopping();
-    case 'paused': default: return ExecutionState.unknown();
+    case 'stopping': return ExecutionState.stopping(state);
+    case 'unknown': return ExecutionState.unknown(state);
   }
 }
 
 /** swdd~podman-kube-state-getter-maps-state~2 */
 export function kubeContainerState(c: Container): ExecutionState {
-  switch ((c.State ?? '').toLowerCase()) {
-    case 'created': return ExecutionState.starting();
+  switch (kindOf((c.State ?? '').toLowerCase())) {
+    case 'starting': return ExecutionState.starting('starting container');
     case 'running': return ExecutionState.running();
     case 'exited': return exited(c);
-    case 'stopping': return ExecutionState.stopping();
-    default: return ExecutionState.unknown();
+    case 'stopping': return ExecutionState.stopping('stopping container');
+    case 'unknown': return ExecutionState.unknown('unknown container state');
   }
 }
 
@@ -51,15 +65,16 @@ const priority = (s: ExecutionState) => PRIORITY.findIndex((p) => p(s));
 /**
  * swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1:
  * the state of the lowest priority among the pods' containers, the infra container as any other (as the
- * reference agent does); a missing pod counts as one unknown container, so a workload whose pods were
- * removed from outside is Failed(Unknown), never Removed (which would make the server forget it).
+ * released agent does); a missing pod counts as one unknown container, so a workload whose pods were
+ * removed from outside is Failed(Unknown), never Removed (which would make the server forget it). A
+ * workload that has no pod at all is Failed(Lost), as the released agent reports it.
  */
 export function kubeWorkloadState(pods: readonly string[], containers: readonly Container[]): ExecutionState {
   const states = pods.flatMap((pod) => {
     const inPod = containersOf([pod], containers);
-    return inPod.length === 0 ? [ExecutionState.unknown()] : inPod.map(kubeContainerState);
+    return inPod.length === 0 ? [ExecutionState.unknown('unknown container state')] : inPod.map(kubeContainerState);
   });
-  return states.reduce((low, s) => (priority(s) < priority(low) ? s : low), states[0] ?? ExecutionState.unknown());
+  return states.reduce((low, s) => (priority(s) < priority(low) ? s : low), states[0] ?? ExecutionState.lost());
 }
 
 /** The containers of the given pods. */
@@ -72,7 +87,7 @@ const isTransient = (c: Container) => c.State === 'stopped';
 /** swdd~podman-state-getter-uses-podmancli~1, swdd~podman-state-getter-returns-lost-state~1: the state getter of the podman runtime. */
 export const podmanReading = (id: string) => (containers: readonly Container[]): StateReading => {
   const c = containers.find((x) => x.Id === id);
-  return c ? { state: podmanState(c), transient: isTransient(c) } : { state: ExecutionState.lost('The container is gone.'), transient: false };
+  return c ? { state: podmanState(c), transient: isTransient(c) } : { state: ExecutionState.lost(), transient: false };
 };
 
 /** swdd~podman-kube-state-getter-uses-container-states~1: the state getter of the podman-kube runtime. */

@@ -11,21 +11,22 @@ const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', Stat
 const shown = (s: ExecutionState) => formatState(s);
 
 describe('Podman state tables', () => {
-  it('swdd~podman-state-getter-maps-state~3: maps container states and exit codes', () => {
+  it('swdd~podman-state-getter-maps-state~3: maps container states and exit codes, Podman\'s state word as the additional info', () => {
     const table: Array<[string, number, string]> = [
-      ['created', 0, 'Pending(Starting)'], ['configured', 0, 'Pending(Starting)'], ['initialized', 0, 'Pending(Starting)'],
-      ['paused', 0, 'Failed(Unknown)'], ['running', 0, 'Running(Ok)'], ['exited', 0, 'Succeeded(Ok)'],
-      ['exited', 7, "Failed(ExecFailed): Exit code: '7'"], ['stopping', 0, 'Stopping(Stopping)'], ['stopped', 0, 'Stopping(Stopping)'],
-      ['removing', 0, 'Stopping(Stopping)'], ['dead', 0, 'Failed(Unknown)'],
+      ['created', 0, 'Pending(Starting): created'], ['configured', 0, 'Pending(Starting): configured'], ['initialized', 0, 'Pending(Starting): initialized'],
+      ['paused', 0, 'Failed(Unknown): paused'], ['running', 0, 'Running(Ok)'], ['exited', 0, 'Succeeded(Ok)'],
+      ['exited', 7, "Failed(ExecFailed): Exit code: '7'"], ['stopping', 0, 'Stopping(Stopping): stopping'], ['stopped', 0, 'Stopping(Stopping): stopped'],
+      ['removing', 0, 'Stopping(Stopping): removing'], ['dead', 0, 'Failed(Unknown): dead'],
     ];
     for (const [state, code, expected] of table) expect(shown(podmanState(c(state, code))), state).to.equal(expected);
   });
 
-  it('swdd~podman-kube-state-getter-maps-state~2: maps kube container states', () => {
+  it('swdd~podman-kube-state-getter-maps-state~2: maps kube container states, with the released agent\'s texts', () => {
     const table: Array<[string, number, string]> = [
-      ['created', 0, 'Pending(Starting)'], ['paused', 0, 'Failed(Unknown)'], ['running', 0, 'Running(Ok)'],
-      ['exited', 0, 'Succeeded(Ok)'], ['exited', 2, "Failed(ExecFailed): Exit code: '2'"], ['stopping', 0, 'Stopping(Stopping)'],
-      ['configured', 0, 'Failed(Unknown)'],
+      ['created', 0, 'Pending(Starting): starting container'], ['configured', 0, 'Pending(Starting): starting container'],
+      ['initialized', 0, 'Pending(Starting): starting container'], ['paused', 0, 'Failed(Unknown): unknown container state'], ['running', 0, 'Running(Ok)'],
+      ['exited', 0, 'Succeeded(Ok)'], ['exited', 2, "Failed(ExecFailed): Exit code: '2'"], ['stopping', 0, 'Stopping(Stopping): stopping container'],
+      ['stopped', 0, 'Stopping(Stopping): stopping container'], ['removing', 0, 'Stopping(Stopping): stopping container'],
     ];
     for (const [state, code, expected] of table) expect(shown(kubeContainerState(c(state, code))), state).to.equal(expected);
   });
@@ -33,16 +34,17 @@ describe('Podman state tables', () => {
   it('swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-uses-container-states~1: the lowest priority wins: Failed < Starting < Unknown < Running < Stopping < Succeeded', () => {
     const combine = (...states: Array<[string, number?]>) => shown(kubeWorkloadState(['p1'], states.map(([s, code]) => c(s, code, 'p1'))));
     expect(combine(['exited', 0], ['running'], ['exited', 1])).to.equal("Failed(ExecFailed): Exit code: '1'");
-    expect(combine(['exited', 0], ['running'], ['created'])).to.equal('Pending(Starting)');
-    expect(combine(['running'], ['paused'])).to.equal('Failed(Unknown)');
+    expect(combine(['exited', 0], ['running'], ['created'])).to.equal('Pending(Starting): starting container');
+    expect(combine(['running'], ['paused'])).to.equal('Failed(Unknown): unknown container state');
     expect(combine(['exited', 0], ['running'])).to.equal('Running(Ok)');
-    expect(combine(['exited', 0], ['stopping'])).to.equal('Stopping(Stopping)');
+    expect(combine(['exited', 0], ['stopping'])).to.equal('Stopping(Stopping): stopping container');
     expect(combine(['exited', 0], ['exited', 0])).to.equal('Succeeded(Ok)');
   });
 
-  it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1: a missing pod is one unknown container, so pods gone from outside are Failed(Unknown), never Removed (issue 13); the infra container counts like any other', () => {
-    expect(shown(kubeWorkloadState(['p1', 'p2'], [c('exited', 0, 'p1')]))).to.equal('Failed(Unknown)');
-    expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Failed(Unknown)');
+  it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1: a missing pod is one unknown container, so pods gone from outside are Failed(Unknown), never Removed; a workload without any pod is Failed(Lost); the infra container counts like any other', () => {
+    expect(shown(kubeWorkloadState(['p1', 'p2'], [c('exited', 0, 'p1')]))).to.equal('Failed(Unknown): unknown container state');
+    expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Failed(Unknown): unknown container state');
+    expect(shown(kubeWorkloadState([], []))).to.equal('Failed(Lost)');
     expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Running(Ok)');
     expect(shown(kubeWorkloadState(['p1'], [{ ...c('exited', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
   });
