@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import meow from 'meow';
 import { Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
 import {
-  AGENT_NAME_PATTERN, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, defaultRunFolder,
+  AGENT_NAME_PATTERN, CONTAINERD_MISSING, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, defaultRunFolder,
   parseConfigFile, resolveConfig, selectRuntimes,
 } from '../lib/config.js';
 import { PROTOCOL_LINES } from '../lib/codec/lines.js';
@@ -160,7 +160,7 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
 function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined): Map<string, RuntimeConnector> {
   const all = builtInRuntimes(log);
   const { enabled, unknown } = userErrors(() => selectRuntimes([...all.keys()], wanted));
-  for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
+  for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);
   return new Map(enabled.map((name) => [name, all.get(name)!]));
 }
 

@@ -31,7 +31,7 @@ type Input = { readonly frame: Frame } | { readonly lines: readonly ProtocolLine
 
 /**
  * swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1,
- * swdd~agent-forward-request-from-control-interface-pipe-to-server~1: a session is opened by a Hello of one of
+ * swdd~agent-forward-request-from-control-interface-pipe-to-server~2: a session is opened by a Hello of one of
  * the lines `lines$` currently allows (the server's line; every line in standalone mode) and closed by anything
  * else before it, or when the server's line changes to one the session does not speak; a closed session ignores
  * all but a new Hello, which starts it again.

@@ -55,10 +55,11 @@ const END = Symbol('end of loop');
 const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState =>
   ({ instanceName, executionState });
 const causeOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-const unknownRuntime = (spec: WorkloadSpec) => report(spec.instanceName, ExecutionState.startingFailed(`Unknown runtime '${spec.runtime}'`));
+/** swdd~agent-skips-unknown-runtime~2: a runtime the agent does not have (or has not enabled), in the released agent's words. */
+const unknownRuntime = (spec: WorkloadSpec) => report(spec.instanceName, ExecutionState.startingFailed('Unsupported Runtime'));
 
 /**
- * swdd~agent-create-workload~1, swdd~agent-resume-workload~2: one loop per workload, fed by `commands$`.
+ * swdd~agent-create-workload~2, swdd~agent-resume-workload~2: one loop per workload, fed by `commands$`.
  * Each command runs to its end before the next starts; what follows it (watching the state, waiting
  * for a retry) lasts until the next command arrives.
  */
@@ -132,7 +133,7 @@ class ControlLoop {
   }
 
   /**
-   * swdd~agent-workload-control-loop-executes-create~3, swdd~agent-skips-unknown-runtime~1: a kept workload
+   * swdd~agent-workload-control-loop-executes-create~4, swdd~agent-skips-unknown-runtime~1: a kept workload
    * of an earlier run with the same config is started again in place (a new one is created when that
    * fails); one of another config is deleted first.
    */
@@ -152,7 +153,7 @@ class ControlLoop {
       ).pipe(catchError(() => concat(this.removeExisting(reusable, false), starting, this.attempt(spec)))));
     }
     const dropped = reusable ? this.removeExisting(reusable, false) : EMPTY;
-    if (!runtime) return concat(dropped, of(unknownRuntime(spec)));
+    if (!runtime) return concat(dropped, starting, of(unknownRuntime(spec)));
     return concat(dropped, starting, this.attempt(spec));
   }
 
@@ -203,7 +204,7 @@ class ControlLoop {
   }
 
   /**
-   * swdd~agent-workload-control-loop-executes-update~2, swdd~agent-workload-control-loop-executes-update-delete-only~1,
+   * swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-control-loop-executes-update-delete-only~1,
    * swdd~agent-workload-control-loop-reset-backoff-on-update~1,
    * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2
    */
@@ -213,7 +214,7 @@ class ControlLoop {
   }
 
   /**
-   * swdd~agent-workload-control-loop-executes-delete~2, swdd~agent-workload-control-loop-delete-broken-allowed~1:
+   * swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-control-loop-delete-broken-allowed~1:
    * a delete that fails is tried again, waiting longer each time (up to a minute), until it succeeds or
    * another command comes.
    */
@@ -292,7 +293,7 @@ class ControlLoop {
     );
   }
 
-  /** swdd~agent-delete-old-workload~2: a workload of an earlier run, deleted by its id. */
+  /** swdd~agent-delete-old-workload~3: a workload of an earlier run, deleted by its id. */
   private removeExisting(existing: ExistingWorkload, final: boolean): Observable<Output> {
     const runtime = this.deps.runtimes.get(existing.runtime);
     const name = existing.instanceName;

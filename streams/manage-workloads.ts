@@ -79,7 +79,7 @@ export function planInitial(
       managed.delete(name);
     }
   }
-  // swdd~agent-existing-workloads-delete-unneeded~1: found, not managed and not wanted.
+  // swdd~agent-existing-workloads-delete-unneeded~2: found, not managed and not wanted.
   for (const e of existing) {
     const name = e.instanceName.workloadName;
     if (!wanted.has(name) && !wasManaged.has(name)) {
@@ -106,7 +106,7 @@ export function planInitial(
     // Exited well as configured: started again in place once its dependencies allow, through the normal
     // create (the reference agent's reuse of unmodified workloads, issue 13).
     const reusable = running ? undefined : same.find((e) => is(e.state, 'Succeeded') && deps.runtimes.get(e.runtime)?.startAgain);
-    // swdd~agent-existing-workloads-replace-updated~2: anything else is deleted at once, and created anew
+    // swdd~agent-existing-workloads-replace-updated~4: anything else is deleted at once, and created anew
     // respecting the dependencies.
     for (const e of found) {
       if (e !== running && e !== reusable) plan.commands.push({ workloadName: name, command: { kind: 'removeExisting', existing: e, final: false } });

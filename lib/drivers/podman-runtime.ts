@@ -39,7 +39,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   }
 
   /**
-   * swdd~podman-create-workload-runs-workload~1, swdd~podman-create-workload-returns-workload-id~1,
+   * swdd~podman-create-workload-runs-workload~2, swdd~podman-create-workload-returns-workload-id~1,
    * swdd~podman-create-workload-deletes-failed-container~1
    */
   createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {

@@ -14,7 +14,7 @@ export function workloadFolder(ioFolder: string, n: WorkloadInstanceName): strin
   return path.join(ioFolder, `${n.workloadName}.${n.id}`);
 }
 
-/** swdd~agent-control-interface-pipes-path-naming~1: `<workload folder>/control_interface/` */
+/** swdd~agent-control-interface-pipes-path-naming~2: `<workload folder>/control_interface/` */
 export const controlInterfaceFolder = (ioFolder: string, spec: { readonly instanceName: WorkloadInstanceName }): string =>
   path.join(workloadFolder(ioFolder, spec.instanceName), 'control_interface');
 

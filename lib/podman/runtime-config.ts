@@ -88,7 +88,7 @@ export function nameOption(options: readonly string[]): string | undefined {
 /**
  * `podman [generalOptions] run --detach --name <instance> [commandOptions] [mounts]
  *  --label=name=<instance> --label=agent=<agent> <image> [commandArgs]`
- * (swdd~podman-create-workload-creates-labels~1, swdd~podman-create-workload-sets-optionally-container-name~1,
+ * (swdd~podman-create-workload-creates-labels~2, swdd~podman-create-workload-sets-optionally-container-name~2,
  * swdd~podman-create-workload-mounts-fifo-files~1).
  */
 export function podmanRunArgs(config: PodmanConfig, instanceName: string, agentName: string, mounts: RunMounts = {}): string[] {

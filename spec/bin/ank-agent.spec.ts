@@ -6,6 +6,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { instanceId } from '../../lib/workload.js';
+import { until } from '../helpers/wait.js';
 import { FakeAnkaiosServer, reportedStates } from '../helpers/fake-server.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
@@ -72,6 +73,7 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'agent_A', '--ca_pem', '/x/ca.pem']), 'missing: --crt_pem, --key_pem');
   });
 
+  // swdd~agent-naming-convention~1
   it('rejects an agent name with other characters than letters, digits, - and _', async () => {
     expectFailure(await runToEnd(['-n', 'agent.A', '-k']), "Invalid agent name 'agent.A'");
   });
@@ -156,9 +158,13 @@ describe('ank-agent (the command line)', () => {
       expectFailure(await runToEnd(['-x', config('runtimes.toml', "version = 'v1'\nruntimes = 'podman'\n")]), "must be a list of strings");
     });
 
+    // swdd~agent-allows-enabled-runtimes~1
     it('runtimes = [...] enables only the runtimes it names: unknown names are warned about, none valid is an error', async () => {
       const none = await runToEnd(['-x', config('none.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['docker']\n"), '-r', RUN]);
       expectFailure(none, "No runtime is enabled: 'runtimes' lists 'docker'; this agent has 'podman', 'podman-kube'.");
+      // swdd~agent-supports-containerd~1 is not met: a config that asks for containerd is told so.
+      const containerd = await runToEnd(['-x', config('containerd.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['containerd']\n"), '-r', RUN]);
+      expectFailure(containerd, "The 'containerd' runtime (nerdctl) is not part of this agent");
       const server = await FakeAnkaiosServer.start();
       try {
         const file = config('some.toml', `version = 'v1'\nname = 'rt_agent'\ninsecure = true\nserver_url = '${server.url}'\nruntimes = ['podman', 'docker']\n`);
@@ -168,8 +174,8 @@ describe('ank-agent (the command line)', () => {
         await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
         const kube = { workloadName: 'pod', agentName: 'rt_agent', id: instanceId('manifest: x') };
         stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [{ instanceName: kube, workload: { runtime: 'podman-kube', runtimeConfig: 'manifest: x' } }] } } });
-        await stream.waitFor((m) => m.ToServerEnum.case === 'updateWorkloadState');
-        expect(reportedStates(stream)).to.deep.equal([['pod', kube.id, "Pending(StartingFailed): Unknown runtime 'podman-kube'"]]);
+        await until(() => reportedStates(stream).length >= 2, 'the state of the workload of a disabled runtime');
+        expect(reportedStates(stream)).to.deep.equal([['pod', kube.id, 'Pending(Starting): Triggered at runtime.'], ['pod', kube.id, 'Pending(StartingFailed): Unsupported Runtime']]);
         agent.child.kill('SIGTERM');
         await agent.exited;
       } finally {
@@ -209,6 +215,7 @@ describe('ank-agent (the command line)', () => {
       expectFailure(await runToEnd(['-x', path.join(tmp, 'nope.toml')]), 'Cannot read the agent config');
     });
 
+    // swdd~agent-loads-config-file~2
     it('takes name, server URL and insecure from the file; flags override it', async () => {
       const server = await FakeAnkaiosServer.start();
       try {

@@ -46,20 +46,20 @@ describe('ank-agent as the reference agent behaves (end to end)', function () {
     ]);
   });
 
-  it('issue 13: an update of a workload of an unknown runtime removes the old instance\'s state; the new one is reported through its own operation', async () => {
+  it('swdd~agent-skips-unknown-runtime~2: an update of a workload of an unknown runtime removes the old instance\'s state; the new one is reported through its own operation', async () => {
     const v1 = workload('odd', { runtime: 'docker', agent: agentName, config: 'image: odd:1' });
     const v2 = workload('odd', { runtime: 'docker', agent: agentName, config: 'image: odd:2' });
     e2e.start();
     const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(v1)] } } });
-    await until(() => history(stream, 'odd').length > 0, 'odd reported');
+    await until(() => history(stream, 'odd').length > 1, 'odd reported');
     stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [addedWorkload(v2)], deletedWorkloads: [{ instanceName: v1.instanceName, dependencies: {} }] } } });
-    await until(() => history(stream, 'odd', v2.instanceName.id).length > 0 && history(stream, 'odd', v1.instanceName.id).length > 1, 'the update');
-    expect(history(stream, 'odd', v1.instanceName.id)).to.deep.equal(["Pending(StartingFailed): Unknown runtime 'docker'", 'Removed']);
-    expect(history(stream, 'odd', v2.instanceName.id)).to.deep.equal(["Pending(StartingFailed): Unknown runtime 'docker'"]);
+    await until(() => history(stream, 'odd', v2.instanceName.id).length > 1 && history(stream, 'odd', v1.instanceName.id).length > 2, 'the update');
+    expect(history(stream, 'odd', v1.instanceName.id)).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Unsupported Runtime', 'Removed']);
+    expect(history(stream, 'odd', v2.instanceName.id)).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Unsupported Runtime']);
   });
 
-  it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~2 (stest): after a restart of the agent, a running container is resumed, one that exited 0 is started again (waiting for its dependency untouched), one that exited 1 is replaced', async () => {
+  it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~4 (stest): after a restart of the agent, a running container is resumed, one that exited 0 is started again (waiting for its dependency untouched), one that exited 1 is replaced', async () => {
     const running = busybox('running', agentName);
     const done = busybox('done', agentName, { script: 'sleep 2; exit 0' });
     const waiting = busybox('waiting', agentName, { script: 'exit 0' });

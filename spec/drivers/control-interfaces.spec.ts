@@ -46,7 +46,8 @@ describe('Control Interfaces on real FIFOs', () => {
   };
   const nextRequest = () => firstValueFrom(hub.requests$.pipe(timeout(5000)));
 
-  it('swdd~agent-create-control-interface-pipes-per-workload~1, swdd~agent-control-interface-creates-two-pipes-per-workload~1, swdd~agent-control-interface-pipes-path-naming~1: two FIFOs under <run folder>/<agent>_io/<workload>.<id>/control_interface, only with allow rules', async () => {
+  // swdd~agent-control-interface-created-for-eligible-workloads~1
+  it('swdd~agent-create-control-interface-pipes-per-workload~1, swdd~agent-control-interface-creates-two-pipes-per-workload~1, swdd~agent-control-interface-pipes-path-naming~2: two FIFOs under <run folder>/<agent>_io/<workload>.<id>/control_interface, only with allow rules', async () => {
     const spec = withAccess('reader', [readState('desiredState')]);
     const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
     expect(controlInterfacePath).to.equal(path.join(io, `reader.${spec.instanceName.id}`, 'control_interface'));
@@ -57,12 +58,14 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(existsSync(path.dirname(controlInterfacePath!))).to.equal(false);
   });
 
+  // swdd~control-interface-accepted-message-on-initial-hello~1, swdd~agent-ensures-control-interface-input-pipe-read~1
   it('answers a compatible Hello with ControlInterfaceAccepted', async () => {
     const client = await open(withAccess('w', [readState('desiredState')]));
     client.hello();
     expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
   });
 
+  // swdd~agent-closes-control-interface-on-missing-initial-hello~1
   it('closes the connection on a request before Hello ("Initial Hello missing!") and on an incompatible version; a new Hello starts again', async () => {
     const client = await open(withAccess('w', [readState('desiredState')]));
     client.askState('1', 'desiredState');
@@ -102,7 +105,7 @@ describe('Control Interfaces on real FIFOs', () => {
     expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
   });
 
-  it('swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1, swdd~agent-forward-request-from-control-interface-pipe-to-server~1, swdd~agent-adds-workload-prefix-id-control-interface-request~1: an allowed request goes to the server as <workload>@<request id>', async () => {
+  it('swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1, swdd~agent-forward-request-from-control-interface-pipe-to-server~2, swdd~agent-adds-workload-prefix-id-control-interface-request~1: an allowed request goes to the server as <workload>@<request id>', async () => {
     const client = await session(withAccess('reader', [readState('desiredState')]));
     const forwarded = nextRequest();
     client.askState('req-1', 'desiredState.workloads');
@@ -111,6 +114,7 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(request.RequestContent).to.deep.include({ case: 'completeStateRequest' });
   });
 
+  // swdd~agent-responses-to-denied-request-from-control-interface~1, swdd~agent-responses-to-denied-request-from-control-interface-contains-request-id~1
   it('a denied request gets "Access denied" and nothing reaches the server', async () => {
     const client = await open(withAccess('reader', [readState('desiredState')], [readState('desiredState.workloads.secret')]));
     const forwarded: Request[] = [];
@@ -204,6 +208,7 @@ describe('Control Interfaces on real FIFOs', () => {
     await writing;
   });
 
+  // swdd~agent-handles-control-interface-workload-gone~1
   it('logs through the Control Interface: a LogRule lets the request through; log responses for a gone workload cancel it at the server', async () => {
     const client = await session(withAccess('viewer', [{ kind: 'log', workloadNames: ['ivi_*', 'nav'] }]));
     const forwarded = nextRequest();

@@ -39,6 +39,7 @@ describe('workload logs (real Podman)', function () {
   };
   const lines = (out: ToServer[]) => out.flatMap((m) => (m.kind === 'logEntries' ? m.entries.map((e) => e.message) : []));
 
+  // swdd~podman-log-fetching-collects-logs~1, swdd~agent-workload-obj-start-log-fetcher-command~1, swdd~agent-workload-control-loop-creates-log-fetcher~1
   it('sends all lines of stdout and stderr, then the stop response', async () => {
     const out = await ask({});
     expect(lines(out).sort()).to.deep.equal(['line 1', 'line 2', 'line 3', 'line 4', 'line 5', 'oops'].sort());

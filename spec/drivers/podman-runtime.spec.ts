@@ -20,7 +20,7 @@ describe('Podman runtimes (real Podman)', function () {
   afterEach(() => agent.stop());
 
   describe('podman', () => {
-    it('swdd~agent-supports-podman~2, swdd~podman-uses-podman-cli~1, swdd~podman-create-workload-runs-workload~1, swdd~podman-state-getter-maps-state~3: Pending(Starting) → Running(Ok) → Failed with the exit code, or Succeeded', async () => {
+    it('swdd~agent-supports-podman~2, swdd~podman-uses-podman-cli~1, swdd~podman-create-workload-runs-workload~2, swdd~podman-state-getter-maps-state~3: Pending(Starting) → Running(Ok) → Failed with the exit code, or Succeeded', async () => {
       const failing = busybox('failing', agent.agentName, { script: 'sleep 1; exit 3' });
       const fine = busybox('fine', agent.agentName, { script: 'sleep 1; exit 0' });
       agent.send({ kind: 'serverHello', added: [failing, fine] });
@@ -30,7 +30,7 @@ describe('Podman runtimes (real Podman)', function () {
       expect(agent.history('fine')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)']);
     });
 
-    it('swdd~podman-create-workload-creates-labels~1, swdd~podman-create-workload-sets-optionally-container-name~1: the container is named after the instance and labelled with name and agent', async () => {
+    it('swdd~podman-create-workload-creates-labels~2, swdd~podman-create-workload-sets-optionally-container-name~2: the container is named after the instance and labelled with name and agent', async () => {
       const w = busybox('labelled', agent.agentName);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('labelled', /^Running/);
@@ -38,7 +38,7 @@ describe('Podman runtimes (real Podman)', function () {
       expect(podman('inspect', key, '--format={{index .Config.Labels "name"}} {{index .Config.Labels "agent"}}')).to.equal(`${key} ${agent.agentName}`);
     });
 
-    it('swdd~podman-create-workload-sets-optionally-container-name~1: a --name in commandOptions wins', () => {
+    it('swdd~podman-create-workload-sets-optionally-container-name~2: a --name in commandOptions wins', () => {
       const config = parsePodmanConfig(`image: x\ncommandOptions: ["--name", "mine"]`);
       const args = podmanRunArgs(config, 'w.1.a', 'a');
       expect(args.filter((a) => a === '--name')).to.have.length(1);
@@ -75,6 +75,7 @@ describe('Podman runtimes (real Podman)', function () {
       expect(agent.history('phoenix').slice(first, first + 3)).to.deep.equal(['Succeeded(Ok)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
     });
 
+    // swdd~podman-create-workload-starts-existing-workload~1, swdd~workload-control-loop-reuses-bundle-on-successful-restart~1
     it('ALWAYS after Succeeded starts the same container again (podman start), as the 1.x agent does', async () => {
       const w = busybox('again', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
       agent.send({ kind: 'serverHello', added: [w] });

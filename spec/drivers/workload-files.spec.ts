@@ -19,6 +19,7 @@ describe('workload files', () => {
     expect(mountPointProblem('/etc//x')).to.equal("it has empty, '.' or '..' parts");
   });
 
+  // swdd~location-of-workload-files-at-predefined-path~1, swdd~workload-files-creator-writes-files-at-mount-point-dependent-path~1, swdd~workload-files-creator-decodes-base64-to-binary~2
   it('writes text and base64 binary data under <workload>.<id>/files, mounts them read-only, removes them with the workload', async () => {
     const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
     const files = new WorkloadFiles(io);
@@ -65,6 +66,7 @@ describe('workload files', () => {
     beforeEach(() => (agent = new PodmanAgent(uniqueAgent('files'), mkdtempSync(path.join(tmpdir(), 'ank-files-')))));
     afterEach(() => agent.stop());
 
+    // swdd~podman-create-mounts-workload-files~1, swdd~agent-workload-control-loop-aborts-create-upon-workload-files-creation-error~1
     it('a container reads its mounted file; a bad mount point is reported Pending(StartingFailed) with the reason', async () => {
       const reader = busybox('reader', agent.agentName, { script: 'cat /etc/greeting.txt', files: [{ mountPoint: '/etc/greeting.txt', data: 'hello from a file' }] });
       const escaper = busybox('escaper', agent.agentName, { files: [{ mountPoint: 'relative/path', data: 'x' }] });

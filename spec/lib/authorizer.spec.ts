@@ -9,11 +9,21 @@ const read = (...paths: string[]): Access => ({ kind: 'read', paths });
 const write = (...paths: string[]): Access => ({ kind: 'write', paths });
 
 describe('Control Interface authorization', () => {
+  // swdd~agent-authorizing-rules-without-segments-never-match~1
+  it('a rule without segments (an empty filter mask) matches nothing, neither to allow nor to deny', () => {
+    expect(allowMaskMatches('', 'desiredState')).to.equal(false);
+    expect(denyMaskMatches('', 'desiredState')).to.equal(false);
+    expect(isAllowed(rules([state('Read', '')]), read('desiredState'))).to.equal(false);
+    expect(isAllowed(rules([state('Read', 'desiredState')], [state('Read', '')]), read('desiredState'))).to.equal(true);
+  });
+
+  // swdd~agent-checks-request-for-authorization~1, swdd~agent-authorizing-supported-rules~1
   it('denies everything by default', () => {
     expect(isAllowed(rules([]), read('desiredState'))).to.equal(false);
     expect(isAllowed(rules([]), { kind: 'logs', workloadNames: ['a'] })).to.equal(false);
   });
 
+  // swdd~agent-authorizing-matching-allow-rules~1, swdd~agent-authorizing-matching-rules-elements~1
   it('an allow mask matches the paths it is a prefix of, `*` matching one segment', () => {
     expect(allowMaskMatches('desiredState.workloads', 'desiredState.workloads.nginx.agent')).to.equal(true);
     expect(allowMaskMatches('desiredState.workloads.*.agent', 'desiredState.workloads.nginx.agent')).to.equal(true);
@@ -23,6 +33,7 @@ describe('Control Interface authorization', () => {
     expect(allowMaskMatches('', 'desiredState')).to.equal(false);
   });
 
+  // swdd~agent-authorizing-matching-deny-rules~1
   it('a deny mask matches when it and the path agree on their common length', () => {
     expect(denyMaskMatches('desiredState.workloads.secret', 'desiredState.workloads')).to.equal(true);
     expect(denyMaskMatches('desiredState.workloads.secret', 'desiredState.workloads.secret.agent')).to.equal(true);
@@ -30,6 +41,7 @@ describe('Control Interface authorization', () => {
     expect(denyMaskMatches('', 'desiredState')).to.equal(false);
   });
 
+  // swdd~agent-authorizing-request-operations~2
   it('reads and writes need a rule of that operation; RW_READ_WRITE grants both, RW_NOTHING neither', () => {
     expect(isAllowed(rules([state('Read', 'desiredState')]), read('desiredState.workloads'))).to.equal(true);
     expect(isAllowed(rules([state('Read', 'desiredState')]), write('desiredState.workloads'))).to.equal(false);
@@ -39,6 +51,7 @@ describe('Control Interface authorization', () => {
     expect(isAllowed(rules([state('Nothing', 'desiredState')]), read('desiredState'))).to.equal(false);
   });
 
+  // swdd~agent-authorizing-all-elements-of-filter-mask-allowed~1, swdd~agent-authorizing-condition-element-filter-mask-allowed~1
   it('every path must be allowed and none denied', () => {
     const access = rules([state('Read', 'desiredState', 'workloadStates')], [state('Read', 'desiredState.workloads.secret')]);
     expect(isAllowed(access, read('desiredState.workloads.nginx', 'workloadStates'))).to.equal(true);
@@ -48,12 +61,14 @@ describe('Control Interface authorization', () => {
     expect(isAllowed(access, write('desiredState.workloads.nginx'))).to.equal(false);
   });
 
+  // swdd~agent-authorizing-request-without-filter-mask~2
   it('an empty field mask asks for the whole state', () => {
     expect(isAllowed(rules([state('Read', 'desiredState')]), read())).to.equal(false);
     expect(isAllowed(rules([state('Read', '*')]), read())).to.equal(true);
     expect(isAllowed(rules([state('Read', 'desiredState', 'workloadStates', 'agents')]), read())).to.equal(true);
   });
 
+  // swdd~agent-authorizing-log-rules-matches-request~1
   it('swdd~api-access-rules-logs-workload-names-convention~1: log rule names are exact, `*`, or have one `*` for any run of characters', () => {
     expect(logPatternMatches('ivi_*', 'ivi_nav')).to.equal(true);
     expect(logPatternMatches('ivi_*', 'ivi_')).to.equal(true);
@@ -65,6 +80,7 @@ describe('Control Interface authorization', () => {
     expect(logPatternMatches('nav', 'navi')).to.equal(false);
   });
 
+  // swdd~agent-authorizing-logs-if-all-requested-workloads-allowed~1, swdd~agent-authorizing-logs-cancel-always-allowed~1
   it('a logs request needs every name allowed by some pattern of a rule and denied by none; cancel is always allowed', () => {
     const access = rules([logs('ivi_*', 'nav')], [logs('ivi_secret')]);
     expect(isAllowed(access, { kind: 'logs', workloadNames: ['nav'] }), 'every pattern of the rule is tried').to.equal(true);

@@ -43,7 +43,7 @@ describe('agent(sources, deps) → sinks', () => {
     });
   });
 
-  it('swdd~agent-forward-request-from-control-interface-pipe-to-server~1, swdd~agent-forward-responses-to-control-interface-pipe~1: Control Interface frames become requests to the server; the response comes back as a frame to the workload', () => {
+  it('swdd~agent-forward-request-from-control-interface-pipe-to-server~2, swdd~agent-forward-responses-to-control-interface-pipe~1: Control Interface frames become requests to the server; the response comes back as a frame to the workload', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const response: FromServer = { kind: 'response', response: create(ResponseSchema, { requestId: 'app@r1', ResponseContent: { case: 'completeStateResponse', value: {} } }) };
       const fromServer$ = hot<FromServer>('c--a', { c: { kind: 'connected', lines: [LINE_1] }, a: response });

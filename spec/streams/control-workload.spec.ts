@@ -26,7 +26,8 @@ const del = (spec: WorkloadSpec = nginx): WorkloadCommand => ({ kind: 'delete', 
 const boom = () => throwError(() => new Error('boom'));
 
 describe('controlWorkload (the WorkloadControlLoop)', () => {
-  it('swdd~agent-workload-control-loop-executes-create~3, swdd~agent-create-workload~1, swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-sends-workload-states~2: reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
+  // swdd~agent-workload-control-loop-updates-internal-state~1
+  it('swdd~agent-workload-control-loop-executes-create~4, swdd~agent-create-workload~2, swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-sends-workload-states~2: reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const runtime = new FakeRuntime({ states: () => cold('--r--s', { r: ExecutionState.running(), s: ExecutionState.succeeded() }) });
       const out$ = controlWorkload(cold('a', { a: create() }), depsFor(runtime));
@@ -293,7 +294,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('delete', () => {
-    it('swdd~agent-workload-control-loop-executes-delete~2, swdd~agent-workload-obj-delete-command~1: reports Stopping(RequestedAtRuntime), deletes, reports Removed and ends', () => {
+    it('swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-obj-delete-command~1: reports Stopping(RequestedAtRuntime), deletes, reports Removed and ends', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime({ states: () => cold('r', { r: ExecutionState.running() }), delete: () => cold('---|') });
         expectObservable(controlWorkload(cold('a 9ms b', { a: create(), b: del() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 6ms c--(d|)', {
@@ -331,7 +332,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('update', () => {
-    it('swdd~agent-workload-control-loop-executes-update~2, swdd~agent-workload-obj-update-command~1: deletes the old config (Stopping, Removed) and creates the new one', () => {
+    it('swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-obj-update-command~2: deletes the old config (Stopping, Removed) and creates the new one', () => {
       let runtime!: FakeRuntime;
       testScheduler().run(({ cold, expectObservable }) => {
         runtime = new FakeRuntime({ delete: () => cold('--|') });
@@ -417,7 +418,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
-    it('swdd~agent-delete-old-workload~2: a workload of an earlier run is deleted by id with Stopping(RequestedAtRuntime) then Removed', () => {
+    it('swdd~agent-delete-old-workload~3: a workload of an earlier run is deleted by id with Stopping(RequestedAtRuntime) then Removed', () => {
       let runtime!: FakeRuntime;
       testScheduler().run(({ cold, expectObservable }) => {
         runtime = new FakeRuntime({ delete: () => cold('-|') });

@@ -7,6 +7,7 @@ import { cpuPercent, loadStatus } from '../../streams/load-status.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 describe('AgentLoadStatus', () => {
+  // swdd~agent-sends-node-resource-availability-to-server~1
   it('is sent right after the hello (issue 13), then every 2 seconds while connected, with the CPU usage since the previous sample; each connection starts anew', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const samples: MachineSample[] = [
@@ -26,6 +27,7 @@ describe('AgentLoadStatus', () => {
     });
   });
 
+  // swdd~agent-provides-resource-metrics~1
   it('computes (new busy - old busy) / (new total - old total) * 100, within 0 to 100', () => {
     expect(cpuPercent({ cpuBusy: 10, cpuTotal: 100, freeMemory: 0 }, { cpuBusy: 60, cpuTotal: 200, freeMemory: 0 })).to.equal(50);
     expect(cpuPercent({ cpuBusy: 10, cpuTotal: 100, freeMemory: 0 }, { cpuBusy: 10, cpuTotal: 100, freeMemory: 0 })).to.equal(0);

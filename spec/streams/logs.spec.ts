@@ -13,6 +13,7 @@ const request = (requestId: string, ...names: Array<typeof app>): FromServer =>
 const show = (m: ToServer) => (m.kind === 'logEntries' ? `${m.requestId}:${m.entries.map((e) => e.message).join(',')}` : m.kind === 'logsStop' ? `${m.requestId}:stop ${m.instanceName.workloadName}` : m.kind);
 
 describe('workload logs for the server', () => {
+  // swdd~agent-handles-logs-requests-from-server~1, swdd~agent-workload-log-facade-starts-log-collection~1, swdd~agent-runtime-manager-creates-log-fetchers~1, swdd~agent-log-fetching-runs-log-fetchers~1, swdd~agent-log-fetching-collects-logs~1, swdd~agent-workload-log-facade-forwards-logs-to-server~1, swdd~agent-workload-log-facade-sends-logs-stop-response~1, swdd~agent-workload-log-facade-automatically-unsubscribes-log-subscriptions~1
   it('batches lines by time (and count), then ends each workload with a LogsStopResponse', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const runtime = new FakeRuntime({ logs: () => cold('a-b 200ms c|', { a: 'one', b: 'two', c: 'three' }) });
@@ -23,6 +24,7 @@ describe('workload logs for the server', () => {
     });
   });
 
+  // swdd~agent-deletes-all-log-subscription-entries-upon-server-gone~1
   it('issue 13: log streams the server started end when its connection goes (it forgot them), killing them', () => {
     let unsubscribed = false;
     testScheduler().run(({ cold, hot, expectObservable }) => {
@@ -33,6 +35,7 @@ describe('workload logs for the server', () => {
     expect(unsubscribed).to.equal(true);
   });
 
+  // swdd~agent-handles-logs-cancel-requests-from-server~1, swdd~agent-stops-log-collection-on-removed-subscription~1, swdd~agent-log-fetching-stops-collection-when-dropped~1
   it('stops the log streams of a request on LogsCancelRequest, killing them (no stop response)', () => {
     let unsubscribed = false;
     testScheduler().run(({ cold, hot, expectObservable }) => {

@@ -23,6 +23,7 @@ describe('RuntimeManager: the initial list of workloads', () => {
     expect(plan.commands).to.deep.equal([]);
   });
 
+  // swdd~agent-existing-workloads-reuse-unmodified~1
   it('swdd~agent-existing-workloads-resume-existing~2, swdd~agent-stores-running-workload~1: resumes a found workload with the same instance name that runs', () => {
     const managed = new Map<string, WorkloadSpec>();
     const plan = planInitial(managed, [a], [existing(a)], deps);
@@ -31,14 +32,14 @@ describe('RuntimeManager: the initial list of workloads', () => {
     expect([...managed.keys()]).to.deep.equal(['a']);
   });
 
-  it('swdd~agent-existing-workloads-replace-updated~2: replaces a found workload whose config changed: deleted at once, created respecting dependencies', () => {
+  it('swdd~agent-existing-workloads-replace-updated~4: replaces a found workload whose config changed: deleted at once, created respecting dependencies', () => {
     const found = existing(a);
     const plan = planInitial(new Map(), [aChanged], [found], deps);
     expect(plan.commands).to.deep.equal([{ workloadName: 'a', command: { kind: 'removeExisting', existing: found, final: false } }]);
     expect(plan.operations).to.deep.equal([{ kind: 'create', spec: aChanged }]);
   });
 
-  it('swdd~agent-existing-workloads-replace-updated~2: replaces a found workload that does not run', () => {
+  it('swdd~agent-existing-workloads-replace-updated~4: replaces a found workload that does not run', () => {
     const found = existing(a, ExecutionState.succeeded());
     const plan = planInitial(new Map(), [a], [found], deps);
     expect(plan.commands).to.deep.equal([{ workloadName: 'a', command: { kind: 'removeExisting', existing: found, final: false } }]);
@@ -57,7 +58,7 @@ describe('RuntimeManager: the initial list of workloads', () => {
     expect(plan.operations).to.deep.equal([{ kind: 'create', spec: a }, { kind: 'create', spec: b }]);
   });
 
-  it('swdd~agent-existing-workloads-delete-unneeded~1: deletes found workloads that are not in the list', () => {
+  it('swdd~agent-existing-workloads-delete-unneeded~2: deletes found workloads that are not in the list', () => {
     const found = existing(c);
     const plan = planInitial(new Map(), [a], [found], deps);
     expect(plan.commands).to.deep.equal([{ workloadName: 'c', command: { kind: 'removeExisting', existing: found, final: true } }]);
@@ -84,6 +85,7 @@ describe('RuntimeManager: the initial list of workloads', () => {
 });
 
 describe('RuntimeManager: subsequent UpdateWorkload', () => {
+  // swdd~agent-handles-new-workload-operations~1
   it('swdd~agent-transforms-update-workload-message-to-workload-operations~1, swdd~agent-handle-deleted-before-added-workloads~1: deletes come before adds', () => {
     const managed = new Map([['a', a], ['b', b]]);
     const plan = planUpdate(managed, [c], [deleted(b)], deps);

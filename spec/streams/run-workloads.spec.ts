@@ -151,20 +151,21 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('swdd~agent-skips-unknown-runtime~1, swdd~agent-supports-multiple-runtime-connectors~1: an unknown runtime is reported and no retry follows', () => {
+  it('swdd~agent-skips-unknown-runtime~2, swdd~agent-supports-multiple-runtime-connectors~1: an unknown runtime is reported as the released agent does (Pending(Starting), then Pending(StartingFailed) "Unsupported Runtime") and no retry follows', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const odd = workload('odd', { runtime: 'docker' });
       const { out } = run(scheduler, cold('a', { a: { kind: 'serverHello', added: [odd, init] } }), {});
       flush();
       expect(out).to.deep.equal([
-        [0, "odd: Pending(StartingFailed): Unknown runtime 'docker'"],
+        [0, 'odd: Pending(Starting): Triggered at runtime.'],
+        [0, 'odd: Pending(StartingFailed): Unsupported Runtime'],
         [0, 'init_storage: Pending(Starting): Triggered at runtime.'],
       ]);
     });
   });
 
-  it('issue 13: an update of a workload of an unknown runtime removes the old instance\'s state and reports the new one through its own operation, dependencies first', () => {
+  it('an update of a workload of an unknown runtime removes the old instance\'s state and reports the new one through its own operation, dependencies first', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const odd1 = workload('odd', { runtime: 'docker', config: 'image: odd:1' });
@@ -179,12 +180,14 @@ describe('runWorkloads (the workload core)', () => {
         .subscribe((states) => states.forEach((s) => out.push(`${scheduler.now()} ${which(s)}: ${formatState(s.executionState)}`)));
       flush();
       expect(out).to.deep.equal([
-        "0 odd1: Pending(StartingFailed): Unknown runtime 'docker'",
+        '0 odd1: Pending(Starting): Triggered at runtime.',
+        '0 odd1: Pending(StartingFailed): Unsupported Runtime',
         '0 init_storage: Pending(Starting): Triggered at runtime.',
         '2 odd2: Pending(WaitingToStart)',
         '2 odd1: Removed',
         '3 init_storage: Succeeded(Ok)',
-        "3 odd2: Pending(StartingFailed): Unknown runtime 'docker'",
+        '3 odd2: Pending(Starting): Triggered at runtime.',
+        '3 odd2: Pending(StartingFailed): Unsupported Runtime',
       ]);
     });
   });
