@@ -278,6 +278,43 @@ call.write(Buffer.from([0x0a, 0x0a, 0x0a, 0x01, 0x62, 0x12, 0x05, 0x31, 0x2e, 0x
   }
 }
 
+// 7. A log flood to a server that does not read ------------------------------------------------------
+
+async function benchLogFlood(seconds: number): Promise<void> {
+  console.log(`\n7. Log flood: a \`yes\` workload followed for ${seconds} s by a server that does not read`);
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-flood-'));
+  const agentName = uniqueAgent('flood');
+  const server = await FakeAnkaiosServer.start();
+  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  try {
+    const stream = await server.nextStream();
+    const yes = busybox('yes', agentName, { script: 'yes' });
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(yes)] } } });
+    await until(() => reportedStates(stream).some(([w, , st]) => w === 'yes' && st === 'Running(Ok)'));
+    await sleep(1000);
+    const before = rssKiB(child.pid!);
+    stream.stall();
+    stream.send({ FromServerEnum: { case: 'logsRequest', value: { requestId: 'flood', logsRequest: { workloadNames: [yes.instanceName], follow: true } } } });
+    let peak = before;
+    for (let t = 0; t < seconds; t++) {
+      await sleep(1000);
+      peak = Math.max(peak, rssKiB(child.pid!));
+    }
+    record({ name: 'agent RSS growth while a server does not read a followed flood', value: (peak - before) / 1024, unit: 'MiB', target: '<64' });
+    stream.send({ FromServerEnum: { case: 'logsCancelRequest', value: { requestId: 'flood' } } });
+    stream.resume();
+    const late = busybox('late', agentName, { script: 'sleep 3600' });
+    const t = performance.now();
+    stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [addedWorkload(late)] } } });
+    await until(() => reportedStates(stream).some(([w, , st]) => w === 'late' && st === 'Running(Ok)'), 60_000);
+    record({ name: 'after the cancel: UpdateWorkload → new workload Running(Ok)', value: performance.now() - t, unit: 'ms' });
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  }
+}
+
 // 5. Control Interface round trip ----------------------------------------------------------------
 
 async function benchControlInterface(count: number): Promise<void> {
@@ -336,12 +373,13 @@ console.log(`ank-agent-rx benchmarks on ${machine.cpus} × ${machine.model}, ${m
 const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
 const wanted = (section: string) => !only || only.includes(section);
 if (wanted('scheduling')) benchScheduling();
-if (['economy', 'latency', 'overhead'].some(wanted)) requirePodman();
+if (['economy', 'latency', 'overhead', 'flood'].some(wanted)) requirePodman();
 if (wanted('economy')) await benchEconomy(quick ? 5 : 20);
 if (wanted('latency')) await benchLatency();
 if (wanted('overhead')) await benchOverhead(quick ? 10 : 60);
 if (wanted('ci')) await benchControlInterface(quick ? 200 : 1000);
 if (wanted('framing')) await benchFraming();
+if (wanted('flood')) await benchLogFlood(quick ? 20 : 60);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

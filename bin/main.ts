@@ -1,7 +1,7 @@
 // ank-agent: flags and config → drivers → agent → subscribe. The only subscribe of the program.
 import { existsSync, readFileSync } from 'node:fs';
 import meow from 'meow';
-import { Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
+import { BehaviorSubject, Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
 import {
   AGENT_NAME_PATTERN, CONTAINERD_MISSING, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, defaultRunFolder,
   parseConfigFile, resolveConfig, selectRuntimes,
@@ -28,7 +28,7 @@ import { noTrace, tracer } from '../streams/trace.js';
 import { builtInRuntimes } from './wiring.js';
 
 /** Where the server's messages come from: the gRPC server link, or the local server of standalone mode. */
-type Link = (toServer$: Observable<ToServer>, greeting: () => ToServer[], pipes: ControlInterfacePipes) => Observable<FromServer>;
+type Link = (toServer$: Observable<ToServer>, greeting: () => ToServer[]) => Observable<FromServer>;
 
 const HELP = `
   Usage
@@ -130,9 +130,10 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
     jitter: Math.random,
     ...extra,
   };
+  deps.serverFull$?.subscribe((full) => pipes.setPaused(full));
   const toServer$ = new Subject<ToServer>();
   let sinks: AgentSinks | undefined;
-  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? [], pipes), controlInterfaces$: pipes.opened$ }, deps);
+  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? []), controlInterfaces$: pipes.opened$ }, deps);
   merge(
     sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
     sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
@@ -182,9 +183,11 @@ function connected(): void {
   const runtimes = enabledRuntimes(log, config.runtimes);
   const ioFolder = userErrors(() => prepareRunFolder(config.runFolder, config.name, config.runFolder === defaultRunFolder(process.env)));
   const stop$ = new Subject<void>();
+  // While the server connection cannot take more, neither the Control Interfaces nor the log streams are read.
+  const serverFull$ = new BehaviorSubject(false);
   log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
-  run(config.name, ioFolder, log, (outbound$, greeting, pipes) => serverLink(
-    (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line, onBackpressure: (full) => pipes.setPaused(full) }, wire$),
+  run(config.name, ioFolder, log, (outbound$, greeting) => serverLink(
+    (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$),
     outbound$,
     { agentName: config.name, log, stop$, greeting, tags: config.tags },
   ), () => {
@@ -192,7 +195,7 @@ function connected(): void {
     // are resumed at the next start.
     stop$.next();
     setTimeout(() => process.exit(0), 3000).unref();
-  }, { sampleMachine, runtimes });
+  }, { sampleMachine, runtimes, serverFull$ });
 }
 
 /** The agent a manifest is for, when -n does not say: the one agent its workloads name. */

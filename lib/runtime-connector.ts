@@ -43,8 +43,11 @@ export interface RuntimeConnector<Id = unknown> {
   deleteByName?(instanceName: WorkloadInstanceName): Observable<void>;
   /** Stops and removes the workload; completes when it is gone. */
   deleteWorkload(id: Id): Observable<void>;
-  /** The workload's log lines (stdout and stderr); completes at their end unless following; unsubscribing stops it. */
-  logs(id: Id, options: LogsOptions): Observable<string>;
+  /**
+   * The workload's log lines (stdout and stderr); completes at their end unless following; unsubscribing
+   * stops it. While `paused$` says true no more is read (the server connection cannot take more).
+   */
+  logs(id: Id, options: LogsOptions, paused$?: Observable<boolean>): Observable<string>;
 }
 
 /** A create that can never succeed as configured (e.g. a malformed runtime config): not retried. */

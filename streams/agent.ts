@@ -24,6 +24,8 @@ export interface AgentDeps extends WorkloadDeps {
   readonly trace?: Trace;
   /** Reads the machine's load, sent to the server as AgentLoadStatus every 2 s (connected mode). */
   readonly sampleMachine?: () => MachineSample;
+  /** True while the server connection cannot take more (the log streams wait then). */
+  readonly serverFull$?: Observable<boolean>;
 }
 
 export interface AgentSinks {

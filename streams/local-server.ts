@@ -13,6 +13,12 @@ import { instanceKey } from '../lib/workload.js';
 
 type Event = { readonly manifest: DesiredState } | { readonly message: ToServer };
 
+/**
+ * How many event subscriptions one workload may hold at once. An SDK app opens one or a few; every
+ * subscription costs work on each change of the state, so one workload cannot load the agent without end.
+ */
+export const MAX_SUBSCRIPTIONS_PER_WORKLOAD = 32;
+
 /** A workload's subscription to events: its masks and the part of the state it was last told. */
 interface Subscription {
   readonly fieldMask: readonly string[];
@@ -45,7 +51,8 @@ const stateResponse = (requestId: string, state: CompleteState, altered?: Altere
 export function localServerStep(agentName: string, snapshot: LocalSnapshot, event: Event, subscriptions: Subscriptions = new Map()): Step {
   const state = { snapshot, subscriptions };
   const step = 'manifest' in event ? applyManifest(agentName, state, event.manifest) : fromAgent(agentName, state, event.message);
-  return tellSubscribers(agentName, step);
+  // Only a change of the state is told: a request that changed nothing costs the subscribers nothing.
+  return step.snapshot === snapshot ? step : tellSubscribers(agentName, step);
 }
 
 function fromAgent(agentName: string, state: LocalState, message: ToServer): Step {
@@ -81,6 +88,11 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
       const told = maskedState(agentName, desired, state.snapshot.states.values(), c.value.fieldMask);
       const response = stateResponse(id, told, { addedFields: [], updatedFields: [], removedFields: [] });
       if (!c.value.subscribeForEvents) return only(response);
+      const workload = id.slice(0, id.indexOf('@') + 1);
+      const held = [...state.subscriptions.keys()].filter((k) => k.startsWith(workload)).length;
+      if (held >= MAX_SUBSCRIPTIONS_PER_WORKLOAD) {
+        return only(respond(id, { case: 'error', value: { message: `At most ${MAX_SUBSCRIPTIONS_PER_WORKLOAD} event subscriptions per workload: cancel one first.` } }));
+      }
       return { ...state, subscriptions: new Map(state.subscriptions).set(id, { fieldMask: c.value.fieldMask, told }), out: [response] };
     }
     case 'updateStateRequest': {
@@ -110,20 +122,31 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
   }
 }
 
-/** An event for every subscription whose part of the state the step changed. */
+/**
+ * An event for every subscription whose part of the state the step changed. The masked state is made
+ * once per distinct mask and compared once per distinct state told, so subscriptions with the same
+ * mask cost one look at the state between them, not one each.
+ */
 function tellSubscribers(agentName: string, step: Step): Step {
   const { desired, states } = step.snapshot;
   if (!desired || step.subscriptions.size === 0) return step;
+  const current = new Map<string, CompleteState>();
+  const changes = new Map<CompleteState, AlteredFields | undefined>();
   const events: FromServer[] = [];
-  const subscriptions = new Map(step.subscriptions);
+  let subscriptions: Map<string, Subscription> | undefined;
   for (const [id, { fieldMask, told }] of step.subscriptions) {
-    const now = maskedState(agentName, desired, states.values(), fieldMask);
-    const altered = alteredFields(told, now);
-    if (altered.addedFields.length + altered.updatedFields.length + altered.removedFields.length === 0) continue;
+    const key = fieldMask.join('\n');
+    const now = current.get(key) ?? current.set(key, maskedState(agentName, desired, states.values(), fieldMask)).get(key)!;
+    if (!changes.has(told)) {
+      const altered = alteredFields(told, now);
+      changes.set(told, altered.addedFields.length + altered.updatedFields.length + altered.removedFields.length === 0 ? undefined : altered);
+    }
+    const altered = changes.get(told);
+    if (!altered) continue;
     events.push(stateResponse(id, now, altered));
-    subscriptions.set(id, { fieldMask, told: now });
+    (subscriptions ??= new Map(step.subscriptions)).set(id, { fieldMask, told: now });
   }
-  return { ...step, subscriptions, out: [...step.out, ...events] };
+  return subscriptions ? { ...step, subscriptions, out: [...step.out, ...events] } : step;
 }
 
 export interface LocalServerOptions {

@@ -22,6 +22,11 @@ export interface LogsDeps {
   readonly agentName: string;
   readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
   readonly log?: Logger;
+  /**
+   * True while the server connection cannot take more: the log streams are not read then, so a workload
+   * that prints without end costs the agent bounded memory and states never queue behind gigabytes of logs.
+   */
+  readonly serverFull$?: Observable<boolean>;
 }
 
 type LogsRequest = Extract<FromServer, { kind: 'logsRequest' }>;
@@ -69,7 +74,7 @@ function workloadLogs(requestId: string, instanceName: WorkloadInstanceName, opt
       deps.log?.debug(`Logs of '${instanceKey(instanceName)}' asked for, but this agent does not run it.`);
       return EMPTY;
     }
-    const batches$ = found.runtime.logs(found.id, options).pipe(
+    const batches$ = found.runtime.logs(found.id, options, deps.serverFull$).pipe(
       map((line): LogEntry => ({ instanceName, message: fitLine(line) })),
       bufferTime(BATCH_MS, null, BATCH_LINES),
       filter((entries) => entries.length > 0),

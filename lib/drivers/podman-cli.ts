@@ -1,5 +1,5 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
-import { Observable, type Subscription, map } from 'rxjs';
+import { Observable, type Subscription, map, of } from 'rxjs';
 import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container-state.js';
 
@@ -77,6 +77,8 @@ export interface PodmanCliOptions {
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
 export const DEFAULT_MAX_PROCESSES = 8;
+/** The longest piece of a line `lines` holds before passing it on (a log response cuts it anyway). */
+export const MAX_LINE_PIECE_BYTES = 2 * 1024 * 1024;
 
 export class PodmanCli {
   /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
@@ -132,29 +134,42 @@ export class PodmanCli {
 
   /**
    * Runs `podman <args>` and emits each line it writes on stdout or stderr as it comes; completes when
-   * podman ends; unsubscribing kills it.
+   * podman ends; unsubscribing kills it. While `paused$` says true its output is not read: the pipes fill
+   * and podman waits, so what it prints costs the agent nothing until it is wanted. A line longer than
+   * `maxLineBytes` comes in pieces of that size: no line, however long, is held whole.
    */
-  lines(args: readonly string[]): Observable<string> {
+  lines(args: readonly string[], paused$: Observable<boolean> = of(false), maxLineBytes = MAX_LINE_PIECE_BYTES): Observable<string> {
     return withSubprocess<string>((execa, subscriber) => {
       this.calls += 1;
       const child = execa(this.binary, args, { reject: false, buffer: false, stdin: 'ignore' });
       let open = 2;
       const done = () => --open === 0 && subscriber.complete();
-      for (const stream of [child.stdout, child.stderr]) {
+      const streams = [child.stdout, child.stderr];
+      for (const stream of streams) {
         let rest = '';
         stream.setEncoding('utf8');
         stream.on('data', (chunk: string) => {
           const parts = (rest + chunk).split('\n');
           rest = parts.pop()!;
           parts.forEach((line) => subscriber.next(line));
+          while (rest.length > maxLineBytes) {
+            subscriber.next(rest.slice(0, maxLineBytes));
+            rest = rest.slice(maxLineBytes);
+          }
         });
         stream.on('end', () => {
           if (rest !== '') subscriber.next(rest);
           done();
         });
       }
+      const pausing = paused$.subscribe((paused) => streams.forEach((stream) => (paused ? stream.pause() : stream.resume())));
       child.catch((err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
-      return { kill: () => child.exitCode === null && child.kill('SIGKILL') };
+      return {
+        kill: () => {
+          pausing.unsubscribe();
+          if (child.exitCode === null) child.kill('SIGKILL');
+        },
+      };
     });
   }
 

@@ -99,8 +99,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return concat(tolerateMissing(this.cli.run(['stop', id])), tolerateMissing(this.cli.run(['rm', id])));
   }
 
-  logs(id: string, options: LogsOptions): Observable<string> {
-    return this.cli.lines(['logs', ...logArgs(options), id]);
+  logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
+    return this.cli.lines(['logs', ...logArgs(options), id], paused$);
   }
 }
 
@@ -210,8 +210,8 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   }
 
   /** The logs of all containers of the workload's pods. */
-  logs(id: KubeId, options: LogsOptions): Observable<string> {
-    return merge(...id.pods.map((pod) => this.cli.lines(['pod', 'logs', ...logArgs(options), pod])));
+  logs(id: KubeId, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
+    return merge(...id.pods.map((pod) => this.cli.lines(['pod', 'logs', ...logArgs(options), pod], paused$)));
   }
 
   private volume(name: string, data: string): Observable<never> {

@@ -1,7 +1,9 @@
 // Workload logs from real Podman.
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
-import { Subject, lastValueFrom, toArray } from 'rxjs';
+import { BehaviorSubject, Subject, lastValueFrom, toArray } from 'rxjs';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { until } from '../helpers/wait.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
@@ -65,5 +67,35 @@ describe('workload logs (real Podman)', function () {
     expect(podmanLogsProcesses(container)).to.deep.equal([]);
     expect(out.some((m) => m.kind === 'logsStop')).to.equal(false);
     sub.unsubscribe();
+  });
+});
+
+describe('reading a log stream (a real process through the CLI driver)', () => {
+  const sh = new PodmanCli({ binary: '/bin/sh' });
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('reads nothing while the server connection is full, and goes on when it can take more again', async () => {
+    const full$ = new BehaviorSubject(true);
+    let count = 0;
+    const reading = sh.lines(['-c', 'yes'], full$).subscribe(() => (count += 1));
+    try {
+      await sleep(300);
+      expect(count, 'lines read while full').to.equal(0);
+      full$.next(false);
+      await until(() => count > 10_000, 'lines once the connection takes more', 5000);
+      full$.next(true);
+      await sleep(100);
+      const paused = count;
+      await sleep(300);
+      expect(count, 'lines read after pausing again').to.equal(paused);
+    } finally {
+      reading.unsubscribe();
+    }
+  });
+
+  it('passes a line longer than the limit on in pieces, never holding it whole', async () => {
+    const pieces = await lastValueFrom(sh.lines(['-c', "head -c 5000000 /dev/zero | tr '\\0' a"], undefined, 1024 * 1024).pipe(toArray()));
+    expect(Math.max(...pieces.map((p) => p.length))).to.equal(1024 * 1024);
+    expect(pieces.reduce((sum, p) => sum + p.length, 0)).to.equal(5_000_000);
   });
 });

@@ -48,6 +48,11 @@ export class AgentStream {
     this.call.pause();
   }
 
+  /** Reads the agent's messages again after `stall`. */
+  resume(): void {
+    this.call.resume();
+  }
+
   /** Ends the stream with a gRPC status (OK ends it normally). */
   close(code: grpc.status = grpc.status.OK, details = ''): void {
     if (code === grpc.status.OK) this.call.end();

@@ -1,12 +1,12 @@
 import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
-import { NEVER, map } from 'rxjs';
+import { NEVER, Subject, map } from 'rxjs';
 import { RequestSchema } from '../../proto/gen/ank_base_pb.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import { parseManifest, specsFor } from '../../lib/manifest.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
-import { localServer } from '../../streams/local-server.js';
+import { MAX_SUBSCRIPTIONS_PER_WORKLOAD, localServer } from '../../streams/local-server.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 const manifest = (config: string, extra = '') => parseManifest(`apiVersion: v1
@@ -114,5 +114,29 @@ describe('events in standalone mode (1.x)', () => {
         ? m.response.ResponseContent.value.completeState?.desiredState?.workloads?.workloads.app.agent : m.kind);
       expectObservable(out$.pipe(map(agentOf))).toBe('hs', { h: 'serverHello', s: 'agent_A' });
     });
+  });
+
+  it('one workload holds at most MAX_SUBSCRIPTIONS_PER_WORKLOAD subscriptions: more get an error and nothing else; another workload and plain requests are answered as before', () => {
+    const v1 = manifest('db:1');
+    const v2 = manifest('db:2');
+    const requests: ToServer[] = Array.from({ length: 2000 }, (_, i) => subscribe(`app@s${i}`, 'desiredState'));
+    requests.push(subscribe('db@s0', 'desiredState'));
+    requests.push({ kind: 'request', request: create(RequestSchema, { requestId: 'app@plain', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } }) });
+    const out: FromServer[] = [];
+    const manifests = new Subject<ReturnType<typeof manifest>>();
+    const outbound = new Subject<ToServer>();
+    localServer(manifests, outbound, { agentName: 'agent_A', log: silentLogger }).subscribe((m) => out.push(m));
+    manifests.next(v1);
+    requests.forEach((r) => outbound.next(r));
+    const responses = out.filter((m): m is Extract<FromServer, { kind: 'response' }> => m.kind === 'response').map((m) => m.response);
+    const accepted = responses.filter((r) => r.ResponseContent.case === 'completeStateResponse');
+    const refused = responses.filter((r) => r.ResponseContent.case === 'error');
+    expect(accepted.map((r) => r.requestId)).to.deep.equal([...Array.from({ length: MAX_SUBSCRIPTIONS_PER_WORKLOAD }, (_, i) => `app@s${i}`), 'db@s0', 'app@plain']);
+    expect(refused).to.have.length(2000 - MAX_SUBSCRIPTIONS_PER_WORKLOAD);
+    expect(refused[0].ResponseContent.value).to.deep.include({ message: `At most ${MAX_SUBSCRIPTIONS_PER_WORKLOAD} event subscriptions per workload: cancel one first.` });
+    out.length = 0;
+    manifests.next(v2);
+    const events = out.filter((m) => m.kind === 'response').map((m) => (m as Extract<FromServer, { kind: 'response' }>).response.requestId);
+    expect(events).to.have.length(MAX_SUBSCRIPTIONS_PER_WORKLOAD + 1);
   });
 });

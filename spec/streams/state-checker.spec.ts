@@ -17,7 +17,7 @@ describe('the state checker of the podman runtime', () => {
         }),
       };
       expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map(shown))).toBe('a-----d 1001ms f-g', {
-        a: 'Running(Ok)', d: "Failed(ExecFailed): Exit code: '3'", f: 'Stopping(Stopping)', g: 'Failed(Unknown): Podman could not be asked for the container states.',
+        a: 'Running(Ok)', d: "Failed(ExecFailed): Exit code: '3'", f: 'Stopping(Stopping): stopped', g: 'Failed(Unknown): Podman could not be asked for the container states.',
       });
     });
   });
