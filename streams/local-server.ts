@@ -86,7 +86,8 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
   switch (c.case) {
     case 'completeStateRequest': {
       const told = maskedState(agentName, desired, state.snapshot.states.values(), c.value.fieldMask);
-      const response = stateResponse(id, told, { addedFields: [], updatedFields: [], removedFields: [] });
+      // The answer itself carries no altered fields: an SDK takes a response that has them for an event.
+      const response = stateResponse(id, told);
       if (!c.value.subscribeForEvents) return only(response);
       const workload = id.slice(0, id.indexOf('@') + 1);
       const held = [...state.subscriptions.keys()].filter((k) => k.startsWith(workload)).length;

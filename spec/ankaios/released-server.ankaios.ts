@@ -1,8 +1,20 @@
 // Our agent under the released Ankaios server, beside the released agent, driven by the released `ank`
 // CLI: npm run test:ankaios with ANKAIOS_BIN=<folder with ank-server, ank and ank-agent>.
+import { execFileSync, spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import { expect } from 'chai';
 import { podman, requirePodman } from '../helpers/podman.js';
 import { Cluster, manifest, workloadYaml } from './released.js';
+
+/** The released Python SDK, which the Control Interface case runs. */
+function requirePythonSdk(): void {
+  try {
+    execFileSync('python3', ['-c', 'import ankaios_sdk'], { stdio: 'ignore' });
+  } catch {
+    throw new Error("The released Python SDK is missing: pip install 'ankaios-sdk==1.0.1'.");
+  }
+}
 
 /** The container ids Podman has for an agent's workloads, by workload name. */
 function containers(agent: string): Map<string, string> {
@@ -147,6 +159,43 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     await cluster.apply(manifest(workloadYaml('mover', cluster.theirs, 'sleep 1000')));
     await cluster.until(async () => (await cluster.states()).some((s) => s.workload === 'mover' && s.agent === cluster.theirs && s.state === 'Running'), 'mover to run on the released agent again');
     await cluster.until(async () => containers(cluster.ours).size === 0, 'our agent to remove its container');
+  });
+
+  it('swdd~agent-create-control-interface-pipes-per-workload~2: the released Python SDK in a workload of ours reads the state, applies a workload on the released agent, gets its events, and is heard again after our agent restarts', async () => {
+    requirePythonSdk();
+    await cluster.startServer();
+    cluster.startOurs();
+    cluster.startTheirs();
+    await cluster.apply(manifest(workloadYaml('sdkhost', cluster.ours, 'sleep 3600',
+      '    controlInterfaceAccess:\n      allowRules:\n      - type: StateRule\n        operation: ReadWrite\n        filterMasks: ["desiredState", "workloadStates"]\n')));
+    await cluster.waitFor('sdkhost', 'Running(Ok)');
+    const io = path.join(cluster.runFolder('ours'), `${cluster.ours}_io`);
+    const folder = path.join(io, readdirSync(io).find((f) => f.startsWith('sdkhost.'))!, 'control_interface');
+    // The SDK, unmodified, on the host: in a mount namespace of its own the workload's folder is at the SDK's path.
+    const app = spawn('unshare', ['-m', '--propagation', 'private', 'sh', '-c',
+      'mount -t tmpfs none /run && mkdir -p /run/ankaios/control_interface && mount --bind "$0" /run/ankaios/control_interface && exec python3 "$1" "$2"',
+      folder, path.resolve('spec/ankaios/sdk_app.py'), cluster.theirs]);
+    const said: Array<Record<string, unknown>> = [];
+    let errors = '';
+    app.stdout.on('data', (d: Buffer) => d.toString().split('\n').filter(Boolean).forEach((l) => said.push(JSON.parse(l) as Record<string, unknown>)));
+    app.stderr.on('data', (d: Buffer) => (errors += d.toString()));
+    const step = (name: string) => said.find((s) => s.step === name);
+    try {
+      await cluster.until(async () => step('state') !== undefined, `the SDK to read the state (${errors})`);
+      expect(step('state')!.workloads).to.deep.equal(['sdkhost']);
+      await cluster.until(async () => step('event') !== undefined, `an event for the workload the SDK applied (${errors})`);
+      expect((step('event')!.altered as string[]).some((f) => f.startsWith(`workloadStates.${cluster.theirs}`)), JSON.stringify(step('event'))).to.equal(true);
+      await cluster.waitFor('from_sdk', 'Running(Ok)');
+      expect((await cluster.states()).find((s) => s.workload === 'from_sdk')!.agent).to.equal(cluster.theirs);
+      await cluster.ourAgent!.stop('SIGTERM');
+      cluster.startOurs();
+      await cluster.waitFor('sdkhost', 'Running(Ok)');
+      app.stdin.write('again\n');
+      await cluster.until(async () => step('again') !== undefined, `the SDK to be heard after the restart (${errors})`);
+      expect(step('again')!.workloads).to.deep.equal(['from_sdk', 'sdkhost']);
+    } finally {
+      app.kill('SIGKILL');
+    }
   });
 
   it('mTLS: our agent connects to a released server with certificates the suite makes, and runs a workload', async () => {

@@ -91,7 +91,8 @@ export class Cluster {
 
   /** Starts our agent against the server (its run folder stays for restarts). */
   startOurs(): Proc {
-    this.ourAgent = new Proc(spawn(process.execPath, [BIN, '-n', this.ours, '-s', this.url, ...this.securityArgs, ...this.pemArgs('agent'), '-r', this.runFolder('ours')]));
+    const debug = process.env.ANKAIOS_DEBUG ? ['--debug'] : [];
+    this.ourAgent = new Proc(spawn(process.execPath, [BIN, '-n', this.ours, '-s', this.url, ...this.securityArgs, ...this.pemArgs('agent'), '-r', this.runFolder('ours'), ...debug]));
     return this.ourAgent;
   }
 
@@ -168,8 +169,12 @@ export class Cluster {
     return file;
   }
 
+  /** Stops everything; what each process said stays in the cluster's folder (server.log, ours.log, theirs.log). */
   async stopAll(): Promise<void> {
     await Promise.all([this.ourAgent?.stop('SIGKILL'), this.theirAgent?.stop('SIGKILL'), this.server?.stop('SIGKILL')]);
+    for (const [name, proc] of [['server', this.server], ['ours', this.ourAgent], ['theirs', this.theirAgent]] as const) {
+      if (proc) writeFileSync(path.join(this.folder, `${name}.log`), proc.output);
+    }
     cleanup(this.ours);
     cleanup(this.theirs);
   }
