@@ -1,7 +1,7 @@
 // The PodmanCli container state cache, the one source every state checker of both Podman runtimes reads.
-// Podman's event stream keeps it current at once; `podman ps` verifies it (when the stream starts, on an
-// event the cache cannot apply, every VERIFY_INTERVAL_MS) and is the one-second fallback while the stream
-// is down.
+// Podman's event stream keeps it current at once; `podman ps` verifies it (when the stream starts, for
+// every new watcher, every VERIFY_INTERVAL_MS) and is the one-second fallback while the stream is down.
+// Events of containers it does not show yet (the host's other containers) cause no poll.
 import {
   BehaviorSubject, EMPTY, Observable, ReplaySubject, Subject, catchError, concatWith, defer, distinctUntilChanged, exhaustMap, filter, map,
   merge, mergeMap, of, repeat, share, switchMap, takeUntil, tap, timer,
@@ -16,8 +16,6 @@ export const VERIFY_INTERVAL_MS = 10_000;
 /** How long after the event stream ended it is started again. */
 export const EVENTS_RESTART_MS = 1000;
 
-/** Events that say nothing about a container's state. */
-const QUIET = new Set(['exec', 'exec_died', 'attach', 'health_status', 'mount', 'unmount', 'commit', 'export', 'sync', 'checkpoint']);
 
 /**
  * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
@@ -47,7 +45,6 @@ export function containerCache(
     let pending = false;
     const healthy$ = new BehaviorSubject(false);
     const restart$ = new Subject<void>();
-    const poll$ = new Subject<void>();
 
     /** The number of the poll the view rests on. */
     let base = 0;
@@ -56,7 +53,11 @@ export function containerCache(
      * changes a container or two, the rest is as old as that poll, so it is no fresher than it.
      */
     const snapshot = (poll = base): Snapshot => ({ poll, containers: [...view!.values()] });
-    /** Applies an event to the view; false when the view cannot take it by itself. */
+    /**
+     * Applies an event to the view; true when it changed what the watchers see. A container the view does
+     * not show yet is nobody's concern: a new workload's state checker asks for a poll of its own, so the
+     * host's other containers, however they churn, cause no poll.
+     */
     const apply = (e: ContainerEvent, to: Map<string, Container>): boolean => {
       const c = to.get(e.id);
       if (e.status === 'died' || e.status === 'cleanup') {
@@ -67,7 +68,7 @@ export function containerCache(
       }
       if (e.status === 'start') {
         // Podman's stream is behind the exit files: the start it reports now is older than the exit known.
-        if (early.has(e.id)) return true;
+        if (early.has(e.id)) return false;
         exitCodes.delete(e.id);
         if (!c) return false;
         to.set(e.id, { ...c, State: 'running' });
@@ -76,15 +77,19 @@ export function containerCache(
       if (e.status === 'remove') {
         exitCodes.delete(e.id);
         early.delete(e.id);
-        to.delete(e.id);
-        return true;
+        return to.delete(e.id);
       }
-      // A create or init of a container the cache already shows is old news (it came late).
-      return QUIET.has(e.status) || (c !== undefined && (e.status === 'create' || e.status === 'init'));
+      // create, init (old news for a container the view shows) and what says nothing about a state
+      return false;
     };
-    /** Podman shows a container that died as `stopped` for a moment: with its exit code known, it has exited. */
+    /**
+     * Podman shows a container that died as `stopped` for a moment: with its exit code known, it has exited.
+     * Until Podman's own died event comes, `podman ps` may still show a container `running` whose exit
+     * conmon already told: that exit stands (only a newer start undoes it).
+     */
     const settled = (c: Container): Container =>
-      (c.State === 'stopped' && exitCodes.has(c.Id) ? { ...c, State: 'exited', ExitCode: exitCodes.get(c.Id) } : c);
+      ((c.State === 'stopped' && exitCodes.has(c.Id)) || (c.State === 'running' && early.has(c.Id) && exitCodes.has(c.Id))
+        ? { ...c, State: 'exited', ExitCode: exitCodes.get(c.Id) } : c);
 
     const onEvent = (e: ContainerEvent, fromExitFile = false): Snapshot[] => {
       if (e.status === 'died') {
@@ -92,9 +97,8 @@ export function containerCache(
         else early.delete(e.id);
       }
       duringPoll?.push(e);
-      if (view && apply(e, view)) return QUIET.has(e.status) || e.status === 'create' || e.status === 'init' ? [] : [snapshot()];
-      poll$.next();
-      return [];
+      // Before the first poll there is nothing to apply to: that poll (a watcher's) is under way.
+      return view && apply(e, view) ? [snapshot()] : [];
     };
     const onPoll = (containers: readonly Container[], poll: number): Snapshot => {
       const fresh = new Map(containers.map((c) => [c.Id, settled(c)]));
@@ -122,7 +126,7 @@ export function containerCache(
         return timer(i === 0 ? period : 0, period);
       }))
       : timer(CACHE_INTERVAL_MS, CACHE_INTERVAL_MS);
-    const polled$ = merge(ticks$, refresh$, poll$).pipe(
+    const polled$ = merge(ticks$, refresh$).pipe(
       tap(() => (pending = true)),
       // A trigger that comes while a poll runs is served by one more poll right after it.
       exhaustMap(() => polls$.pipe(repeat({ delay: () => (pending ? of(0) : EMPTY) }))),

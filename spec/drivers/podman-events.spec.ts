@@ -25,6 +25,22 @@ describe('container states from Podman\'s events (real Podman)', function () {
   let agent: PodmanAgent | undefined;
   afterEach(() => agent?.stop());
 
+  it('the host\'s other containers churning cause no podman call of the agent, and its own workload\'s exit is reported once', async () => {
+    agent = new PodmanAgent(uniqueAgent('churn'), undefined, new PodmanCli(), { verifyMs: 600_000 });
+    const mine = busybox('mine', agent.agentName, { script: 'sleep 4; exit 3' });
+    agent.send({ kind: 'serverHello', added: [mine] });
+    await agent.waitFor('mine', /^Running\(Ok\)$/);
+    const calls = agent.cli.calls;
+    // Containers that are not the agent's: created, run and removed while its workload runs.
+    const noise = Array.from({ length: 20 }, (_, i) => `noise-${agent!.agentName}-${i}`.replace(/_/g, '-'));
+    for (const name of noise) execFileSync('podman', ['run', '--rm', '--name', name, 'localhost/busybox:latest', '/bin/true'], { stdio: 'ignore' });
+    await agent.waitFor('mine', /^Failed\(ExecFailed\)/);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(agent.cli.calls - calls, 'podman calls of the agent while the host churned').to.equal(0);
+    expect(agent.history('mine').filter((h) => h.startsWith('Failed'))).to.deep.equal(["Failed(ExecFailed): Exit code: '3'"]);
+    expect(agent.history('mine').at(-1)).to.equal("Failed(ExecFailed): Exit code: '3'");
+  });
+
   it('an exit is reported from its event with the exit code (0: Succeeded(Ok), 3: Failed(ExecFailed)), without a podman ps', async () => {
     // Verification every 10 minutes: between the start and the exits, only the events can tell.
     agent = new PodmanAgent(uniqueAgent('events'), undefined, new PodmanCli(), { verifyMs: 600_000 });

@@ -131,19 +131,44 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
     });
   });
 
-  it('an event it cannot apply (a new container) makes it poll; a `stopped` container whose died event came is exited', () => {
+  it('events of containers it does not show (the host\'s other containers churning) cause no poll and no snapshot; a `stopped` container whose died event came is exited', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       let truth: Container[] = [{ Id: 'a', State: 'running' }];
       const { list, counter } = podman(cold, () => truth);
-      scheduler.schedule(() => (truth = [{ Id: 'a', State: 'stopped', ExitCode: 0 }, { Id: 'b', State: 'running' }]), 999);
-      const events$ = hot<ContainerEvent>('1000ms (db)', { d: { id: 'a', status: 'died', exitCode: 7 }, b: { id: 'b', status: 'create' } });
+      scheduler.schedule(() => (truth = [{ Id: 'a', State: 'stopped', ExitCode: 0 }]), 999);
+      // 200 containers that are not the agent's come and go while `a` dies.
+      const noise: Record<string, ContainerEvent> = { d: { id: 'a', status: 'died', exitCode: 7 } };
+      const statuses = ['create', 'init', 'start', 'died', 'cleanup', 'remove'];
+      let marbles = '1000ms d';
+      for (let i = 0; i < 200; i++) {
+        statuses.forEach((status, j) => (noise[`${String.fromCharCode(0x100 + i * 6 + j)}`] = { id: `other${i}`, status, exitCode: status === 'died' ? 0 : undefined }));
+        marbles += ` 9ms (${statuses.map((_, j) => String.fromCharCode(0x100 + i * 6 + j)).join('')})`;
+      }
+      const events$ = hot<ContainerEvent>(marbles, noise);
       const seen: string[] = [];
       const sub = containerCache(list, events$).fresh().subscribe((s) => seen.push(state(s)));
-      scheduler.schedule(() => sub.unsubscribe(), 2_000);
+      scheduler.schedule(() => sub.unsubscribe(), 9_000);
       flush();
-      expect(seen).to.deep.equal(['a:running', 'a:exited(7)', 'a:exited(7),b:running']);
-      expect(counter.calls).to.equal(2);
+      expect(seen).to.deep.equal(['a:running', 'a:exited(7)']);
+      expect(counter.calls, 'the first watcher\'s poll and its verification, none for the noise').to.be.at.most(2);
+    });
+  });
+
+  it('a poll that still sees `running` after conmon told the exit does not undo it; Podman\'s own died event confirms it', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', status: 'died', exitCode: 3 } });
+      const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', status: 'died', exitCode: 3 } });
+      const cache = containerCache(list, events$, { exits$ });
+      const seen: string[] = [];
+      const subs = [cache.fresh().subscribe((s) => seen.push(state(s)))];
+      // A new watcher at 200 makes the cache poll: Podman's database still says running.
+      scheduler.schedule(() => subs.push(cache.fresh().subscribe()), 200);
+      scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 1_000);
+      flush();
+      expect(seen.filter((s, i) => s !== seen[i - 1])).to.deep.equal(['a:running', 'a:exited(3)']);
     });
   });
 
