@@ -1,6 +1,6 @@
 // npm run bench: scheduling throughput, Podman call economy, reaction latency, agent overhead and
 // Control Interface round trips. Prints a table and writes bench/results.json.
-import { execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -315,6 +315,83 @@ async function benchLogFlood(seconds: number): Promise<void> {
   }
 }
 
+// 8. Side by side with the released agent (ANKAIOS_BIN) ---------------------------------------------
+
+/** Starts an agent process against `url` as `name` in `run`; `env` holds the PATH with the podman wrapper. */
+type AgentStart = (url: string, name: string, run: string, env: NodeJS.ProcessEnv) => ChildProcess;
+
+/** A `podman` on PATH that logs every call and runs the real one: counts the calls of any agent. */
+function podmanWrapper(folder: string): { env: NodeJS.ProcessEnv; calls: () => number } {
+  const log = path.join(folder, 'podman-calls.log');
+  const real = execFileSync('sh', ['-c', 'command -v podman'], { encoding: 'utf8' }).trim();
+  writeFileSync(log, '');
+  writeFileSync(path.join(folder, 'podman'), `#!/bin/sh\necho "$1" >> '${log}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+  return { env: { ...process.env, PATH: `${folder}:${process.env.PATH ?? ''}` }, calls: () => readFileSync(log, 'utf8').split('\n').filter(Boolean).length };
+}
+
+async function measureAgent(label: string, start: AgentStart, idleSeconds: number): Promise<void> {
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-side-'));
+  const wrapper = podmanWrapper(folder);
+  const helloTimes: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const server = await FakeAnkaiosServer.start();
+    const t = performance.now();
+    const child = start(server.url, `hello_${i}`, folder, wrapper.env);
+    await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+    helloTimes.push(performance.now() - t);
+    child.kill('SIGKILL');
+    server.stop();
+  }
+  record({ name: `${label}: process start → AgentHello at the server, median`, value: median(helloTimes), unit: 'ms' });
+  for (const n of [0, 50]) {
+    const agentName = uniqueAgent('side');
+    const server = await FakeAnkaiosServer.start();
+    const child = start(server.url, agentName, folder, wrapper.env);
+    try {
+      const stream = await server.nextStream();
+      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      const specs = Array.from({ length: n }, (_, i) => busybox(`idle${i}`, agentName));
+      stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
+      await until(() => specs.every((s) => reportedStates(stream).some(([w, , st]) => w === s.instanceName.workloadName && st === 'Running(Ok)')));
+      await sleep(2000);
+      const [ticks, calls] = [cpuTicks(child.pid!), wrapper.calls()];
+      const rss: number[] = [];
+      for (let s = 0; s < idleSeconds; s++) {
+        await sleep(1000);
+        rss.push(rssKiB(child.pid!));
+      }
+      record({ name: `${label}: idle RSS with ${n} workloads, median`, value: median(rss) / 1024, unit: 'MiB' });
+      record({ name: `${label}: idle CPU with ${n} workloads`, value: ((cpuTicks(child.pid!) - ticks) / 100 / idleSeconds) * 100, unit: '% core' });
+      record({ name: `${label}: podman calls per second with ${n} workloads`, value: (wrapper.calls() - calls) / idleSeconds, unit: '/s' });
+      if (n === 0) {
+        // Exits: ten workloads that end one after another; exit → Succeeded at the server.
+        const exits = Array.from({ length: 10 }, (_, i) => busybox(`exit${i}`, agentName, { script: `sleep ${(2 + i * 0.37).toFixed(2)}` }));
+        const seen = new Map<string, number>();
+        stream.events.on('message', () => {
+          for (const [w, , st] of reportedStates(stream)) if (st === 'Succeeded(Ok)' && !seen.has(w)) seen.set(w, Date.now());
+        });
+        stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: exits.map(addedWorkload) } } });
+        await until(() => exits.every((e) => seen.has(e.instanceName.workloadName)), 60_000);
+        const latencies = exits.map((e) => seen.get(e.instanceName.workloadName)! - finishedAt(instanceKey(e.instanceName)));
+        record({ name: `${label}: container exit → Succeeded at the server, median`, value: median(latencies), unit: 'ms' });
+        stream.send({ FromServerEnum: { case: 'updateWorkload', value: { deletedWorkloads: exits.map((e) => ({ instanceName: e.instanceName, dependencies: {} })) } } });
+        await sleep(2000);
+      }
+    } finally {
+      child.kill('SIGKILL');
+      server.stop();
+      cleanup(agentName);
+    }
+  }
+}
+
+async function benchReleased(idleSeconds: number): Promise<void> {
+  const released = path.join(process.env.ANKAIOS_BIN ?? '', 'ank-agent');
+  console.log(`\n8. Side by side with the released agent (${released}), same fake server, same workloads; idle ${idleSeconds} s`);
+  await measureAgent('ours', (url, name, run, env) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), idleSeconds);
+  await measureAgent('released', (url, name, run, env) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), idleSeconds);
+}
+
 // 5. Control Interface round trip ----------------------------------------------------------------
 
 async function benchControlInterface(count: number): Promise<void> {
@@ -373,13 +450,14 @@ console.log(`ank-agent-rx benchmarks on ${machine.cpus} × ${machine.model}, ${m
 const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
 const wanted = (section: string) => !only || only.includes(section);
 if (wanted('scheduling')) benchScheduling();
-if (['economy', 'latency', 'overhead', 'flood'].some(wanted)) requirePodman();
+if (['economy', 'latency', 'overhead', 'flood', 'released'].some(wanted)) requirePodman();
 if (wanted('economy')) await benchEconomy(quick ? 5 : 20);
 if (wanted('latency')) await benchLatency();
 if (wanted('overhead')) await benchOverhead(quick ? 10 : 60);
 if (wanted('ci')) await benchControlInterface(quick ? 200 : 1000);
 if (wanted('framing')) await benchFraming();
 if (wanted('flood')) await benchLogFlood(quick ? 20 : 60);
+if (wanted('released') && process.env.ANKAIOS_BIN) await benchReleased(quick ? 10 : 60);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);
