@@ -117,11 +117,11 @@ function booleanFromEnv(name: string, value: string | undefined): boolean | unde
   throw new ConfigError(`Invalid ${name}='${value}': use true or false.`);
 }
 
-/** `http(s)://host:port`, the port given and possible. */
+/** `http(s)://host[:port]`: a port, when given, must be possible; without one the scheme's (80, 443) is used, as by the released agent. */
 function checkServerUrl(serverUrl: string): void {
-  const m = /^https?:\/\/(\[[0-9a-fA-F:.]+\]|[^/:[\]]+):(\d{1,5})\/?$/.exec(serverUrl);
-  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) {
-    throw new ConfigError(`Invalid server URL '${serverUrl}': it must start with http:// or https:// and name host and port (1 to 65535).`);
+  const m = /^https?:\/\/(\[[0-9a-fA-F:.]+\]|[^/:[\]]+)(?::(\d{1,5}))?\/?$/.exec(serverUrl);
+  if (!m || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) {
+    throw new ConfigError(`Invalid server URL '${serverUrl}': it must start with http:// or https:// and name a host, and a port from 1 to 65535 if any.`);
   }
 }
 
@@ -181,8 +181,9 @@ export function resolveConfig(
   const cert = pem(flags.crtPem, 'ANKAGENT_CRT_PEM', 'crt_pem');
   const key = pem(flags.keyPem, 'ANKAGENT_KEY_PEM', 'key_pem');
   if (insecure) {
-    if (!ca || !cert || !key) return { ...common, security: { insecure: true } };
-    warn('Insecure communication was asked for, but the three PEM files are given too: the agent uses mTLS.');
+    if (!ca && !cert && !key) return { ...common, security: { insecure: true } };
+    // Some PEM files beside --insecure: a mistake the released agent refuses too (below); all three: mTLS.
+    if (ca && cert && key) warn('Insecure communication was asked for, but the three PEM files are given too: the agent uses mTLS.');
   }
   if (!ca && !cert && !key) {
     // swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1

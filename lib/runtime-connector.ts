@@ -38,7 +38,7 @@ export interface RuntimeConnector<Id = unknown> {
    * Starts an exited workload again in place, keeping its id (the 1.x agent's restart of a workload that
    * succeeded). Runtimes without it restart by deleting and creating.
    */
-  startAgain?(id: Id): Observable<void>;
+  startAgain?(id: Id, spec: WorkloadSpec): Observable<void>;
   /** Stops and removes what may run under the instance name when its id is not known (after a crash mid-create). */
   deleteByName?(instanceName: WorkloadInstanceName): Observable<void>;
   /** Stops and removes the workload; completes when it is gone. */

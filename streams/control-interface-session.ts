@@ -80,7 +80,8 @@ export function controlSession(
       const answer = (m: FromAnkaios, text: string) => [toWorkload(m), log('debug', `Request '${r.requestId}' of '${workloadName}': ${text}`)];
       const c = r.RequestContent;
       // Nothing a server cannot read may reach it: a 0.8 server drops the agent's whole connection on it.
-      if (c.case === undefined) return answer(FromAnkaiosMessage.error(r.requestId, 'The request has no content this agent knows.'), 'empty, refused');
+      // The released agent's authorizer denies a request it cannot read (swdd~agent-checks-request-for-authorization~1).
+      if (c.case === undefined) return answer(FromAnkaiosMessage.error(r.requestId, ACCESS_DENIED), 'empty, refused');
       if (!line.events && c.case === 'eventsCancelRequest') {
         return answer(FromAnkaiosMessage.response(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'eventsCancelAccepted', value: {} } })), 'no events on this line, answered here');
       }

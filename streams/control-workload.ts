@@ -31,9 +31,6 @@ export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || 
 export const RETRY_BASE_MS = 500;
 /** The longest wait before a retry of a create. */
 export const MAX_RETRY_BACKOFF_MS = 5 * 60_000;
-/** The first and the longest wait between two tries of a delete that keeps failing. */
-export const RETRY_INTERVAL_MS = 1000;
-export const MAX_DELETE_RETRY_MS = 60_000;
 
 /** The wait before retry number `done + 1` of a create: a random share (full jitter) of the exponential backoff. */
 export const createBackoffMs = (done: number, jitter: number): number =>
@@ -93,13 +90,13 @@ class ControlLoop {
   private ended = false;
   /** A workload of an earlier run, kept for the next create to start again (not watched until then). */
   private reusable?: ExistingWorkload;
-  /** Failed attempts of the delete under way (0: none failed). */
-  private deleteAttempts = 0;
+  /** The last delete failed: the loop waits for the next command and watches nothing meanwhile. */
+  private deleteFailed = false;
 
   constructor(private readonly deps: ControlDeps) {}
 
   execute(command: WorkloadCommand): Observable<Output | typeof END> {
-    if (command.kind !== 'delete') this.deleteAttempts = 0;
+    this.deleteFailed = false;
     switch (command.kind) {
       case 'create': return this.create(command.spec);
       case 'resume': return this.resume(command.spec);
@@ -118,10 +115,7 @@ class ControlLoop {
   follow(): Observable<Output | typeof END> {
     const { spec, id } = this;
     if (this.ended) return of(END);
-    if (spec && this.deleteAttempts > 0) {
-      const wait = Math.min(RETRY_INTERVAL_MS * 2 ** (this.deleteAttempts - 1), MAX_DELETE_RETRY_MS);
-      return timer(wait).pipe(map(() => ({ command: { kind: 'delete', instanceName: spec.instanceName } as const })));
-    }
+    if (this.deleteFailed) return EMPTY;
     if (spec && id !== undefined) return this.watch(spec, id);
     if (spec && this.failure !== undefined) {
       // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1,
@@ -148,7 +142,7 @@ class ControlLoop {
       const startAgain = runtime.startAgain.bind(runtime);
       return concat(starting, concat(
         this.deps.prepare(spec).pipe(ignoreElements()),
-        startAgain(reusable.id).pipe(ignoreElements()),
+        startAgain(reusable.id, spec).pipe(ignoreElements()),
         defer(() => ((this.id = reusable.id), EMPTY)),
       ).pipe(catchError(() => concat(this.removeExisting(reusable, false), starting, this.attempt(spec)))));
     }
@@ -215,8 +209,7 @@ class ControlLoop {
 
   /**
    * swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-control-loop-delete-broken-allowed~1:
-   * a delete that fails is tried again, waiting longer each time (up to a minute), until it succeeds or
-   * another command comes.
+   * a delete that fails is reported once (Stopping(DeleteFailed)) and the loop waits for the next command.
    */
   private delete(instanceName: WorkloadInstanceName): Observable<Output> {
     this.failure = undefined;
@@ -229,10 +222,7 @@ class ControlLoop {
     return concat(
       this.removeCurrent({ report: true }),
       defer(() => {
-        if (this.spec !== undefined) {
-          this.deleteAttempts += 1;
-          return EMPTY;
-        }
+        if (this.spec !== undefined) return EMPTY;
         this.ended = true;
         // Never created (its create was still waiting): say so, so its pending state goes away.
         return managed ? EMPTY : of(report(instanceName, ExecutionState.removed()));
@@ -254,7 +244,7 @@ class ControlLoop {
     if (!succeeded || id === undefined || !runtime.startAgain) return recreate;
     return concat(
       of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.'))),
-      runtime.startAgain(id).pipe(ignoreElements(), catchError(() => recreate)),
+      runtime.startAgain(id, spec).pipe(ignoreElements(), catchError(() => recreate)),
     );
   }
 
@@ -279,16 +269,20 @@ class ControlLoop {
     const runtime = this.deps.runtimes.get(spec.runtime);
     // swdd~agent-workload-control-loop-update-broken-allowed~1: no id, nothing known on the runtime; what
     // may run under the name all the same (a create cut short) goes by name.
+    const stopping$ = reporting ? of(report(spec.instanceName, ExecutionState.stoppingRequested())) : EMPTY;
     if (id === undefined || !runtime) {
       const byName$ = runtime?.deleteByName ? runtime.deleteByName(spec.instanceName).pipe(ignoreElements(), catchError(() => EMPTY)) : EMPTY;
-      return concat(byName$, gone$);
+      return concat(stopping$, byName$, gone$);
     }
     return concat(
-      reporting ? of(report(spec.instanceName, ExecutionState.stoppingRequested())) : EMPTY,
+      stopping$,
       runtime.deleteWorkload(id).pipe(
         ignoreElements(),
         concatWith(gone$),
-        catchError((err: unknown) => of(report(spec.instanceName, ExecutionState.deleteFailed(causeOf(err))))),
+        catchError((err: unknown) => defer(() => {
+          this.deleteFailed = true;
+          return of(report(spec.instanceName, ExecutionState.deleteFailed(causeOf(err))));
+        })),
       ),
     );
   }

@@ -49,10 +49,11 @@ export class ConnectionError extends Error {
   }
 }
 
+/** `host:port` of the server URL; without a port, the scheme's. */
 export function grpcTarget(serverUrl: string): string {
   const m = /^(https?):\/\/([^/]+)\/?$/.exec(serverUrl.trim());
-  if (!m) throw new Error(`The server URL '${serverUrl}' must start with http:// or https:// and name host and port.`);
-  return m[2];
+  if (!m) throw new Error(`The server URL '${serverUrl}' must start with http:// or https:// and name a host.`);
+  return /:\d+$/.test(m[2]) ? m[2] : `${m[2]}:${m[1] === 'https' ? 443 : 80}`;
 }
 
 function credentials(security: Security): grpc.ChannelCredentials {

@@ -89,9 +89,9 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return tolerateMissing(this.cli.run(['rm', '--force', container]));
   }
 
-  /** `podman start`: the same container runs again. */
-  startAgain(id: string): Observable<void> {
-    return this.cli.run(['start', id]).pipe(ignoreElements());
+  /** `podman start` (with the config's generalOptions, as the released agent gives them): the same container runs again. */
+  startAgain(id: string, spec: WorkloadSpec): Observable<void> {
+    return defer(() => this.cli.run([...parsePodmanConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(ignoreElements());
   }
 
   /** swdd~podman-delete-workload-stops-and-removes-workload~1 */

@@ -125,8 +125,11 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-x', file, '-r', RUN], { ANKAGENT_INSECURE: 'maybe' }), "Invalid ANKAGENT_INSECURE='maybe': use true or false.");
   });
 
-  it('rejects a server URL without a port or with an impossible one', async () => {
-    expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1']), "Invalid server URL 'http://127.0.0.1'");
+  it('rejects a server URL with an impossible port; one without a port is taken with the scheme\'s, as by the released agent', async () => {
+    const agent = await startUntil(['-n', 'a', '-k', '-s', 'http://127.0.0.1', '-r', RUN], /connecting/);
+    expect(agent.stderr()).to.include("connecting to http://127.0.0.1 (insecure)");
+    agent.child.kill('SIGTERM');
+    await agent.exited;
     expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1:70000']), "Invalid server URL 'http://127.0.0.1:70000'");
     expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1:0']), "Invalid server URL 'http://127.0.0.1:0'");
   });
@@ -253,6 +256,10 @@ describe('ank-agent (the command line)', () => {
       writeFileSync(loose, readFileSync(path.join(certs, 'agent-key.pem')));
       chmodSync(loose, 0o644);
       expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'loose-key.pem')), `is readable by group or others (mode 644)`);
+    });
+
+    it('-k together with some but not all PEM files is an error, as with the released agent', async () => {
+      expectFailure(await runToEnd(['-n', 'agent_A', '-k', '--ca_pem', path.join(certs, 'ca.pem')]), 'mTLS needs all three PEM files; missing: --crt_pem, --key_pem.');
     });
 
     it('-k together with the three PEM files warns and uses TLS, as the reference agent does', async () => {

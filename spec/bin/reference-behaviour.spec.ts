@@ -54,8 +54,8 @@ describe('ank-agent as the reference agent behaves (end to end)', function () {
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(v1)] } } });
     await until(() => history(stream, 'odd').length > 1, 'odd reported');
     stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [addedWorkload(v2)], deletedWorkloads: [{ instanceName: v1.instanceName, dependencies: {} }] } } });
-    await until(() => history(stream, 'odd', v2.instanceName.id).length > 1 && history(stream, 'odd', v1.instanceName.id).length > 2, 'the update');
-    expect(history(stream, 'odd', v1.instanceName.id)).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Unsupported Runtime', 'Removed']);
+    await until(() => history(stream, 'odd', v2.instanceName.id).length > 1 && history(stream, 'odd', v1.instanceName.id).length > 3, 'the update');
+    expect(history(stream, 'odd', v1.instanceName.id)).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Unsupported Runtime', 'Stopping(RequestedAtRuntime)', 'Removed']);
     expect(history(stream, 'odd', v2.instanceName.id)).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Unsupported Runtime']);
   });
 

@@ -165,34 +165,46 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
   });
 
-  describe('a delete that fails (issue 14)', () => {
-    it('is tried again, waiting 1, 2, 4 … seconds, until it succeeds; then the loop ends', () => {
+  describe('a delete that fails', () => {
+    // swdd~agent-workload-control-loop-executes-delete~3
+    it('is reported once as Stopping(DeleteFailed); the loop watches nothing and waits for the next command, which may delete it', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         let deletes = 0;
-        const runtime = new FakeRuntime({ states: () => NEVER, delete: () => (++deletes < 4 ? boom() : EMPTY) });
-        const out = record(controlWorkload(cold('a 9ms d', { a: create(), d: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
+        const runtime = new FakeRuntime({ states: () => cold('r', { r: ExecutionState.running() }), delete: () => (++deletes < 2 ? boom() : EMPTY) });
+        const out = record(controlWorkload(cold('a 9ms d 4999ms e', { a: create(), d: del(), e: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
         flush();
         expect(out.values.map(([t, v]) => [t, v.replace(/^nginx@\w+: /, '')])).to.deep.equal([
-          [0, 'Pending(Starting): Triggered at runtime.'],
+          [0, 'Pending(Starting): Triggered at runtime.'], [0, 'Running(Ok)'],
           [10, 'Stopping(RequestedAtRuntime)'], [10, 'Stopping(DeleteFailed): boom'],
-          [1010, 'Stopping(RequestedAtRuntime)'], [1010, 'Stopping(DeleteFailed): boom'],
-          [3010, 'Stopping(RequestedAtRuntime)'], [3010, 'Stopping(DeleteFailed): boom'],
-          [7010, 'Stopping(RequestedAtRuntime)'], [7010, 'Removed'],
+          [5010, 'Stopping(RequestedAtRuntime)'], [5010, 'Removed'],
         ]);
         expect(out.done()).to.equal(true);
-        expect(runtime.calls.filter((c) => c.startsWith('delete'))).to.have.length(4);
+        expect(runtime.calls.filter((c) => c.startsWith('watch'))).to.have.length(1);
       });
     });
 
-    it('stops being tried when another command comes', () => {
+    it('is not tried again by itself; an update that comes deletes and creates', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
-        const runtime = new FakeRuntime({ states: () => NEVER, delete: () => boom() });
-        controlWorkload(cold('a 9ms d 499ms u', { a: create(), d: del(), u: update(nginx2) }), depsFor(runtime)).subscribe();
+        let deletes = 0;
+        const runtime = new FakeRuntime({ states: () => NEVER, delete: () => (++deletes < 2 ? boom() : EMPTY) });
+        controlWorkload(cold('a 9ms d 9999ms u', { a: create(), d: del(), u: update(nginx2) }), depsFor(runtime)).subscribe();
         flush();
-        // the delete, the update's delete; no retry of the first delete after the update came
-        expect(runtime.calls.filter((c) => c.startsWith('delete'))).to.have.length(2);
+        expect(runtime.calls.filter((c) => c.startsWith('delete') || c.startsWith('create'))).to.deep.equal(['create nginx', 'delete id-nginx-1', 'delete id-nginx-1', 'create nginx']);
+      });
+    });
+
+    // swdd~agent-workload-control-loop-executes-update~3
+    it('a delete of a workload that has no runtime id (its create failed) still says Stopping(RequestedAtRuntime) first', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime({ create: boom });
+        expectObservable(controlWorkload(cold('a 99ms d', { a: create(), d: del() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 96ms (cd|)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.starting('Retry 1: boom')),
+          c: at(nginx, ExecutionState.stoppingRequested()),
+          d: at(nginx, ExecutionState.removed()),
+        });
       });
     });
   });
@@ -269,8 +281,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
         const out = record(controlWorkload(cold('a 2499ms b 2499ms c', { a: create(), b: update(nginx2), c: del(nginx2) }), depsFor(runtime)).pipe(map(show)), scheduler);
         flush();
         const old = out.values.filter(([, v]) => v.startsWith(show(stateOf(nginx, ExecutionState.removed())).split(':')[0]));
-        expect(old.map(([t]) => t)).to.deep.equal([0, 0, 500, 1500, 2500], 'no retry of the old config after the update');
-        expect(old.at(-1)![1]).to.equal(at(nginx, ExecutionState.removed()));
+        expect(old.map(([t]) => t)).to.deep.equal([0, 0, 500, 1500, 2500, 2500], 'no retry of the old config after the update');
+        expect(old.slice(-2).map(([, v]) => v)).to.deep.equal([at(nginx, ExecutionState.stoppingRequested()), at(nginx, ExecutionState.removed())]);
         const fresh = out.values.filter(([, v]) => v.startsWith(at(nginx2, ExecutionState.removed()).split(':')[0]));
         expect(fresh.slice(0, 3)).to.deep.equal([
           [2500, at(nginx2, ExecutionState.starting('Triggered at runtime.'))],

@@ -184,6 +184,7 @@ describe('runWorkloads (the workload core)', () => {
         '0 odd1: Pending(StartingFailed): Unsupported Runtime',
         '0 init_storage: Pending(Starting): Triggered at runtime.',
         '2 odd2: Pending(WaitingToStart)',
+        '2 odd1: Stopping(RequestedAtRuntime)',
         '2 odd1: Removed',
         '3 init_storage: Succeeded(Ok)',
         '3 odd2: Pending(Starting): Triggered at runtime.',
