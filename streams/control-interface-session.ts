@@ -6,7 +6,7 @@ import { isAllowed } from '../lib/authorizer.js';
 import { type ProtocolLine, lineOf } from '../lib/codec/lines.js';
 import { type FromAnkaios, FromAnkaiosMessage, type Request, accessOf, decodeToAnkaios } from '../lib/codec/control-api.js';
 import type { ControlInterfaceAccess } from '../lib/workload.js';
-import type { Frame } from './length-delimited.js';
+import { type Frame, MAX_FRAME_BYTES } from './length-delimited.js';
 
 export type SessionOutput =
   /** A message for the workload, to be written as `line` writes it. */
@@ -69,8 +69,10 @@ export function controlSession(
         ];
       }
       if (phase === 'closed') return [log('debug', `Ignored data on the closed Control Interface of '${workloadName}' until a new Hello.`)];
+      // An accepted session goes on after a frame too large to take, as with the released agent (which reads any size).
+      if (frame.kind === 'oversized' && phase === 'open') return [log('warn', `Skipped a message of ${frame.size} bytes of '${workloadName}': over ${MAX_FRAME_BYTES} bytes.`)];
       // Lost framing cannot be trusted again before a Hello; a frame that does not decode is skipped once a session is open.
-      if (frame.kind === 'garbage' || (!message && phase === 'new')) return close(UNDECODABLE);
+      if (frame.kind !== 'frame' || (!message && phase === 'new')) return close(UNDECODABLE);
       if (!message) return [log('warn', `Skipped a frame of '${workloadName}' that does not decode as a Control Interface message.`)];
       if (phase === 'new') return close(INITIAL_HELLO_MISSING);
       if (content?.case !== 'request') return [log('warn', `Skipped a message of '${workloadName}' that is neither Hello nor request.`)];

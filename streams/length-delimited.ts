@@ -4,10 +4,14 @@ import { OperatorFunction, defer, mergeMap } from 'rxjs';
 export type Frame =
   | { readonly kind: 'frame'; readonly bytes: Uint8Array }
   /** Bytes that cannot be a frame; what was buffered is dropped and reading starts afresh with the next chunk. */
-  | { readonly kind: 'garbage'; readonly reason: string };
+  | { readonly kind: 'garbage'; readonly reason: string }
+  /** A frame larger than the agent takes: its bytes are passed over as they come (never held), framing goes on after it. */
+  | { readonly kind: 'oversized'; readonly size: number };
 
-/** Far above any real Control Interface message; a larger length prefix is garbage. */
+/** Far above any real Control Interface message; a larger frame is passed over. */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+/** A length prefix above this is taken for garbage rather than a frame to pass over (its bytes would hide what follows). */
+export const MAX_SKIPPED_FRAME_BYTES = 64 * 1024 * 1024;
 
 /** The length prefix at the start of `buf`: its value and size, 'short' when more bytes are needed, 'bad' when invalid. */
 function readVarint(buf: Uint8Array, at = 0): { value: number; size: number } | 'short' | 'bad' {
@@ -172,9 +176,17 @@ export function decodeFrames(rules: FrameRules = {}, counter?: DecodeCounter): O
   return (chunks$) => defer(() => {
     const queue = new ByteQueue();
     let hunt: Hunt | undefined;
-    return chunks$.pipe(mergeMap((chunk) => {
+    /** Bytes of an oversized frame still to pass over. */
+    let skip = 0;
+    return chunks$.pipe(mergeMap((input) => {
       const frames: Frame[] = [];
-      if (counter) counter.steps += chunk.length;
+      if (counter) counter.steps += input.length;
+      // As a partial frame waiting in vain, a frame passed over ends at a chunk that starts with a resync point.
+      if (skip > 0 && rules.isResyncPoint && startsWithResyncPoint(input)) skip = 0;
+      const skipped = Math.min(skip, input.length);
+      skip -= skipped;
+      const chunk = input.subarray(skipped);
+      if (chunk.length === 0) return frames;
       if (queue.length > 0 && !hunt && rules.isResyncPoint && startsWithResyncPoint(chunk)) {
         frames.push({ kind: 'garbage', reason: `an unfinished frame of ${queue.length} bytes` });
         queue.clear();
@@ -190,8 +202,15 @@ export function decodeFrames(rules: FrameRules = {}, counter?: DecodeCounter): O
           const prefix = readVarint(buf);
           if (prefix === 'short') break;
           let garbage: string | undefined;
+          if (prefix !== 'bad' && prefix.value > max && prefix.value <= MAX_SKIPPED_FRAME_BYTES) {
+            frames.push({ kind: 'oversized', size: prefix.value });
+            const held = Math.min(buf.length, prefix.size + prefix.value);
+            skip = prefix.size + prefix.value - held;
+            queue.drop(held);
+            continue;
+          }
           if (prefix === 'bad' || prefix.value > max) {
-            garbage = prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${max})`;
+            garbage = prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${MAX_SKIPPED_FRAME_BYTES})`;
           } else {
             const needed = prefix.size + prefix.value;
             if (buf.length < needed) break;

@@ -1,7 +1,9 @@
 // Control Interfaces on real FIFOs.
+import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { filter, firstValueFrom, lastValueFrom, take, timeout } from 'rxjs';
@@ -112,6 +114,20 @@ describe('Control Interfaces on real FIFOs', () => {
     const request = await forwarded;
     expect(request.requestId).to.equal('reader@req-1');
     expect(request.RequestContent).to.deep.include({ case: 'completeStateRequest' });
+  });
+
+  it('a message larger than the agent takes (5 MiB) is passed over; the accepted session goes on and its next request is forwarded', async () => {
+    const spec = withAccess('big', [readState('desiredState')]);
+    const client = await session(spec);
+    const big = ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'huge', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['x'.repeat(5 * 1024 * 1024)] } } } } });
+    const file = path.join(io, 'big.frame');
+    writeFileSync(file, big);
+    // Written by another process: the pipe holds 64 KiB, and the agent reading it lives in this one.
+    await promisify(execFile)('sh', ['-c', 'cat "$0" > "$1"', file, path.join(controlInterfaceFolder(io, spec), 'output')]);
+    const next = nextRequest();
+    client.askState('after', 'desiredState');
+    expect((await next).requestId).to.equal('big@after');
+    expect(client.received.map((m) => m.FromAnkaiosEnum.case)).to.not.include('connectionClosed');
   });
 
   // swdd~agent-responses-to-denied-request-from-control-interface~1, swdd~agent-responses-to-denied-request-from-control-interface-contains-request-id~1

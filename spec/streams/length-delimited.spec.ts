@@ -11,7 +11,7 @@ const isHello = (b: Uint8Array) => Buffer.from(b).toString() === 'HELLO';
 const decodeWithRules = (chunks: Uint8Array[]) => lastValueFrom(from(chunks).pipe(decodeFrames({ ...rules, maxFrameBytes: 1024 }), toArray()));
 const f = (t: string) => encodeFrame(Buffer.from(t));
 const bytes = (...b: number[]) => Uint8Array.from(b);
-const text = (f: Frame) => (f.kind === 'frame' ? Buffer.from(f.bytes).toString() : `garbage: ${f.reason}`);
+const text = (f: Frame) => (f.kind === 'frame' ? Buffer.from(f.bytes).toString() : f.kind === 'oversized' ? `oversized: ${f.size}` : `garbage: ${f.reason}`);
 
 describe('length-delimited frames (swdd~agent-uses-length-delimited-protobuf-for-pipes~1)', () => {
   it('encodes the length as a protobuf varint before the message', () => {
@@ -33,8 +33,16 @@ describe('length-delimited frames (swdd~agent-uses-length-delimited-protobuf-for
   it('reports a length prefix over the limit as garbage and resynchronises on the next resync point', async () => {
     const huge = bytes(0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3);
     expect((await decodeWithRules([huge, f('mlost'), f('HELLO'), f('mafter')])).map(text)).to.deep.equal([
-      'garbage: a length prefix of 4294967295 bytes (over 1024)', 'HELLO', 'mafter',
+      'garbage: a length prefix of 4294967295 bytes (over 67108864)', 'HELLO', 'mafter',
     ]);
+  });
+
+  it('passes over a frame larger than the limit as its bytes come, holding none of it, and reads on after it', async () => {
+    const big = encodeFrame(Buffer.alloc(5000, 0x6d));
+    const chunks = [f('mbefore'), big.subarray(0, 3), big.subarray(3, 2000), big.subarray(2000), f('mafter')];
+    expect((await decodeWithRules(chunks)).map(text)).to.deep.equal(['mbefore', 'oversized: 5000', 'mafter']);
+    const joined = Buffer.concat([f('mbefore'), big, f('mafter')]);
+    expect((await decodeWithRules([joined])).map(text)).to.deep.equal(['mbefore', 'oversized: 5000', 'mafter']);
   });
 
   it('reports a varint longer than five bytes as garbage', async () => {
