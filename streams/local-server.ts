@@ -37,11 +37,29 @@ interface Step extends LocalState {
   readonly out: readonly FromServer[];
 }
 
+/**
+ * The state under a mask, made once per snapshot and mask: requests and subscriptions between two changes
+ * share one object, so comparing what subscribers were told costs one diff per mask, not one per subscriber.
+ */
+const maskedStates = new WeakMap<LocalSnapshot, Map<string, CompleteState>>();
+function maskedOf(agentName: string, snapshot: LocalSnapshot, desired: DesiredState, fieldMask: readonly string[]): CompleteState {
+  const key = fieldMask.join('\n');
+  let byMask = maskedStates.get(snapshot);
+  if (!byMask) maskedStates.set(snapshot, (byMask = new Map()));
+  let state = byMask.get(key);
+  if (!state) byMask.set(key, (state = maskedState(agentName, desired, snapshot.states.values(), fieldMask)));
+  return state;
+}
+
 const respond = (requestId: string, content: MessageInitShape<typeof ResponseSchema>['ResponseContent']): FromServer =>
   ({ kind: 'response', response: create(ResponseSchema, { requestId, ResponseContent: content }) });
 
+/** The wire form of a masked state, made once however many answers and events carry it. */
+const wireStates = new WeakMap<CompleteState, ReturnType<typeof completeStateTo>>();
+const wireOf = (state: CompleteState) => wireStates.get(state) ?? wireStates.set(state, completeStateTo(state)).get(state)!;
+
 const stateResponse = (requestId: string, state: CompleteState, altered?: AlteredFields): FromServer =>
-  respond(requestId, { case: 'completeStateResponse', value: { completeState: completeStateTo(state), alteredFields: altered } });
+  respond(requestId, { case: 'completeStateResponse', value: { completeState: wireOf(state), alteredFields: altered } });
 
 /**
  * One step of the local server: a new manifest becomes ServerHello (the first) or an UpdateWorkload
@@ -85,7 +103,7 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
   const only = (out: FromServer): Step => ({ ...state, out: [out] });
   switch (c.case) {
     case 'completeStateRequest': {
-      const told = maskedState(agentName, desired, state.snapshot.states.values(), c.value.fieldMask);
+      const told = maskedOf(agentName, state.snapshot, desired, c.value.fieldMask);
       // The answer itself carries no altered fields: an SDK takes a response that has them for an event.
       const response = stateResponse(id, told);
       if (!c.value.subscribeForEvents) return only(response);
@@ -125,19 +143,17 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
 
 /**
  * An event for every subscription whose part of the state the step changed. The masked state is made
- * once per distinct mask and compared once per distinct state told, so subscriptions with the same
- * mask cost one look at the state between them, not one each.
+ * once per mask and compared once per state told, so subscriptions with the same mask cost one look at
+ * the state between them, not one each.
  */
 function tellSubscribers(agentName: string, step: Step): Step {
-  const { desired, states } = step.snapshot;
+  const { desired } = step.snapshot;
   if (!desired || step.subscriptions.size === 0) return step;
-  const current = new Map<string, CompleteState>();
   const changes = new Map<CompleteState, AlteredFields | undefined>();
   const events: FromServer[] = [];
   let subscriptions: Map<string, Subscription> | undefined;
   for (const [id, { fieldMask, told }] of step.subscriptions) {
-    const key = fieldMask.join('\n');
-    const now = current.get(key) ?? current.set(key, maskedState(agentName, desired, states.values(), fieldMask)).get(key)!;
+    const now = maskedOf(agentName, step.snapshot, desired, fieldMask);
     if (!changes.has(told)) {
       const altered = alteredFields(told, now);
       changes.set(told, altered.addedFields.length + altered.updatedFields.length + altered.removedFields.length === 0 ? undefined : altered);
