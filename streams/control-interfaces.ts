@@ -2,7 +2,7 @@
 // requests to the server; the server's responses go back to the workload named before the `@` of
 // their request id, written as the line that workload's session speaks writes them.
 import { create } from '@bufbuild/protobuf';
-import { Observable, catchError, defer, finalize, merge, mergeMap, of } from 'rxjs';
+import { EMPTY, Observable, catchError, defer, endWith, finalize, merge, mergeMap, of } from 'rxjs';
 import { RequestSchema } from '../proto/gen/ank_base_pb.js';
 import {
   CONTROL_API_FRAMES, type FromAnkaios, FromAnkaiosMessage, type Request, type Response, encodeFromAnkaios,
@@ -28,7 +28,12 @@ interface Open {
   readonly pipe: ControlInterfacePipe;
   /** The line of the workload's open session, if one is open. */
   line?: ProtocolLine;
+  /** The event subscriptions (prefixed request ids) the open session made: they end with it. */
+  readonly subscriptions: Set<string>;
 }
+
+const isSubscription = (r: Request) => r.RequestContent.case === 'completeStateRequest' && r.RequestContent.value.subscribeForEvents;
+const eventsCancel = (requestId: string): Request => create(RequestSchema, { requestId, RequestContent: { case: 'eventsCancelRequest', value: {} } });
 
 /**
  * The sessions on every opened pipe, and the routing of responses back to them
@@ -45,6 +50,15 @@ export function controlInterfaces(
     const open = new Map<string, Open>();
     let online = false;
     const held: Array<{ readonly workloadName: string; readonly request: Request }> = [];
+    /** Subscriptions the agent cancelled for a session that ended: what the server still says of them goes nowhere. */
+    const ended = new Set<string>();
+    /** A session ends (a new Hello, a close, the pipe gone): so do its subscriptions, at the server too. */
+    const endSubscriptions = (entry: Open, line: ProtocolLine | undefined): ControlInterfaceOutput[] => {
+      const ids = [...entry.subscriptions];
+      entry.subscriptions.clear();
+      ids.forEach((id) => ended.add(id));
+      return line ? ids.flatMap((id) => hold(entry.pipe.workloadName, eventsCancel(id), line)) : ids.map((id) => toServer(eventsCancel(id)));
+    };
     const toServer = (request: Request): ControlInterfaceOutput => ({ kind: 'toServer', request });
     const hold = (workloadName: string, request: Request, line: ProtocolLine): ControlInterfaceOutput[] => {
       if (online) return [toServer(request)];
@@ -59,22 +73,36 @@ export function controlInterfaces(
       return now ? held.splice(0).map((h) => toServer(h.request)) : [];
     }));
     const sessions$ = pipes$.pipe(mergeMap((pipe) => {
-      const entry: Open = { pipe };
+      const entry: Open = { pipe, subscriptions: new Set() };
       open.set(pipe.workloadName, entry);
       return controlSession(pipe.workloadName, pipe.access, pipe.chunks$.pipe(decodeFrames(CONTROL_API_FRAMES)), lines$).pipe(
         mergeMap((out): ControlInterfaceOutput[] => {
           if (out.kind === 'line') {
+            const ending = endSubscriptions(entry, entry.line);
             entry.line = out.line;
-            return [];
+            return ending;
           }
-          if (out.kind === 'toServer') return hold(pipe.workloadName, out.request, entry.line!);
+          if (out.kind === 'toServer') {
+            const id = out.request.requestId;
+            if (isSubscription(out.request)) entry.subscriptions.add(id);
+            if (out.request.RequestContent.case === 'eventsCancelRequest') entry.subscriptions.delete(id);
+            return hold(pipe.workloadName, out.request, entry.line!);
+          }
           return [out.kind === 'toWorkload' ? toWorkload(pipe.workloadName, out.message, out.line) : out];
         }),
         catchError((err: unknown) => of<ControlInterfaceOutput>({ kind: 'log', level: 'warn', text: `The Control Interface of '${pipe.workloadName}' stopped reading: ${String(err)}` })),
+        // The pipe is gone (the workload is): its subscriptions end.
+        endWith(null),
+        mergeMap((out) => (out === null ? endSubscriptions(entry, undefined) : [out])),
         finalize(() => open.get(pipe.workloadName) === entry && open.delete(pipe.workloadName)),
       );
     }));
-    return merge(connection$, sessions$, responses$.pipe(mergeMap((response) => route(response, open))));
+    const routed$ = responses$.pipe(mergeMap((response) => {
+      if (!ended.has(response.requestId)) return route(response, open);
+      if (response.ResponseContent.case === 'eventsCancelAccepted') ended.delete(response.requestId);
+      return EMPTY;
+    }));
+    return merge(connection$, sessions$, routed$);
   });
 }
 

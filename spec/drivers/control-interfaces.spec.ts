@@ -116,6 +116,34 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(request.RequestContent).to.deep.include({ case: 'completeStateRequest' });
   });
 
+  it('a session that ends (a new Hello, or the workload gone) ends its event subscriptions at the server; what the server still says of them reaches nobody', async () => {
+    const spec = withAccess('watcher', [readState('desiredState')]);
+    const client = await session(spec);
+    const subscribe = (requestId: string) => client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } } } });
+    let next = nextRequest();
+    subscribe('sub1');
+    expect((await next).requestId).to.equal('watcher@sub1');
+    next = nextRequest();
+    client.hello();
+    const cancel = await next;
+    expect([cancel.requestId, cancel.RequestContent.case]).to.deep.equal(['watcher@sub1', 'eventsCancelRequest']);
+    await client.next();
+    const seen = client.received.length;
+    hub.deliver(create(ResponseSchema, { requestId: 'watcher@sub1', ResponseContent: { case: 'completeStateResponse', value: { alteredFields: { addedFields: ['desiredState.x'] } } } }));
+    hub.deliver(create(ResponseSchema, { requestId: 'watcher@sub1', ResponseContent: { case: 'eventsCancelAccepted', value: {} } }));
+    // The new session's own request is answered; nothing of the ended subscription came before it.
+    hub.deliver(create(ResponseSchema, { requestId: 'watcher@mark', ResponseContent: { case: 'error', value: { message: 'mark' } } }));
+    expect((await client.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: 'mark' });
+    expect(client.received.length).to.equal(seen + 1);
+    next = nextRequest();
+    subscribe('sub2');
+    await next;
+    next = nextRequest();
+    await lastValueFrom(hub.release(spec), { defaultValue: undefined });
+    const gone = await next;
+    expect([gone.requestId, gone.RequestContent.case]).to.deep.equal(['watcher@sub2', 'eventsCancelRequest']);
+  });
+
   it('a message larger than the agent takes (5 MiB) is passed over; the accepted session goes on and its next request is forwarded', async () => {
     const spec = withAccess('big', [readState('desiredState')]);
     const client = await session(spec);
