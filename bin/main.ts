@@ -20,6 +20,7 @@ import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError } from '../lib/manifest.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
+import { NAME_RULE } from '../lib/workload.js';
 import type { LocalSnapshot } from '../lib/status.js';
 import { type AgentDeps, type AgentSinks, agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
@@ -211,7 +212,7 @@ function standalone(manifestFile: string): void {
   const { name, first } = userErrors(() => {
     const first = readManifest(manifestFile, log);
     const name = flags.name ?? agentOf(first);
-    if (!AGENT_NAME_PATTERN.test(name)) throw new ConfigError(`Invalid agent name '${name}': use only letters, digits, '-' and '_'.`);
+    if (!AGENT_NAME_PATTERN.test(name)) throw new ConfigError(`Invalid agent name '${name}': an agent name has ${NAME_RULE}.`);
     return { name, first };
   });
   const ioFolder = userErrors(() => prepareRunFolder(flags.runFolder ?? defaultRunFolder(process.env), name, flags.runFolder === undefined));

@@ -1,12 +1,13 @@
 // The agent's settings: command-line flags over environment variables over the config file over defaults.
 import { parse as parseToml } from 'smol-toml';
+import { NAME, NAME_RULE } from './workload.js';
 
 export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
 /** `$TMPDIR/ankaios/`, `/tmp/ankaios/` when TMPDIR is unset (as the 1.x agent). */
 export const defaultRunFolder = (env: Readonly<Record<string, string | undefined>>): string =>
   `${(env.TMPDIR || '/tmp').replace(/\/+$/, '')}/ankaios/`;
 export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
-export const AGENT_NAME_PATTERN = /^[a-zA-Z0-9_-]+$/;
+export const AGENT_NAME_PATTERN = NAME;
 
 /** A setting the user got wrong; the message says which and how to mend it. */
 export class ConfigError extends Error {
@@ -159,7 +160,7 @@ export function resolveConfig(
   const name = flags.name ?? file.name;
   if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
   if (!AGENT_NAME_PATTERN.test(name)) {
-    throw new ConfigError(`Invalid agent name '${name}': use only letters, digits, '-' and '_'.`);
+    throw new ConfigError(`Invalid agent name '${name}': an agent name has ${NAME_RULE}.`);
   }
   const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
   checkServerUrl(serverUrl);

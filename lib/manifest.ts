@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { ADD_CONDITION, READ_WRITE, RESTART_POLICY } from './codec/tables.js';
 import {
   type AccessRule, type ConfigValue, type DeclaredState, type DeleteCondition, type DeletedWorkload,
-  type Workload, type WorkloadFile, type WorkloadSpec, instanceId,
+  type Workload, type WorkloadFile, type WorkloadSpec, NAME, instanceId,
 } from './workload.js';
 
 /** A manifest the agent cannot use; the message says where and why. */
@@ -26,9 +26,10 @@ export const API_VERSION = 'v1';
 /** Older manifests still accepted, with a warning (swdd~api-version-checks~1). */
 export const DEPRECATED_API_VERSIONS = ['v0.1'];
 
-const WORKLOAD_NAME = /^[a-zA-Z0-9_-]{1,63}$/;
-const AGENT_NAME = /^[a-zA-Z0-9_-]*$/;
-const CONFIG_KEY = /^[a-zA-Z0-9_-]{1,63}$/;
+const WORKLOAD_NAME = NAME;
+const CONFIG_KEY = NAME;
+/** An agent name, or none (a workload not scheduled yet). */
+const AGENT_NAME = { test: (agent: string) => agent === '' || NAME.test(agent) };
 const MASK_SEGMENT = /^(\*|[a-zA-Z0-9_-]+)$/;
 const LOG_NAME = /^[a-zA-Z0-9_*-]{1,64}$/;
 

@@ -11,7 +11,13 @@ export interface WorkloadInstanceName {
 /** swdd~api-workload-execution-instance-naming~1: the lowercase hex SHA-256 of the rendered runtime config. */
 export const instanceId = (runtimeConfig: string): string => createHash('sha256').update(runtimeConfig).digest('hex');
 
-const NAME = /^[a-zA-Z0-9_-]{1,63}$/;
+/**
+ * swdd~agent-naming-convention~1: the one rule for workload and agent names (and config keys): 1 to 63
+ * letters, digits, '-' or '_', the length the server allows for these fields. An agent name is checked
+ * by it at start, so a name the agent starts with never makes its workloads fail.
+ */
+export const NAME = /^[a-zA-Z0-9_-]{1,63}$/;
+export const NAME_RULE = "1 to 63 letters, digits, '-' or '_'";
 const ID = /^[0-9a-f]{64}$/;
 
 /**
@@ -20,8 +26,8 @@ const ID = /^[0-9a-f]{64}$/;
  * swdd~api-agent-naming-convention~1, swdd~api-workload-execution-instance-naming~1).
  */
 export function instanceNameProblem(n: WorkloadInstanceName): string | undefined {
-  if (!NAME.test(n.workloadName)) return `Invalid workload name '${n.workloadName}': a workload name has 1 to 63 letters, digits, '-' or '_'.`;
-  if (!NAME.test(n.agentName)) return `Invalid agent name '${n.agentName}': an agent name has 1 to 63 letters, digits, '-' or '_'.`;
+  if (!NAME.test(n.workloadName)) return `Invalid workload name '${n.workloadName}': a workload name has ${NAME_RULE}.`;
+  if (!NAME.test(n.agentName)) return `Invalid agent name '${n.agentName}': an agent name has ${NAME_RULE}.`;
   if (!ID.test(n.id)) return `Invalid instance id '${n.id}': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits.`;
   return undefined;
 }

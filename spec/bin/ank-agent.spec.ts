@@ -74,8 +74,9 @@ describe('ank-agent (the command line)', () => {
   });
 
   // swdd~agent-naming-convention~1
-  it('rejects an agent name with other characters than letters, digits, - and _', async () => {
-    expectFailure(await runToEnd(['-n', 'agent.A', '-k']), "Invalid agent name 'agent.A'");
+  it('rejects an agent name with other characters than letters, digits, - and _, or longer than its workloads allow (63)', async () => {
+    expectFailure(await runToEnd(['-n', 'agent.A', '-k']), "Invalid agent name 'agent.A': an agent name has 1 to 63 letters, digits, '-' or '_'.");
+    expectFailure(await runToEnd(['-n', 'a'.repeat(64), '-k']), `Invalid agent name '${'a'.repeat(64)}'`);
   });
 
   it('rejects a server URL that is not http:// or https://', async () => {
