@@ -161,6 +161,42 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     await cluster.until(async () => containers(cluster.ours).size === 0, 'our agent to remove its container');
   });
 
+  it('a podman-kube workload moved from the released agent to ours and back: its pod runs under each, and each agent takes down what it played', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    cluster.startTheirs();
+    const pod = `kube-${cluster.ours.replace(/_/g, '-')}`;
+    const kube = (agent: string) => manifest(`  kubed:
+    runtime: podman-kube
+    agent: ${agent}
+    runtimeConfig: |
+      manifest: |
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          name: ${pod}
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: app
+            image: localhost/busybox:latest
+            command: ["/bin/sleep", "3600"]
+`);
+    const podRuns = () => podman('pod', 'ps', '--format', '{{.Name}} {{.Status}}', `--filter=name=^${pod}$`).includes('Running');
+    const runsOn = (agent: string) => async () => (await cluster.states()).some((s) => s.workload === 'kubed' && s.agent === agent && s.state === 'Running');
+    await cluster.apply(kube(cluster.theirs));
+    await cluster.until(runsOn(cluster.theirs), 'kubed to run on the released agent');
+    expect(podRuns()).to.equal(true);
+    await cluster.apply(kube(cluster.ours));
+    await cluster.until(runsOn(cluster.ours), 'kubed to run on our agent');
+    await cluster.until(async () => podRuns(), 'the pod to run again under our agent');
+    await cluster.apply(kube(cluster.theirs));
+    await cluster.until(runsOn(cluster.theirs), 'kubed to run on the released agent again');
+    await cluster.until(async () => podRuns(), 'the pod to run again under the released agent');
+    await cluster.ank('--no-wait', 'delete', 'workload', 'kubed');
+    await cluster.until(async () => podman('pod', 'ps', '--quiet', `--filter=name=^${pod}$`) === '', 'the pod to be taken down');
+  });
+
   it('swdd~agent-create-control-interface-pipes-per-workload~2: the released Python SDK in a workload of ours reads the state, applies a workload on the released agent, gets its events, and is heard again after our agent restarts', async () => {
     requirePythonSdk();
     await cluster.startServer();
