@@ -120,7 +120,7 @@ function readConfigFile(log: Logger): ConfigFile {
  */
 function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: () => void, extra: Partial<AgentDeps> = {}): void {
   const pipes = new ControlInterfacePipes(ioFolder, log);
-  const host = hostSide(pipes, new WorkloadFiles(ioFolder));
+  const host = hostSide(ioFolder, pipes, new WorkloadFiles(ioFolder));
   const deps: AgentDeps = {
     agentName: name,
     runtimes: builtInRuntimes(log),
@@ -134,7 +134,7 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
   deps.serverFull$?.subscribe((full) => pipes.setPaused(full));
   const toServer$ = new Subject<ToServer>();
   let sinks: AgentSinks | undefined;
-  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? []), controlInterfaces$: pipes.opened$ }, deps);
+  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? []), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ }, deps);
   merge(
     sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
     sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),

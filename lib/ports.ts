@@ -56,4 +56,6 @@ export interface ControlInterfacePipe {
 export interface WorkloadFrame {
   readonly workloadName: string;
   readonly bytes: Uint8Array;
+  /** With log entries: the (prefixed) id of the log request they answer, cancelled if they cannot be delivered. */
+  readonly logStream?: string;
 }

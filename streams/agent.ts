@@ -17,6 +17,8 @@ export interface AgentSources {
   readonly fromServer$: Observable<FromServer>;
   /** The workloads' Control Interfaces, as they are opened. */
   readonly controlInterfaces$: Observable<ControlInterfacePipe>;
+  /** Frames the Control Interface pipes could not deliver (the workload is gone from its pipe). */
+  readonly undelivered$?: Observable<WorkloadFrame>;
 }
 
 export interface AgentDeps extends WorkloadDeps {
@@ -77,7 +79,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     map((m) => m.response),
     trace('control-interface.responses'),
   );
-  const ci$ = controlInterfaces(sources.controlInterfaces$, responses$, lines$, online$).pipe(share());
+  const ci$ = controlInterfaces({ pipes$: sources.controlInterfaces$, responses$, lines$, online$, undelivered$: sources.undelivered$ ?? EMPTY }).pipe(share());
   const requests$ = ci$.pipe(only('toServer'), map((o) => o.request), trace('control-interface.requests'), map((request): ToServer => ({ kind: 'request', request })));
   const ciLog$ = ci$.pipe(only('log'), tap((o) => deps.log[o.level](o.text)), ignoreElements());
   const load$ = deps.sampleMachine

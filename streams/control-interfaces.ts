@@ -17,8 +17,8 @@ export type ControlInterfaceOutput =
   | { readonly kind: 'toWorkload'; readonly frame: WorkloadFrame }
   | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
 
-const toWorkload = (workloadName: string, message: FromAnkaios, line: ProtocolLine): ControlInterfaceOutput =>
-  ({ kind: 'toWorkload', frame: { workloadName, bytes: encodeFrame(line.write(encodeFromAnkaios(message))) } });
+const toWorkload = (workloadName: string, message: FromAnkaios, line: ProtocolLine, logStream?: string): ControlInterfaceOutput =>
+  ({ kind: 'toWorkload', frame: { workloadName, bytes: encodeFrame(line.write(encodeFromAnkaios(message))), ...(logStream && { logStream }) } });
 
 /** How many requests of one workload are kept while the server is unreachable. */
 export const MAX_HELD_REQUESTS = 100;
@@ -34,24 +34,40 @@ interface Open {
 
 const isSubscription = (r: Request) => r.RequestContent.case === 'completeStateRequest' && r.RequestContent.value.subscribeForEvents;
 const eventsCancel = (requestId: string): Request => create(RequestSchema, { requestId, RequestContent: { case: 'eventsCancelRequest', value: {} } });
+const logsCancel = (requestId: string): Request => create(RequestSchema, { requestId, RequestContent: { case: 'logsCancelRequest', value: {} } });
+
+export interface ControlInterfaceSources {
+  /** Each workload's pipes as they are opened. */
+  readonly pipes$: Observable<ControlInterfacePipe>;
+  /** The server's responses to the workloads' requests (prefixed request ids). */
+  readonly responses$: Observable<Response>;
+  /** Which protocol lines a workload may speak (replays the latest). */
+  readonly lines$: Observable<readonly ProtocolLine[]>;
+  /** Whether the server is connected (replays the latest). */
+  readonly online$: Observable<boolean>;
+  /** Frames the pipes could not deliver: the workload is gone from its Control Interface. */
+  readonly undelivered$: Observable<WorkloadFrame>;
+}
 
 /**
  * The sessions on every opened pipe, and the routing of responses back to them
- * (swdd~agent-forward-responses-to-control-interface-pipe~1). `lines$` says which protocol lines a
- * workload may speak, `online$` whether the server is connected (both replaying the latest): requests
- * made while it is not are kept, at most MAX_HELD_REQUESTS per workload, and sent when it is again.
+ * (swdd~agent-forward-responses-to-control-interface-pipe~1). Requests made while the server is not
+ * connected are kept, at most MAX_HELD_REQUESTS per workload, and sent when it is again.
  */
-export function controlInterfaces(
-  pipes$: Observable<ControlInterfacePipe>, responses$: Observable<Response>, lines$: Observable<readonly ProtocolLine[]>,
-  online$: Observable<boolean>,
-): Observable<ControlInterfaceOutput> {
+export function controlInterfaces({ pipes$, responses$, lines$, online$, undelivered$ }: ControlInterfaceSources): Observable<ControlInterfaceOutput> {
   return defer(() => {
     /** The pipe each workload reads now: a response for any other name has nobody to go to. */
     const open = new Map<string, Open>();
     let online = false;
     const held: Array<{ readonly workloadName: string; readonly request: Request }> = [];
-    /** Subscriptions the agent cancelled for a session that ended: what the server still says of them goes nowhere. */
+    /** Streams (event subscriptions, log requests) the agent cancelled: what the server still says of them goes nowhere. */
     const ended = new Set<string>();
+    /** swdd~agent-handles-control-interface-workload-gone~1: a log stream nobody reads any more is cancelled at the server, once. */
+    const cancelLogs = (requestId: string): ControlInterfaceOutput[] => {
+      if (ended.has(requestId)) return [];
+      ended.add(requestId);
+      return [toServer(logsCancel(requestId)), { kind: 'log', level: 'debug', text: `Cancelled the log stream '${requestId}': its workload is gone from its Control Interface.` }];
+    };
     /** A session ends (a new Hello, a close, the pipe gone): so do its subscriptions, at the server too. */
     const endSubscriptions = (entry: Open, line: ProtocolLine | undefined): ControlInterfaceOutput[] => {
       const ids = [...entry.subscriptions];
@@ -97,29 +113,34 @@ export function controlInterfaces(
         finalize(() => open.get(pipe.workloadName) === entry && open.delete(pipe.workloadName)),
       );
     }));
-    const routed$ = responses$.pipe(mergeMap((response) => {
-      if (!ended.has(response.requestId)) return route(response, open);
-      if (response.ResponseContent.case === 'eventsCancelAccepted') ended.delete(response.requestId);
-      return EMPTY;
+    const routed$ = responses$.pipe(mergeMap((response): ControlInterfaceOutput[] => {
+      const id = response.requestId;
+      if (ended.has(id)) {
+        if (response.ResponseContent.case === 'eventsCancelAccepted' || response.ResponseContent.case === 'logsCancelAccepted') ended.delete(id);
+        return [];
+      }
+      const routed = route(response, open);
+      return routed ?? [
+        { kind: 'log', level: 'debug', text: `Dropped a response for '${id}': no open Control Interface session of that workload.` },
+        ...(response.ResponseContent.case === 'logEntriesResponse' ? cancelLogs(id) : []),
+      ];
     }));
-    return merge(connection$, sessions$, routed$);
+    const gone$ = undelivered$.pipe(mergeMap((frame) => (frame.logStream ? cancelLogs(frame.logStream) : [])));
+    return merge(connection$, sessions$, routed$, gone$);
   });
 }
 
 /**
  * swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1,
  * swdd~agent-remove-id-prefix-forwarding-control-interface-response~1: a response goes to the workload
- * named before the `@` of its request id, without that prefix, if a session of it is open.
+ * named before the `@` of its request id, without that prefix, if a session of it is open (else: undefined).
  */
-function route(response: Response, open: ReadonlyMap<string, Open>): Observable<ControlInterfaceOutput> {
+function route(response: Response, open: ReadonlyMap<string, Open>): ControlInterfaceOutput[] | undefined {
   const at = response.requestId.indexOf('@');
   const name = at < 0 ? '' : response.requestId.slice(0, at);
   const line = open.get(name)?.line;
-  if (line) return of(toWorkload(name, FromAnkaiosMessage.response({ ...response, requestId: response.requestId.slice(at + 1) }), line));
-  const dropped: ControlInterfaceOutput = { kind: 'log', level: 'debug', text: `Dropped a response for '${response.requestId}': no open Control Interface session of that workload.` };
-  // A log stream nobody reads any more is cancelled at the server.
-  if (response.ResponseContent.case !== 'logEntriesResponse' || open.has(name)) return of(dropped);
-  const cancel = create(RequestSchema, { requestId: response.requestId, RequestContent: { case: 'logsCancelRequest', value: {} } });
-  return of(dropped, { kind: 'toServer' as const, request: cancel });
+  if (!line) return undefined;
+  const logStream = response.ResponseContent.case === 'logEntriesResponse' ? response.requestId : undefined;
+  return [toWorkload(name, FromAnkaiosMessage.response({ ...response, requestId: response.requestId.slice(at + 1) }), line, logStream)];
 }
 

@@ -1,32 +1,36 @@
 // The Control Interface pipes of the agent's workloads: their folders and FIFOs, opened for the life of
 // the workload. What flows through them is the business of streams/control-interfaces.ts.
-import { mkdirSync, rmSync, rmdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { BehaviorSubject, EMPTY, Observable, Subject, defer, from, map, of, takeUntil } from 'rxjs';
 import type { Logger } from '../logger.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../ports.js';
 import type { CreateOptions } from '../runtime-connector.js';
-import { type WorkloadSpec, needsControlInterface } from '../workload.js';
+import { type ControlInterfaceAccess, type WorkloadSpec, needsControlInterface } from '../workload.js';
 import { FifoWriter, fifoChunks, ensureFifo, openFifo } from './fifo.js';
 import type { HostSide } from './host-side.js';
 import { controlInterfaceFolder } from './run-folder.js';
 
-/** What a workload that never reads its input pipe may have waiting in the agent (beyond the 64 KiB of the pipe). */
-export const MAX_BACKLOG_BYTES = 64 * 1024;
+/** What may wait in the agent for a workload's input pipe (beyond the 64 KiB of the pipe; one frame of any size may always wait). */
+export const MAX_BACKLOG_BYTES = 1024 * 1024;
 
 interface Instance {
   readonly folder: string;
-  readonly writer: FifoWriter;
+  readonly access: ControlInterfaceAccess;
+  readonly writer: FifoWriter<WorkloadFrame>;
   readonly closed$: Subject<void>;
-  dropped: number;
 }
 
 export class ControlInterfacePipes implements HostSide {
   private readonly instances = new Map<string, Instance>();
   private readonly opened = new Subject<ControlInterfacePipe>();
   private readonly paused = new BehaviorSubject(false);
+  private readonly undelivered = new Subject<WorkloadFrame>();
   /** Each workload's pipes as they are opened; their chunks end when they are closed. */
   readonly opened$: Observable<ControlInterfacePipe> = this.opened.asObservable();
+  /** The frames whose reader was gone (streams/control-interfaces.ts cancels their log streams). */
+  readonly undelivered$: Observable<WorkloadFrame> = this.undelivered.asObservable();
 
   constructor(private readonly ioFolder: string, private readonly log: Logger) {}
 
@@ -39,34 +43,22 @@ export class ControlInterfacePipes implements HostSide {
     return defer(() => from(this.open(spec))).pipe(map((folder) => ({ controlInterfacePath: folder })));
   }
 
-  /** Stops the workload's Control Interface and removes its folder. */
+  /** Stops the workload's Control Interface (its folder goes with the workload's: host-side.ts). */
   release(spec: WorkloadSpec): Observable<never> {
     return defer(() => {
       const name = spec.instanceName.workloadName;
       const instance = this.instances.get(name);
-      if (instance && instance.folder === controlInterfaceFolder(this.ioFolder, spec)) {
-        this.close(name, instance);
-        rmSync(instance.folder, { recursive: true, force: true });
-        try {
-          rmdirSync(path.dirname(instance.folder));
-        } catch {
-          // other things of the workload (its files) are still there
-        }
-      }
+      if (instance?.folder === controlInterfaceFolder(this.ioFolder, spec)) this.close(name, instance);
       return EMPTY;
     });
   }
 
-  /** swdd~agent-handles-control-interface-input-pipe-not-read~1: never blocks; a full backlog drops the frame. */
-  write({ workloadName, bytes }: WorkloadFrame): void {
-    const instance = this.instances.get(workloadName);
-    if (!instance) return;
-    if (instance.writer.write(bytes)) {
-      if (instance.dropped > 0) this.log.warn(`'${workloadName}' reads its Control Interface again; ${instance.dropped} message(s) were dropped.`);
-      instance.dropped = 0;
-    } else if (instance.dropped++ === 0) {
-      this.log.warn(`'${workloadName}' does not read its Control Interface input: dropping messages until it does.`);
-    }
+  /**
+   * swdd~agent-handles-control-interface-input-pipe-not-read~1: never blocks; a frame the workload does
+   * not take in time is undelivered (fifo.ts says when).
+   */
+  write(frame: WorkloadFrame): void {
+    this.instances.get(frame.workloadName)?.writer.write(frame);
   }
 
   /**
@@ -87,21 +79,20 @@ export class ControlInterfacePipes implements HostSide {
     const name = spec.instanceName.workloadName;
     const folder = controlInterfaceFolder(this.ioFolder, spec);
     const current = this.instances.get(name);
-    if (current?.folder === folder) return folder;
+    // swdd~agent-compares-control-interface-metadata~2: the same path and the same rules keep the open Control Interface.
+    if (current?.folder === folder && isDeepStrictEqual(current.access, spec.controlInterfaceAccess)) return folder;
     if (current) this.close(name, current);
     mkdirSync(folder, { recursive: true });
     await ensureFifo(path.join(folder, 'input'));
     await ensureFifo(path.join(folder, 'output'));
-    // Both ends are opened now, before anything can swap them (O_NOFOLLOW, checked to be FIFOs).
-    const writer = new FifoWriter(path.join(folder, 'input'), MAX_BACKLOG_BYTES);
-    let output: number;
-    try {
-      output = openFifo(path.join(folder, 'output'));
-    } catch (err) {
-      writer.close();
-      throw err;
-    }
-    const instance: Instance = { folder, writer, closed$: new Subject(), dropped: 0 };
+    // The output pipe is opened now, before anything can swap it; the input pipe each time a reader is
+    // needed (openFifo: O_NOFOLLOW, only a FIFO).
+    const output = openFifo(path.join(folder, 'output'));
+    const writer = new FifoWriter<WorkloadFrame>(path.join(folder, 'input'), MAX_BACKLOG_BYTES, (frames, reason) => {
+      this.log.info(`'${name}' is gone from its Control Interface (${reason}): ${frames.length} message(s) not delivered.`);
+      frames.forEach((f) => this.undelivered.next(f));
+    });
+    const instance: Instance = { folder, access: spec.controlInterfaceAccess, writer, closed$: new Subject() };
     this.instances.set(name, instance);
     // swdd~agent-ensures-control-interface-output-pipe-read~1: the output pipe is read for the workload's whole life.
     this.opened.next({

@@ -1,5 +1,6 @@
-// FIFOs without blocking: opened O_RDWR | O_NONBLOCK (never blocks, never sees end of file, needs no
-// peer) and driven by net.Socket on epoll, so no libuv threadpool thread waits on a pipe.
+// FIFOs without blocking: opened O_NONBLOCK and driven by net.Socket on epoll, so no libuv threadpool
+// thread waits on a pipe. A pipe the agent reads is opened O_RDWR (it never sees end of file and needs
+// no peer); a pipe it writes, O_WRONLY (so it sees when nobody reads).
 import { closeSync, constants, fstatSync, lstatSync, openSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { Observable, of } from 'rxjs';
@@ -26,11 +27,13 @@ function isFifo(path: string): boolean {
 }
 
 /**
- * Opens the FIFO without blocking and without following a symlink, and checks that what was opened is a
- * FIFO: a workload that swaps its pipes cannot point the agent at anything else.
+ * Opens the FIFO without blocking and without following a symlink, and only a FIFO (looked at before,
+ * so no device is ever opened, and checked after): a workload that swaps its pipes cannot point the
+ * agent at anything else.
  */
-export function openFifo(path: string): number {
-  const fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+export function openFifo(path: string, access: number = constants.O_RDWR): number {
+  if (!isFifo(path)) throw new Error(`'${path}' is not a FIFO`);
+  const fd = openSync(path, access | constants.O_NONBLOCK | constants.O_NOFOLLOW);
   if (!fstatSync(fd).isFIFO()) {
     closeSync(fd);
     throw new Error(`'${path}' is not a FIFO`);
@@ -53,28 +56,109 @@ export function fifoChunks(fd: number, paused$: Observable<boolean> = of(false))
   });
 }
 
-/** Writes into a FIFO; what the reader has not taken is kept up to `maxBacklogBytes`, beyond that writes are refused. */
-export class FifoWriter {
-  private readonly socket: net.Socket;
+/** How long a write may wait for a workload that does not read before it counts as gone (swdd~agent-handles-control-interface-full-output-pipe-buffer~1). */
+export const WRITE_TIMEOUT_MS = 500;
+/** How often, and how far apart, a pipe nobody reads from is tried again (swdd~agent-handles-control-interface-output-pipe-closed~1). */
+export const REOPEN_ATTEMPTS = 5;
+export const REOPEN_INTERVAL_MS = 100;
 
-  constructor(path: string, private readonly maxBacklogBytes: number) {
-    // Not readable: this end must never read back what it wrote for the workload.
-    this.socket = new net.Socket({ fd: openFifo(path), readable: false, writable: true });
-    this.socket.on('error', () => undefined);
-  }
+/**
+ * Writes frames into a FIFO for a reader that may come and go, one frame at a time and never blocking.
+ * The pipe is opened for writing only (so a missing reader shows: ENXIO on open, EPIPE on write); a
+ * missing reader is waited for REOPEN_ATTEMPTS × REOPEN_INTERVAL_MS, a reader that does not take a frame
+ * for WRITE_TIMEOUT_MS is gone. A gone reader takes every waiting frame with it (`onGone`), so a
+ * workload that stopped reading costs one timeout, not one per frame. What waits is bounded by
+ * `maxQueuedBytes` (or one frame of any size): a frame beyond it is undelivered at once.
+ */
+export class FifoWriter<T extends { readonly bytes: Uint8Array }> {
+  private socket?: net.Socket;
+  private readonly queue: T[] = [];
+  private queuedBytes = 0;
+  private writing = false;
+  private timer?: NodeJS.Timeout;
+  /** Tells the callbacks of an abandoned attempt from those of the current one. */
+  private attempt = 0;
+  private closed = false;
 
-  /** Writes the bytes in one piece, or nothing (false) when the backlog is full. */
-  write(bytes: Uint8Array): boolean {
-    if (this.socket.destroyed || this.socket.writableLength + bytes.length > this.maxBacklogBytes) return false;
-    this.socket.write(bytes);
-    return true;
-  }
+  constructor(
+    private readonly path: string,
+    private readonly maxQueuedBytes: number,
+    private readonly onGone: (frames: readonly T[], reason: string) => void,
+  ) {}
 
-  get backlog(): number {
-    return this.socket.writableLength;
+  write(frame: T): void {
+    if (this.closed) return;
+    if (this.queue.length > 0 && this.queuedBytes + frame.bytes.length > this.maxQueuedBytes) {
+      this.onGone([frame], `more than ${this.maxQueuedBytes} bytes wait for the reader`);
+      return;
+    }
+    this.queue.push(frame);
+    this.queuedBytes += frame.bytes.length;
+    if (!this.writing) this.writeHead(0);
   }
 
   close(): void {
-    this.socket.destroy();
+    this.closed = true;
+    this.abandon();
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+  }
+
+  private writeHead(retries: number): void {
+    const frame = this.queue[0];
+    if (frame === undefined || this.closed) {
+      this.writing = false;
+      return;
+    }
+    this.writing = true;
+    const attempt = ++this.attempt;
+    let socket: net.Socket;
+    try {
+      socket = this.socket ??= this.openSocket();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENXIO') this.retry(retries, 'nobody reads the pipe');
+      else this.gone(`the pipe cannot be opened: ${(err as Error).message}`);
+      return;
+    }
+    this.timer = setTimeout(() => {
+      this.abandon();
+      this.gone(`the reader took nothing for ${WRITE_TIMEOUT_MS} ms`);
+    }, WRITE_TIMEOUT_MS).unref();
+    socket.write(frame.bytes, (err) => {
+      if (attempt !== this.attempt) return;
+      if (err) {
+        this.abandon();
+        return (err as NodeJS.ErrnoException).code === 'EPIPE' ? this.retry(retries, 'the reader closed the pipe') : this.gone(`writing failed: ${err.message}`);
+      }
+      clearTimeout(this.timer);
+      this.queuedBytes -= this.queue.shift()!.bytes.length;
+      this.writeHead(0);
+    });
+  }
+
+  private retry(retries: number, reason: string): void {
+    if (retries >= REOPEN_ATTEMPTS) return this.gone(`${reason} (tried ${REOPEN_ATTEMPTS} more times)`);
+    this.timer = setTimeout(() => this.writeHead(retries + 1), REOPEN_INTERVAL_MS).unref();
+  }
+
+  private gone(reason: string): void {
+    const frames = this.queue.splice(0);
+    this.queuedBytes = 0;
+    this.writing = false;
+    this.onGone(frames, reason);
+  }
+
+  /** Ends the current attempt: its timer, and the socket (with what it still holds). */
+  private abandon(): void {
+    this.attempt += 1;
+    clearTimeout(this.timer);
+    this.socket?.destroy();
+    this.socket = undefined;
+  }
+
+  private openSocket(): net.Socket {
+    const socket = new net.Socket({ fd: openFifo(this.path, constants.O_WRONLY), readable: false, writable: true });
+    socket.on('error', () => undefined);
+    return socket;
   }
 }

@@ -6,10 +6,10 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
-import { filter, firstValueFrom, lastValueFrom, take, timeout } from 'rxjs';
+import { filter, firstValueFrom, lastValueFrom, startWith, take, timeout } from 'rxjs';
 import { ErrorSchema, ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import type { Request } from '../../lib/codec/control-api.js';
-import { MAX_BACKLOG_BYTES } from '../../lib/drivers/control-interface-pipes.js';
+import { REOPEN_ATTEMPTS, REOPEN_INTERVAL_MS, WRITE_TIMEOUT_MS } from '../../lib/drivers/fifo.js';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ControlInterfaceHub } from '../helpers/control-interfaces.js';
 import { silentLogger } from '../../lib/logger.js';
@@ -192,27 +192,60 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(b.received).to.have.length(2);
   });
 
-  it('swdd~agent-handles-control-interface-input-pipe-not-read~1: a workload that never reads costs a bounded backlog, and then gets a sane amount', async function () {
+  const logEntries = (requestId: string, text: string) => create(ResponseSchema, { requestId, ResponseContent: { case: 'logEntriesResponse', value: {
+    logEntries: [{ workloadName: { workloadName: 'nav', agentName: 'agent_A', id: 'x' }, message: text }],
+  } } });
+
+  // swdd~agent-handles-control-interface-input-pipe-not-read~1
+  // swdd~agent-handles-control-interface-full-output-pipe-buffer~1
+  // swdd~agent-handles-control-interface-workload-gone~1
+  it('a workload that does not read is gone once a write waited 500 ms: what waits for it is dropped, its log stream cancelled once, and it is written to again when it reads', async function () {
     this.timeout(20_000);
-    const spec = withAccess('sleepy', [readState('*')]);
-    const client = await open(spec, { read: false });
+    const client = await open(withAccess('sleepy', [readState('*')]), { read: false });
     client.hello();
     await new Promise((r) => setTimeout(r, 100));
-    const payload = 'x'.repeat(1000);
-    for (let i = 0; i < 5000; i++) {
-      hub.deliver(create(ResponseSchema, { requestId: `sleepy@${i}`, ResponseContent: { case: 'error', value: { message: payload } } }));
-    }
-    const heapAfter = process.memoryUsage().heapUsed;
-    expect(heapAfter).to.be.below(400 * 1024 * 1024);
+    const cancels: Request[] = [];
+    const watching = hub.requests$.subscribe((r) => cancels.push(r));
+    const started = Date.now();
+    const line = 'x'.repeat(1000);
+    // 0.9 MiB of log entries (what may wait in the agent) for a pipe of 64 KiB
+    for (let i = 0; i < 900; i++) hub.deliver(logEntries('sleepy@logs', line));
+    expect(cancels, 'before the workload had its 500 ms').to.deep.equal([]);
+    const cancelled = await firstValueFrom(hub.requests$.pipe(startWith(...cancels), filter((r) => r.RequestContent.case === 'logsCancelRequest'), timeout(5000)));
+    expect(Date.now() - started, 'waited for the workload').to.be.at.least(WRITE_TIMEOUT_MS - 50);
+    expect(cancelled.requestId).to.equal('sleepy@logs');
+    // entries the server sends before it stops are not written, and the stream is cancelled only once
+    for (let i = 0; i < 100; i++) hub.deliver(logEntries('sleepy@logs', line));
     client.resume();
-    await new Promise((r) => setTimeout(r, 500));
-    const bytes = client.received.length * 1010;
-    expect(client.received.length).to.be.above(0);
-    expect(bytes, 'what waited for the workload').to.be.at.most(64 * 1024 + MAX_BACKLOG_BYTES + 2000);
-    // later messages flow again
+    await new Promise((r) => setTimeout(r, 300));
+    watching.unsubscribe();
+    expect(cancels.map((r) => r.RequestContent.case)).to.deep.equal(['logsCancelRequest']);
+    const entries = client.received.filter((m) => m.FromAnkaiosEnum.case === 'response').length;
+    // what the pipe (64 KiB) and the client's own read buffer held when it was gone; the rest was dropped
+    expect(entries, 'what reached the workload').to.be.above(0).and.at.most(Math.ceil((2 * 64 * 1024) / 1000));
+    // the workload reads again: it is written to
     hub.deliver(create(ResponseSchema, { requestId: 'sleepy@late', ResponseContent: { case: 'error', value: { message: 'late' } } }));
     await new Promise((r) => setTimeout(r, 200));
     expect(client.received.at(-1)!.FromAnkaiosEnum.value).to.deep.include({ requestId: 'late' });
+  });
+
+  // swdd~agent-handles-control-interface-output-pipe-closed~1
+  // swdd~agent-handles-control-interface-workload-gone~1
+  it('a workload that closed its input pipe gets what the agent writes if it opens the pipe again within 5 × 100 ms; if it does not, it is gone and its log stream is cancelled', async () => {
+    const client = await session(withAccess('blinker', [readState('*')]));
+    client.closeInput();
+    hub.deliver(create(ResponseSchema, { requestId: 'blinker@1', ResponseContent: { case: 'error', value: { message: 'wait for me' } } }));
+    await new Promise((r) => setTimeout(r, 250));
+    client.openInput();
+    expect((await client.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: '1' });
+    client.closeInput();
+    const started = Date.now();
+    const cancel = nextRequest();
+    hub.deliver(logEntries('blinker@l1', 'nobody reads this'));
+    const cancelled = await cancel;
+    expect(Date.now() - started, 'retried for').to.be.at.least(REOPEN_ATTEMPTS * REOPEN_INTERVAL_MS - 50);
+    expect(cancelled).to.deep.include({ requestId: 'blinker@l1' });
+    expect(cancelled.RequestContent.case).to.equal('logsCancelRequest');
   });
 
   it('garbage on one workload\'s pipe (random bytes, a huge length prefix, wrong messages) closes only that connection; the others go on', async () => {
@@ -306,6 +339,23 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(lstatSync(path.join(folder, 'input')).isFIFO()).to.equal(true);
     expect(lstatSync(path.join(folder, 'output')).isFIFO()).to.equal(true);
     expect(readFileSync(hostFile, 'utf8')).to.equal('');
+  });
+
+  // swdd~agent-workload-obj-update-command~2, swdd~agent-compares-control-interface-metadata~2
+  it('an update that keeps the path and the rules keeps the open Control Interface; other rules open it anew, and the new rules decide', async () => {
+    const before = withAccess('changer', [readState('desiredState')]);
+    const client = await session(before);
+    await firstValueFrom(hub.prepare({ ...before }));
+    client.askState('same', 'desiredState');
+    expect((await nextRequest()).requestId).to.equal('changer@same');
+    const after = { ...before, controlInterfaceAccess: { allowRules: [readState('desiredState')], denyRules: [readState('desiredState')] } };
+    await firstValueFrom(hub.prepare(after));
+    client.hello();
+    expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+    client.askState('denied', 'desiredState');
+    const answer = (await client.next()).FromAnkaiosEnum.value as { requestId: string; ResponseContent: { case: string; value: { message: string } } };
+    expect([answer.requestId, answer.ResponseContent.case, answer.ResponseContent.value.message]).to.deep.equal(['denied', 'error', 'Access denied']);
+    expect(controlInterfaceFolder(io, after)).to.equal(controlInterfaceFolder(io, before));
   });
 
   it('a folder of a resumed workload is reused', async () => {

@@ -13,17 +13,16 @@ type ToAnkaiosInit = Parameters<typeof create<typeof ToAnkaiosSchema>>[1];
 export class ControlInterfaceClient {
   readonly received: FromAnkaios[] = [];
   private readonly out: number;
-  private readonly input: net.Socket;
+  private input?: net.Socket;
+  private readonly chunks = new Subject<Uint8Array>();
   private readonly arrivals = new Subject<FromAnkaios>();
 
   /** `line`: the protocol line the client speaks (it reads what the agent writes as that line). */
-  constructor(folder: string, { read = true, line = LINE_1 as ProtocolLine } = {}) {
+  constructor(private readonly folder: string, { read = true, line = LINE_1 as ProtocolLine } = {}) {
     this.out = openSync(path.join(folder, 'output'), constants.O_WRONLY | constants.O_NONBLOCK);
-    this.input = new net.Socket({ fd: openSync(path.join(folder, 'input'), constants.O_RDONLY | constants.O_NONBLOCK), readable: true, writable: false });
-    const chunks = new Subject<Uint8Array>();
-    this.input.on('data', (b: Buffer) => chunks.next(b));
-    if (!read) this.input.pause();
-    chunks.pipe(decodeFrames(), filter((f) => f.kind === 'frame'), map((f) => fromBinary(FromAnkaiosSchema, line.read((f as { bytes: Uint8Array }).bytes))))
+    this.openInput();
+    if (!read) this.input!.pause();
+    this.chunks.pipe(decodeFrames(), filter((f) => f.kind === 'frame'), map((f) => fromBinary(FromAnkaiosSchema, line.read((f as { bytes: Uint8Array }).bytes))))
       .subscribe((m) => {
         this.received.push(m);
         this.arrivals.next(m);
@@ -59,11 +58,28 @@ export class ControlInterfaceClient {
   }
 
   resume(): void {
-    this.input.resume();
+    this.input?.resume();
+  }
+
+  /** Stops reading the input pipe for good: the agent finds no reader there. */
+  closeInput(): void {
+    this.input?.destroy();
+    this.input = undefined;
+  }
+
+  /**
+   * Opens the input pipe (again) and reads it. The released SDK keeps reading its descriptor after the
+   * agent is gone (end of file) until a new agent writes; O_RDWR gives net.Socket the same: it never
+   * sees the end of the file.
+   */
+  openInput(): void {
+    const input = new net.Socket({ fd: openSync(path.join(this.folder, 'input'), constants.O_RDWR | constants.O_NONBLOCK), readable: true, writable: false });
+    input.on('data', (b: Buffer) => this.chunks.next(b));
+    this.input = input;
   }
 
   close(): void {
-    this.input.destroy();
+    this.closeInput();
     closeSync(this.out);
   }
 }

@@ -4,6 +4,7 @@ import { Observable, Subject, of } from 'rxjs';
 import { PROTOCOL_LINES, type ProtocolLine } from '../../lib/codec/lines.js';
 import type { Request, Response } from '../../lib/codec/control-api.js';
 import { ControlInterfacePipes } from '../../lib/drivers/control-interface-pipes.js';
+import { hostSide } from '../../lib/drivers/host-side.js';
 import type { Logger } from '../../lib/logger.js';
 import type { CreateOptions } from '../../lib/runtime-connector.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
@@ -17,9 +18,9 @@ export class ControlInterfaceHub {
   readonly requests$: Observable<Request> = this.requests.asObservable();
 
   /** `lines`: the protocol lines the workloads may speak (those of the server). */
-  constructor(ioFolder: string, log: Logger, lines: readonly ProtocolLine[] = PROTOCOL_LINES) {
+  constructor(private readonly ioFolder: string, log: Logger, lines: readonly ProtocolLine[] = PROTOCOL_LINES) {
     this.pipes = new ControlInterfacePipes(ioFolder, log);
-    controlInterfaces(this.pipes.opened$, this.responses, of(lines), of(true)).subscribe((out) => {
+    controlInterfaces({ pipes$: this.pipes.opened$, responses$: this.responses, lines$: of(lines), online$: of(true), undelivered$: this.pipes.undelivered$ }).subscribe((out) => {
       if (out.kind === 'toServer') this.requests.next(out.request);
       else if (out.kind === 'toWorkload') this.pipes.write(out.frame);
       else log[out.level](out.text);
@@ -30,8 +31,9 @@ export class ControlInterfaceHub {
     return this.pipes.prepare(spec);
   }
 
+  /** Releases the workload's host side as the agent does: its Control Interface, then its folder. */
   release(spec: WorkloadSpec): Observable<never> {
-    return this.pipes.release(spec);
+    return hostSide(this.ioFolder, this.pipes).release(spec);
   }
 
   /** A response from the server. */
