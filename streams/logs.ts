@@ -15,6 +15,8 @@ export const MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
 const ENTRY_OVERHEAD_BYTES = 256;
 export const MAX_LINE_BYTES = MAX_RESPONSE_BYTES - 64 * 1024;
 export const TRUNCATED = ' [truncated]';
+/** The entry after a cut one (the released agent's words). */
+export const TRUNCATED_INFO = 'The previous message was truncated due to exceeding the maximum 2 MB size.';
 export const BATCH_MS = 100;
 export const BATCH_LINES = 1000;
 
@@ -37,6 +39,15 @@ export function fitLine(line: string, maxBytes = MAX_LINE_BYTES): string {
   let cut = Buffer.from(line).subarray(0, maxBytes - Buffer.byteLength(TRUNCATED)).toString();
   if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
   return cut + TRUNCATED;
+}
+
+/**
+ * swdd~agent-checks-size-of-logs~1: a line too long for a response is cut, marked, and followed by an
+ * entry that says so (both fit one response: MAX_LINE_BYTES leaves room).
+ */
+export function entriesOf(instanceName: WorkloadInstanceName, line: string): LogEntry[] {
+  const message = fitLine(line);
+  return message === line ? [{ instanceName, message }] : [{ instanceName, message }, { instanceName, message: TRUNCATED_INFO }];
 }
 
 /** Splits entries into groups whose responses stay under the limit. */
@@ -75,9 +86,11 @@ function workloadLogs(requestId: string, instanceName: WorkloadInstanceName, opt
       return EMPTY;
     }
     const batches$ = found.runtime.logs(found.id, options, deps.serverFull$).pipe(
-      map((line): LogEntry => ({ instanceName, message: fitLine(line) })),
+      // A cut line and the entry after it stay in one batch.
+      map((line) => entriesOf(instanceName, line)),
       bufferTime(BATCH_MS, null, BATCH_LINES),
-      filter((entries) => entries.length > 0),
+      filter((lines) => lines.length > 0),
+      map((lines) => lines.flat()),
       mergeMap((entries) => splitBySize(entries).map((group): ToServer => ({ kind: 'logEntries', requestId, entries: group }))),
       catchError((err: unknown) => {
         deps.log?.warn(`The logs of '${instanceKey(instanceName)}' ended early: ${String(err)}`);

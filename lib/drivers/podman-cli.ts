@@ -1,5 +1,6 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
 import { Observable, type Subscription, map, of } from 'rxjs';
+import { LogLines } from '../log-lines.js';
 import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container-state.js';
 
@@ -77,8 +78,8 @@ export interface PodmanCliOptions {
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
 export const DEFAULT_MAX_PROCESSES = 8;
-/** The longest piece of a line `lines` holds before passing it on (a log response cuts it anyway). */
-export const MAX_LINE_PIECE_BYTES = 2 * 1024 * 1024;
+/** How much of a line `lines` keeps (a log response cuts it anyway); lib/log-lines.ts says what happens to longer ones. */
+export const MAX_LINE_BYTES = 2 * 1024 * 1024;
 
 export class PodmanCli {
   /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
@@ -135,10 +136,10 @@ export class PodmanCli {
   /**
    * Runs `podman <args>` and emits each line it writes on stdout or stderr as it comes; completes when
    * podman ends; unsubscribing kills it. While `paused$` says true its output is not read: the pipes fill
-   * and podman waits, so what it prints costs the agent nothing until it is wanted. A line longer than
-   * `maxLineBytes` comes in pieces of that size: no line, however long, is held whole.
+   * and podman waits, so what it prints costs the agent nothing until it is wanted. Of a line longer than
+   * `maxLineBytes` only that much is kept: no line, however long, is held whole (lib/log-lines.ts).
    */
-  lines(args: readonly string[], paused$: Observable<boolean> = of(false), maxLineBytes = MAX_LINE_PIECE_BYTES): Observable<string> {
+  lines(args: readonly string[], paused$: Observable<boolean> = of(false), maxLineBytes = MAX_LINE_BYTES): Observable<string> {
     return withSubprocess<string>((execa, subscriber) => {
       this.calls += 1;
       const child = execa(this.binary, args, { reject: false, buffer: false, stdin: 'ignore' });
@@ -146,27 +147,30 @@ export class PodmanCli {
       const done = () => --open === 0 && subscriber.complete();
       const streams = [child.stdout, child.stderr];
       for (const stream of streams) {
-        let rest = '';
-        stream.setEncoding('utf8');
-        stream.on('data', (chunk: string) => {
-          const parts = (rest + chunk).split('\n');
-          rest = parts.pop()!;
-          parts.forEach((line) => subscriber.next(line));
-          while (rest.length > maxLineBytes) {
-            subscriber.next(rest.slice(0, maxLineBytes));
-            rest = rest.slice(maxLineBytes);
-          }
-        });
-        stream.on('end', () => {
-          if (rest !== '') subscriber.next(rest);
+        const lines = new LogLines(maxLineBytes);
+        let ended = false;
+        const end = (last: string[]) => {
+          if (ended) return;
+          ended = true;
+          last.forEach((line) => subscriber.next(line));
           done();
+        };
+        stream.on('data', (chunk: Buffer) => {
+          lines.push(chunk).forEach((line) => subscriber.next(line));
+          if (!lines.closed) return;
+          // swdd~agent-checks-size-of-logs~1: nothing more of this output is taken.
+          stream.destroy();
+          end([]);
         });
+        stream.on('end', () => end(lines.end()));
       }
       const pausing = paused$.subscribe((paused) => streams.forEach((stream) => (paused ? stream.pause() : stream.resume())));
       child.catch((err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
       return {
         kill: () => {
           pausing.unsubscribe();
+          // Nothing more is read, even if something podman started holds the pipes open.
+          streams.forEach((stream) => stream.destroy());
           if (child.exitCode === null) child.kill('SIGKILL');
         },
       };

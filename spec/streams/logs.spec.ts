@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { NEVER, finalize, map, of } from 'rxjs';
 import type { FromServer, ToServer } from '../../lib/messages.js';
-import { BATCH_MS, MAX_RESPONSE_BYTES, TRUNCATED, fitLine, serveLogs, splitBySize } from '../../streams/logs.js';
+import { BATCH_MS, MAX_RESPONSE_BYTES, TRUNCATED, TRUNCATED_INFO, fitLine, serveLogs, splitBySize } from '../../streams/logs.js';
 import { FakeRuntime } from '../helpers/fake-runtime.js';
 import { AGENT, workload } from '../helpers/fixtures.js';
 import { testScheduler } from '../helpers/virtual-time.js';
@@ -50,6 +50,17 @@ describe('workload logs for the server', () => {
     testScheduler().run(({ hot, expectObservable }) => {
       const runtime = new FakeRuntime({ workloadId: () => of(undefined), logs: () => NEVER });
       expectObservable(serveLogs(hot('a', { a: request('r1', app, other) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) })).toBe('');
+    });
+  });
+
+  // swdd~agent-checks-size-of-logs~1
+  it('sends a line too long for a response cut and marked, followed in the same response by an entry that says so', () => {
+    testScheduler().run(({ cold, hot, expectObservable }) => {
+      const long = 'x'.repeat(MAX_RESPONSE_BYTES);
+      const runtime = new FakeRuntime({ logs: () => cold('(ab|)', { a: 'before', b: long }) });
+      const shown = (m: ToServer) => (m.kind === 'logEntries' ? m.entries.map((e) => (e.message.length > 100 ? `${e.message.length}${e.message.endsWith(TRUNCATED) ? ' truncated' : ''}` : e.message)).join(',') : m.kind);
+      expectObservable(serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(shown)))
+        .toBe('(ab)', { a: `before,${fitLine(long).length} truncated,${TRUNCATED_INFO}`, b: 'logsStop' });
     });
   });
 
