@@ -1,17 +1,26 @@
 // What a workload needs on the host before it is created (Control Interface, files), and its removal.
-import { Observable, concat, forkJoin, map } from 'rxjs';
+import { rmSync } from 'node:fs';
+import { EMPTY, Observable, concat, defer, forkJoin, map } from 'rxjs';
 import type { CreateOptions } from '../runtime-connector.js';
 import type { WorkloadSpec } from '../workload.js';
+import { workloadFolder } from './run-folder.js';
 
 export interface HostSide {
   prepare(spec: WorkloadSpec): Observable<CreateOptions>;
   release(spec: WorkloadSpec): Observable<never>;
 }
 
-/** All parts prepared together, their options merged; released in turn. */
-export function hostSide(...parts: HostSide[]): HostSide {
+/**
+ * All parts prepared together, their options merged; released in turn, then the workload's folder
+ * `<io folder>/<workload>.<id>/` goes, whoever made it (swdd~agent-delete-old-workload~3,
+ * swdd~agent-workload-control-loop-executes-delete~3).
+ */
+export function hostSide(ioFolder: string, ...parts: HostSide[]): HostSide {
   return {
     prepare: (spec) => forkJoin(parts.map((p) => p.prepare(spec))).pipe(map((options) => Object.assign({}, ...options) as CreateOptions)),
-    release: (spec) => concat(...parts.map((p) => p.release(spec))),
+    release: (spec) => concat(...parts.map((p) => p.release(spec)), defer(() => {
+      rmSync(workloadFolder(ioFolder, spec.instanceName), { recursive: true, force: true });
+      return EMPTY;
+    })),
   };
 }

@@ -49,18 +49,8 @@ export class WorkloadFiles implements HostSide {
     });
   }
 
-  release(spec: WorkloadSpec): Observable<never> {
-    return defer(() => {
-      if (spec.files.length > 0) {
-        const root = filesFolder(this.ioFolder, spec);
-        rmSync(root, { recursive: true, force: true });
-        try {
-          rmdirSync(path.dirname(root));
-        } catch {
-          // the Control Interface of the workload is still there
-        }
-      }
-      return EMPTY;
-    });
+  /** The files go with the workload's folder (host-side.ts). */
+  release(): Observable<never> {
+    return EMPTY;
   }
 }

@@ -1,8 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
+import { hostSide } from '../../lib/drivers/host-side.js';
+import { controlInterfaceFolder, workloadFolder } from '../../lib/drivers/run-folder.js';
 import { WorkloadFiles, filesFolder, mountPointProblem } from '../../lib/drivers/workload-files.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
 import { instanceKey } from '../../lib/workload.js';
@@ -32,8 +34,22 @@ describe('workload files', () => {
     ]);
     expect(readFileSync(path.join(root, 'etc/app.conf'), 'utf8')).to.equal('a = 1\n');
     expect([...readFileSync(path.join(root, 'opt/blob.bin'))]).to.deep.equal([0, 1, 254, 255]);
-    await lastValueFrom(files.release(spec), { defaultValue: undefined });
+    await lastValueFrom(hostSide(io, files).release(spec), { defaultValue: undefined });
     expect(existsSync(root)).to.equal(false);
+  });
+
+  // swdd~agent-delete-old-workload~3, swdd~agent-workload-control-loop-executes-delete~3
+  it('a deleted workload takes its whole folder with it, also one an earlier run of the agent made; other workloads keep theirs', async () => {
+    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const old = workload('old');
+    const other = workload('other');
+    for (const spec of [old, other]) {
+      mkdirSync(controlInterfaceFolder(io, spec), { recursive: true });
+      writeFileSync(path.join(controlInterfaceFolder(io, spec), 'input'), '');
+    }
+    await lastValueFrom(hostSide(io, new WorkloadFiles(io)).release(old), { defaultValue: undefined });
+    expect(existsSync(workloadFolder(io, old.instanceName))).to.equal(false);
+    expect(existsSync(path.join(controlInterfaceFolder(io, other), 'input'))).to.equal(true);
   });
 
   it('an update with changed files writes them anew (old ones go)', async () => {
@@ -42,7 +58,7 @@ describe('workload files', () => {
     const v1 = { ...workload('w'), files: [{ mountPoint: '/a', data: 'one' }, { mountPoint: '/b', data: 'old' }] };
     const v2 = { ...workload('w'), files: [{ mountPoint: '/a', data: 'two' }] };
     await firstValueFrom(files.prepare(v1));
-    await lastValueFrom(files.release(v1), { defaultValue: undefined });
+    await lastValueFrom(hostSide(io, files).release(v1), { defaultValue: undefined });
     await firstValueFrom(files.prepare(v2));
     expect(readFileSync(path.join(filesFolder(io, v2), 'a'), 'utf8')).to.equal('two');
     expect(existsSync(path.join(filesFolder(io, v2), 'b'))).to.equal(false);

@@ -7,6 +7,7 @@ import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
+import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
 import { runWorkloads } from '../../streams/run-workloads.js';
@@ -74,10 +75,10 @@ export class PodmanAgent {
 
   /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one). */
   constructor(readonly agentName: string, ioFolder?: string, readonly cli = new PodmanCli(), cache: { verifyMs?: number; events?: boolean } = {}) {
-    const files = ioFolder ? new WorkloadFiles(ioFolder) : undefined;
+    const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
       agentName, runtimes: builtInRuntimes(silentLogger, this.cli, cache),
-      prepare: (spec) => files?.prepare(spec) ?? of({}), release: (spec) => files?.release(spec) ?? EMPTY,
+      prepare: (spec) => host?.prepare(spec) ?? of({}), release: (spec) => host?.release(spec) ?? EMPTY,
     }).subscribe((states) => {
       this.states.push(...states);
       this.waiters.forEach((w) => w());
