@@ -4,17 +4,29 @@ import { readFileSync, statSync } from 'node:fs';
 import { type AgentConfig, ConfigError, type PemSource } from '../config.js';
 import type { Security } from './grpc-connection.js';
 
-type Item = 'CA certificate' | 'agent certificate' | 'agent key';
+export type Item = 'CA certificate' | 'agent certificate' | 'agent key';
+
+/**
+ * swdd~grpc-checks-given-PEM-file-for-proper-unix-file-permission~2: a key may be read and written by its
+ * owner only; a certificate may also be read by anyone, but written by its owner only and executed by
+ * nobody. Says what is wrong with `mode`, if anything.
+ */
+export function pemModeProblem(mode: number, item: Item): string | undefined {
+  const permissions = mode & 0o777;
+  const octal = permissions.toString(8).padStart(3, '0');
+  if (item === 'agent key') {
+    return (permissions & 0o177) === 0 ? undefined : `has permissions ${octal}: a private key may only be readable and writable by its owner ('chmod 600')`;
+  }
+  return (permissions & 0o133) === 0 ? undefined : `has permissions ${octal}: a certificate may be written only by its owner and executed by nobody ('chmod 644')`;
+}
 
 function read(source: PemSource, item: Item): { pem: Buffer; where: string } {
   if ('content' in source) return { pem: Buffer.from(source.content), where: `'${source.key}' of the agent config` };
   const where = `file '${source.path}'`;
   try {
     const pem = readFileSync(source.path);
-    if (item === 'agent key' && (statSync(source.path).mode & 0o077) !== 0) {
-      const mode = (statSync(source.path).mode & 0o777).toString(8);
-      throw new ConfigError(`The ${item} ${where} is readable by group or others (mode ${mode}): restrict it with 'chmod 600 ${source.path}'.`);
-    }
+    const problem = pemModeProblem(statSync(source.path).mode, item);
+    if (problem) throw new ConfigError(`The ${item} ${where} ${problem}.`);
     return { pem, where };
   } catch (err) {
     if (err instanceof ConfigError) throw err;

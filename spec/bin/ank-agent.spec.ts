@@ -252,11 +252,16 @@ describe('ank-agent (the command line)', () => {
       expectFailure(await runToEnd(pemArgs('ca.pem', 'junk.pem')), `The agent certificate file '${junk}' is not a valid PEM certificate`);
     });
 
-    it('refuses a key file readable by group or others', async () => {
+    // swdd~grpc-checks-given-PEM-file-for-proper-unix-file-permission~2
+    it('refuses a key file readable by group or others, and a certificate others may write', async () => {
       const loose = path.join(certs, 'loose-key.pem');
       writeFileSync(loose, readFileSync(path.join(certs, 'agent-key.pem')));
       chmodSync(loose, 0o644);
-      expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'loose-key.pem')), `is readable by group or others (mode 644)`);
+      expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'loose-key.pem')), `The agent key file '${loose}' has permissions 644: a private key may only be readable and writable by its owner ('chmod 600').`);
+      const shared = path.join(certs, 'shared-ca.pem');
+      writeFileSync(shared, readFileSync(path.join(certs, 'ca.pem')));
+      chmodSync(shared, 0o666);
+      expectFailure(await runToEnd(pemArgs('shared-ca.pem')), `The CA certificate file '${shared}' has permissions 666`);
     });
 
     it('-k together with some but not all PEM files is an error, as with the released agent', async () => {
