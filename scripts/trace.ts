@@ -43,17 +43,6 @@ const AS_RELEASED: Record<string, string> = {
   'swdd~podman-kube-state-getter-removed-if-no-container~1': 'a kube workload without any pod is Failed(Lost), as the released agent reports it: Removed would make the server forget a workload that is still wanted',
 };
 
-/**
- * Requirements of the released design the agent does not meet yet, each with what it does instead. They
- * are listed as open, not counted as tested, and do not fail the trace: the work is known and visible.
- */
-const OPEN: Record<string, string> = {
-  'swdd~agent-compares-control-interface-metadata~2': 'a changed Control Interface comes with a new instance name, so the agent opens it anew instead of comparing path and authorizer',
-  'swdd~agent-handles-control-interface-full-output-pipe-buffer~1': 'a workload that does not read gets 64 KiB of backlog, then messages are dropped; no 500 ms "gone" verdict',
-  'swdd~agent-handles-control-interface-output-pipe-closed~1': 'the pipe is held open by the agent, so it never sees a closed reader; no 5 × 100 ms retries',
-  'swdd~agent-checks-size-of-logs~1': 'entries are cut and split at 2 MiB; a single line of over 50 MB does not interrupt the collection (it is cut like any long line)',
-};
-
 /** Seed requirements the released design dropped or changed without a newer version of the same id. */
 const SUPERSEDED: Record<string, string> = {
   'swdd~agent-delete-old-workload-without-sending-workload-states~1': 'swdd~workload-control-loop-restarts-workloads-using-update~1: a restart is reported as an update',
@@ -136,15 +125,14 @@ for (const r of requirements) {
   const where = mentions(r.id, specs);
   const needsTest = r.needs.some((n) => /test/.test(n));
   const superseded = r.supersededBy;
-  const open = OPEN[r.id];
-  const status = r.notForAgent ? 'n/a ' : superseded ? 'replaced' : where.length > 0 ? 'ok  ' : open ? 'open' : needsTest ? 'MISSING' : 'impl';
+  const status = r.notForAgent ? 'n/a ' : superseded ? 'replaced' : where.length > 0 ? 'ok  ' : needsTest ? 'MISSING' : 'impl';
   if (status === 'MISSING') untested += 1;
-  if (quiet && status !== 'MISSING' && status !== 'open') continue;
-  console.log(`${status.padEnd(7)} ${r.id}${r.notForAgent ? `  (${r.notForAgent})` : superseded ? `  (by ${superseded})` : open ? `  (${open})` : ''}`);
+  if (quiet && status !== 'MISSING') continue;
+  console.log(`${status.padEnd(7)} ${r.id}${r.notForAgent ? `  (${r.notForAgent})` : superseded ? `  (by ${superseded})` : ''}`);
   for (const w of where.slice(0, 3)) console.log(`          ${w}`);
   if (where.length > 3) console.log(`          … and ${where.length - 3} more`);
 }
 const agentRequirements = requirements.filter((r) => !r.notForAgent && !r.supersededBy);
 const released = agentRequirements.filter((r) => r.seed === 'v1.0.1');
-console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => OPEN[r.id] && mentions(r.id, specs).length === 0).length} open; ${requirements.filter((r) => r.supersededBy).length} seed requirements superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`);
+console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} seed requirements superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`);
 process.exit(untested > 0 ? 1 : 0);
