@@ -1,10 +1,18 @@
 // ank-agent: flags and config → drivers → agent → subscribe. The only subscribe of the program.
 import { existsSync, readFileSync } from 'node:fs';
 import meow from 'meow';
-import { BehaviorSubject, Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
+import { BehaviorSubject, type Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
 import {
-  AGENT_NAME_PATTERN, CONTAINERD_MISSING, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, defaultRunFolder,
-  parseConfigFile, resolveConfig, selectRuntimes,
+  AGENT_NAME_PATTERN,
+  CONTAINERD_MISSING,
+  ConfigError,
+  type ConfigFile,
+  DEFAULT_CONFIG_PATH,
+  DEFAULT_SERVER_URL,
+  defaultRunFolder,
+  parseConfigFile,
+  resolveConfig,
+  selectRuntimes,
 } from '../lib/config.js';
 import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
@@ -113,7 +121,6 @@ function readConfigFile(log: Logger): ConfigFile {
   return parseConfigFile(text, file, (warning) => log.warn(warning));
 }
 
-
 /**
  * Runs the agent with the given link until it ends; the signals stop it. The drivers are wired to the
  * agent's sources and sinks here, and the loop from its messages back to the link is closed here.
@@ -135,10 +142,7 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
   const toServer$ = new Subject<ToServer>();
   let sinks: AgentSinks | undefined;
   sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? []), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ }, deps);
-  merge(
-    sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
-    sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
-  ).subscribe({
+  merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({
     error: (err: unknown) => {
       log.error(err instanceof ServerRefused ? err.message : `The agent failed: ${String(err)}`);
       process.exit(1);
@@ -162,7 +166,8 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
 function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined): Map<string, RuntimeConnector> {
   const all = builtInRuntimes(log);
   const { enabled, unknown } = userErrors(() => selectRuntimes([...all.keys()], wanted));
-  for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);
+  for (const name of unknown)
+    log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);
   return new Map(enabled.map((name) => [name, all.get(name)!]));
 }
 
@@ -172,8 +177,14 @@ function connected(): void {
     if (cli.input.length > 0) throw new ConfigError(`Unexpected argument '${cli.input[0]}'.`, true);
     const config = resolveConfig(
       {
-        name: flags.name, serverUrl: flags.serverUrl, runFolder: flags.runFolder, insecure: flags.insecure,
-        caPem: flags.caPem, crtPem: flags.crtPem, keyPem: flags.keyPem, tags: flags.tag,
+        name: flags.name,
+        serverUrl: flags.serverUrl,
+        runFolder: flags.runFolder,
+        insecure: flags.insecure,
+        caPem: flags.caPem,
+        crtPem: flags.crtPem,
+        keyPem: flags.keyPem,
+        tags: flags.tag,
       },
       process.env,
       readConfigFile(log),
@@ -187,16 +198,24 @@ function connected(): void {
   // While the server connection cannot take more, neither the Control Interfaces nor the log streams are read.
   const serverFull$ = new BehaviorSubject(false);
   log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
-  run(config.name, ioFolder, log, (outbound$, greeting) => serverLink(
-    (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$),
-    outbound$,
-    { agentName: config.name, log, stop$, greeting, tags: config.tags },
-  ), () => {
-    // The stream is cancelled, so the server marks the agent gone; the workloads keep running and
-    // are resumed at the next start.
-    stop$.next();
-    setTimeout(() => process.exit(0), 3000).unref();
-  }, { sampleMachine, runtimes, serverFull$ });
+  run(
+    config.name,
+    ioFolder,
+    log,
+    (outbound$, greeting) =>
+      serverLink(
+        (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$),
+        outbound$,
+        { agentName: config.name, log, stop$, greeting, tags: config.tags },
+      ),
+    () => {
+      // The stream is cancelled, so the server marks the agent gone; the workloads keep running and
+      // are resumed at the next start.
+      stop$.next();
+      setTimeout(() => process.exit(0), 3000).unref();
+    },
+    { sampleMachine, runtimes, serverFull$ },
+  );
 }
 
 /** The agent a manifest is for, when -n does not say: the one agent its workloads name. */
@@ -226,26 +245,35 @@ function standalone(manifestFile: string): void {
     : watchManifest(manifestFile, first, log);
   log.info(`Agent '${name}' running the manifest '${manifestFile}' without a server.`);
   // The local server is there from the start, and a workload may speak either protocol line to it.
-  run(name, ioFolder, log, (outbound$) => localServer(manifests$, outbound$, {
-    agentName: name, log, onSnapshot: (s) => {
-      snapshot = s;
-      view(s);
+  run(
+    name,
+    ioFolder,
+    log,
+    (outbound$) =>
+      localServer(manifests$, outbound$, {
+        agentName: name,
+        log,
+        onSnapshot: (s) => {
+          snapshot = s;
+          view(s);
+        },
+      }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES })),
+    () => {
+      if (!flags.deleteOnExit) process.exit(0);
+      log.info('Deleting the workloads before stopping (--delete-on-exit).');
+      stop$.next();
+      const check = timer(0, 200).subscribe(() => {
+        if (snapshot.states.size === 0) {
+          check.unsubscribe();
+          process.exit(0);
+        }
+      });
+      setTimeout(() => {
+        log.error('Not every workload was deleted within 60 s.');
+        process.exit(1);
+      }, 60_000).unref();
     },
-  }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES })), () => {
-    if (!flags.deleteOnExit) process.exit(0);
-    log.info('Deleting the workloads before stopping (--delete-on-exit).');
-    stop$.next();
-    const check = timer(0, 200).subscribe(() => {
-      if (snapshot.states.size === 0) {
-        check.unsubscribe();
-        process.exit(0);
-      }
-    });
-    setTimeout(() => {
-      log.error('Not every workload was deleted within 60 s.');
-      process.exit(1);
-    }, 60_000).unref();
-  });
+  );
 }
 
 if (flags.version) {

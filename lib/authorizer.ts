@@ -12,8 +12,7 @@ export type Access =
 const WHOLE_STATE = ['desiredState', 'workloadStates', 'agents'];
 
 const segments = (path: string) => path.split('.');
-const grants = (operation: ReadWrite, kind: 'read' | 'write') =>
-  operation === 'ReadWrite' || (kind === 'read' ? operation === 'Read' : operation === 'Write');
+const grants = (operation: ReadWrite, kind: 'read' | 'write') => operation === 'ReadWrite' || (kind === 'read' ? operation === 'Read' : operation === 'Write');
 const same = (mask: string, part: string) => mask === '*' || mask === part;
 
 /** An allow mask matches a path it is a prefix of (segment by segment, `*` matching one segment). */
@@ -53,14 +52,17 @@ export function isAllowed(access: ControlInterfaceAccess, request: Access): bool
     case 'cancelEvents':
       return true;
     case 'logs':
-      return request.workloadNames.every((name) =>
-        access.allowRules.some((r) => logRuleMatches(r, name)) && !access.denyRules.some((r) => logRuleMatches(r, name)));
+      return request.workloadNames.every(
+        (name) => access.allowRules.some((r) => logRuleMatches(r, name)) && !access.denyRules.some((r) => logRuleMatches(r, name)),
+      );
     case 'read':
     case 'write': {
       const paths = request.paths.length > 0 ? request.paths : WHOLE_STATE;
-      return paths.every((path) =>
-        access.allowRules.some((r) => stateRuleMatches(r, request.kind, path, allowMaskMatches))
-        && !access.denyRules.some((r) => stateRuleMatches(r, request.kind, path, denyMaskMatches)));
+      return paths.every(
+        (path) =>
+          access.allowRules.some((r) => stateRuleMatches(r, request.kind, path, allowMaskMatches)) &&
+          !access.denyRules.some((r) => stateRuleMatches(r, request.kind, path, denyMaskMatches)),
+      );
     }
   }
 }

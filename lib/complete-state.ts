@@ -23,12 +23,25 @@ export interface CompleteState {
 type Tree = Record<string, unknown>;
 const isTree = (v: unknown): v is Tree => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+/** The tree under `key`, made (replacing a leaf) when there is none. */
+function subtree(tree: Tree, key: string): Tree {
+  const child = tree[key];
+  if (isTree(child)) return child;
+  const made: Tree = {};
+  tree[key] = made;
+  return made;
+}
+
 /** swdd~api-object-serialization~1: maps keyed in sorted order, so the output is the same every time. */
 function sorted<T extends object>(t: T): T {
-  return Object.fromEntries(Object.keys(t).sort().map((k) => {
-    const v = (t as Tree)[k];
-    return [k, isTree(v) ? sorted(v) : v];
-  })) as T;
+  return Object.fromEntries(
+    Object.keys(t)
+      .sort()
+      .map((k) => {
+        const v = (t as Tree)[k];
+        return [k, isTree(v) ? sorted(v) : v];
+      }),
+  ) as T;
 }
 
 /** The parts of `tree` the masks name (`*` matches any key); no masks: all of it. */
@@ -40,7 +53,7 @@ export function pick<T extends object>(tree: T, masks: readonly string[]): T {
     for (const key of head === '*' ? Object.keys(from) : [head]) {
       if (!(key in from)) continue;
       if (rest.length === 0 || !isTree(from[key])) into[key] = from[key];
-      else copy(from[key] as Tree, (into[key] = isTree(into[key]) ? into[key] : {}) as Tree, rest);
+      else copy(from[key] as Tree, subtree(into, key), rest);
     }
   };
   for (const mask of masks) copy(tree as Tree, out, mask.split('.'));
@@ -52,7 +65,9 @@ function logicalState(agentName: string, desired: DesiredState, states: Iterable
   const workloadStates: Record<string, Record<string, Record<string, ExecutionState>>> = {};
   for (const s of states) {
     const { agentName: agent, workloadName, id } = s.instanceName;
-    ((workloadStates[agent] ??= {})[workloadName] ??= {})[id] = s.executionState;
+    workloadStates[agent] ??= {};
+    workloadStates[agent][workloadName] ??= {};
+    workloadStates[agent][workloadName][id] = s.executionState;
   }
   return sorted({ desiredState: declaredState(desired), workloadStates, agents: { [agentName]: {} } });
 }
@@ -84,8 +99,7 @@ const isUnit = (v: unknown) => isLeaf(v) || 'runtime' in (v as Tree) || Object.k
  */
 export function alteredFields(before: object, after: object): AlteredFields {
   const out: AlteredFields = { addedFields: [], updatedFields: [], removedFields: [] };
-  const units = (v: unknown, path: string): string[] =>
-    (isUnit(v) ? [path] : Object.entries(v as Tree).flatMap(([k, x]) => units(x, `${path}.${k}`)));
+  const units = (v: unknown, path: string): string[] => (isUnit(v) ? [path] : Object.entries(v as Tree).flatMap(([k, x]) => units(x, `${path}.${k}`)));
   const walk = (a: Tree, b: Tree, prefix: string) => {
     for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
       const path = prefix ? `${prefix}.${key}` : key;
@@ -123,7 +137,7 @@ export function applyUpdate(desired: DesiredState, newState: pb.CompleteState | 
         if (from === undefined) delete into[key];
         else into[key] = structuredClone(from);
       } else {
-        into = (into[key] = isTree(into[key]) ? into[key] : {}) as Tree;
+        into = subtree(into, key);
       }
     }
   }

@@ -4,14 +4,16 @@ import { NAME, NAME_RULE } from './workload.js';
 
 export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
 /** `$TMPDIR/ankaios/`, `/tmp/ankaios/` when TMPDIR is unset (as the 1.x agent). */
-export const defaultRunFolder = (env: Readonly<Record<string, string | undefined>>): string =>
-  `${(env.TMPDIR || '/tmp').replace(/\/+$/, '')}/ankaios/`;
+export const defaultRunFolder = (env: Readonly<Record<string, string | undefined>>): string => `${(env.TMPDIR || '/tmp').replace(/\/+$/, '')}/ankaios/`;
 export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
 export const AGENT_NAME_PATTERN = NAME;
 
 /** A setting the user got wrong; the message says which and how to mend it. */
 export class ConfigError extends Error {
-  constructor(message: string, readonly showHelp = false) {
+  constructor(
+    message: string,
+    readonly showHelp = false,
+  ) {
     super(message);
   }
 }
@@ -59,10 +61,19 @@ export interface ConfigFile {
 
 type KeyType = 'string' | 'boolean' | 'a table of strings' | 'a list of strings';
 const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
-  version: 'string', name: 'string', server_url: 'string', run_folder: 'string', insecure: 'boolean',
-  ca_pem: 'string', crt_pem: 'string', key_pem: 'string',
-  ca_pem_content: 'string', crt_pem_content: 'string', key_pem_content: 'string',
-  tags: 'a table of strings', runtimes: 'a list of strings',
+  version: 'string',
+  name: 'string',
+  server_url: 'string',
+  run_folder: 'string',
+  insecure: 'boolean',
+  ca_pem: 'string',
+  crt_pem: 'string',
+  key_pem: 'string',
+  ca_pem_content: 'string',
+  crt_pem_content: 'string',
+  key_pem_content: 'string',
+  tags: 'a table of strings',
+  runtimes: 'a list of strings',
 };
 
 function hasType(value: unknown, type: KeyType): boolean {
@@ -128,11 +139,13 @@ function checkServerUrl(serverUrl: string): void {
 
 /** `key=value` tags from the command line; throws ConfigError naming a malformed one. */
 export function parseTags(tags: readonly string[]): Record<string, string> {
-  return Object.fromEntries(tags.map((tag) => {
-    const at = tag.indexOf('=');
-    if (at <= 0) throw new ConfigError(`Invalid tag '${tag}': give it as key=value.`);
-    return [tag.slice(0, at), tag.slice(at + 1)];
-  }));
+  return Object.fromEntries(
+    tags.map((tag) => {
+      const at = tag.indexOf('=');
+      if (at <= 0) throw new ConfigError(`Invalid tag '${tag}': give it as key=value.`);
+      return [tag.slice(0, at), tag.slice(at + 1)];
+    }),
+  );
 }
 
 /**
@@ -140,7 +153,8 @@ export function parseTags(tags: readonly string[]): Record<string, string> {
  * have are returned to be warned about; a list that names none it has is an error.
  */
 /** Said where a config asks for the released agent's containerd runtime, which this agent does not have. */
-export const CONTAINERD_MISSING = "The 'containerd' runtime (nerdctl) is not part of this agent; its workloads get Pending(StartingFailed) \"Unsupported Runtime\".";
+export const CONTAINERD_MISSING =
+  'The \'containerd\' runtime (nerdctl) is not part of this agent; its workloads get Pending(StartingFailed) "Unsupported Runtime".';
 
 export function selectRuntimes(available: readonly string[], wanted: readonly string[] | undefined): { enabled: string[]; unknown: string[] } {
   if (wanted === undefined) return { enabled: [...available], unknown: [] };
@@ -148,14 +162,19 @@ export function selectRuntimes(available: readonly string[], wanted: readonly st
   const unknown = wanted.filter((r) => !available.includes(r));
   if (enabled.length === 0) {
     const containerd = unknown.includes('containerd') ? ` ${CONTAINERD_MISSING}` : '';
-    throw new ConfigError(`No runtime is enabled: 'runtimes' lists ${wanted.map((r) => `'${r}'`).join(', ') || 'nothing'}; this agent has ${available.map((r) => `'${r}'`).join(', ')}.${containerd}`);
+    throw new ConfigError(
+      `No runtime is enabled: 'runtimes' lists ${wanted.map((r) => `'${r}'`).join(', ') || 'nothing'}; this agent has ${available.map((r) => `'${r}'`).join(', ')}.${containerd}`,
+    );
   }
   return { enabled, unknown };
 }
 
 /** Combines flags, environment and config file; throws ConfigError on anything wrong; `warn` hears of what is odd but works. */
 export function resolveConfig(
-  flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile = {}, warn: (message: string) => void = () => undefined,
+  flags: Flags,
+  env: Readonly<Record<string, string | undefined>>,
+  file: ConfigFile = {},
+  warn: (message: string) => void = () => undefined,
 ): AgentConfig {
   const name = flags.name ?? file.name;
   if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
@@ -166,7 +185,8 @@ export function resolveConfig(
   checkServerUrl(serverUrl);
   const runFolder = flags.runFolder ?? file.run_folder ?? defaultRunFolder(env);
   if (runFolder.trim() === '') throw new ConfigError('The run folder is empty: give a folder, or leave -r out for the default.');
-  if (/^\/(proc|sys|dev)(\/|$)/.test(runFolder.replace(/\/+/g, '/'))) throw new ConfigError(`The run folder '${runFolder}' is in a kernel file system: give a folder on disk.`);
+  if (/^\/(proc|sys|dev)(\/|$)/.test(runFolder.replace(/\/+/g, '/')))
+    throw new ConfigError(`The run folder '${runFolder}' is in a kernel file system: give a folder on disk.`);
   const tags = flags.tags && flags.tags.length > 0 ? parseTags(flags.tags) : { ...file.tags };
   const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes };
   // Flag over environment over file, a `false` as much as a `true`.
@@ -188,12 +208,15 @@ export function resolveConfig(
   }
   if (!ca && !cert && !key) {
     // swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1
-    throw new ConfigError(
-      'No way to reach the server is given: either --insecure (-k) for plain text, or --ca_pem, --crt_pem and --key_pem for mTLS.',
-      true,
-    );
+    throw new ConfigError('No way to reach the server is given: either --insecure (-k) for plain text, or --ca_pem, --crt_pem and --key_pem for mTLS.', true);
   }
-  const missing = [['--ca_pem', ca], ['--crt_pem', cert], ['--key_pem', key]].filter(([, v]) => !v).map(([f]) => f);
+  const missing = [
+    ['--ca_pem', ca],
+    ['--crt_pem', cert],
+    ['--key_pem', key],
+  ]
+    .filter(([, v]) => !v)
+    .map(([f]) => f);
   if (missing.length > 0) throw new ConfigError(`mTLS needs all three PEM files; missing: ${missing.join(', ')}.`, true);
   return { ...common, security: { insecure: false, ca: ca!, cert: cert!, key: key! } };
 }

@@ -16,8 +16,10 @@ export type ExecutionState = { readonly additionalInfo: string } & (
 export type StateName = ExecutionState['state'];
 export type Substate = ExecutionState['substate'];
 
-const make = <E extends ExecutionState>(state: E['state'], substate: E['substate']) =>
-  (additionalInfo = ''): ExecutionState => ({ state, substate, additionalInfo }) as ExecutionState;
+const make =
+  <E extends ExecutionState>(state: E['state'], substate: E['substate']) =>
+  (additionalInfo = ''): ExecutionState =>
+    ({ state, substate, additionalInfo }) as ExecutionState;
 
 export const ExecutionState = {
   agentDisconnected: make('AgentDisconnected', 'AgentDisconnected'),

@@ -19,7 +19,10 @@ export class LogLines {
   private lineBytes = 0;
   private closedFlag = false;
 
-  constructor(private readonly keepBytes: number, private readonly limitBytes = LOG_CAMPAIGN_LIMIT_BYTES) {}
+  constructor(
+    private readonly keepBytes: number,
+    private readonly limitBytes = LOG_CAMPAIGN_LIMIT_BYTES,
+  ) {}
 
   /** True once a line was too long: the output should not be read any further. */
   get closed(): boolean {

@@ -3,8 +3,16 @@
 import { parse as parseYaml } from 'yaml';
 import { ADD_CONDITION, READ_WRITE, RESTART_POLICY } from './codec/tables.js';
 import {
-  type AccessRule, type ConfigValue, type DeclaredState, type DeleteCondition, type DeletedWorkload,
-  type Workload, type WorkloadFile, type WorkloadSpec, NAME, instanceId,
+  type AccessRule,
+  type ConfigValue,
+  type DeclaredState,
+  type DeleteCondition,
+  type DeletedWorkload,
+  type Workload,
+  type WorkloadFile,
+  type WorkloadSpec,
+  NAME,
+  instanceId,
 } from './workload.js';
 
 /** A manifest the agent cannot use; the message says where and why. */
@@ -67,7 +75,9 @@ function accessRule(v: unknown, where: string): AccessRule {
 function tagsOf(v: unknown, where: string): Record<string, string> {
   if (v === undefined || v === null) return {};
   if (Array.isArray(v)) {
-    return Object.fromEntries(v.map((t) => (isMap(t) ? [stringOf(t.key, where, 'tags.key'), stringOf(t.value, where, 'tags.value')] : fail(where, 'a tag must have key and value'))));
+    return Object.fromEntries(
+      v.map((t) => (isMap(t) ? [stringOf(t.key, where, 'tags.key'), stringOf(t.value, where, 'tags.value')] : fail(where, 'a tag must have key and value'))),
+    );
   }
   if (isMap(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, stringOf(x, where, `tags.${k}`)]));
   return fail(where, "'tags' must be a mapping");
@@ -78,18 +88,22 @@ function filesOf(v: unknown, where: string): WorkloadFile[] {
     if (!isMap(f)) fail(where, 'a file must be a mapping with mountPoint and data or binaryData');
     const mountPoint = stringOf(f.mountPoint, where, 'files.mountPoint');
     if ((f.data === undefined) === (f.binaryData === undefined)) fail(where, `the file '${mountPoint}' needs either 'data' or 'binaryData'`);
-    return f.data !== undefined ? { mountPoint, data: stringOf(f.data, where, 'files.data') } : { mountPoint, binaryData: stringOf(f.binaryData, where, 'files.binaryData') };
+    return f.data !== undefined
+      ? { mountPoint, data: stringOf(f.data, where, 'files.data') }
+      : { mountPoint, binaryData: stringOf(f.binaryData, where, 'files.binaryData') };
   });
 }
 
 function configValue(v: unknown, where: string): ConfigValue {
   if (Array.isArray(v)) return v.map((x) => configValue(x, where));
   if (isMap(v)) {
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => {
-      // swdd~api-config-item-key-naming-convention~1
-      if (!CONFIG_KEY.test(k)) fail(where, `invalid config key '${k}' (letters, digits, '-' and '_')`);
-      return [k, configValue(x, `${where}.${k}`)];
-    }));
+    return Object.fromEntries(
+      Object.entries(v).map(([k, x]) => {
+        // swdd~api-config-item-key-naming-convention~1
+        if (!CONFIG_KEY.test(k)) fail(where, `invalid config key '${k}' (letters, digits, '-' and '_')`);
+        return [k, configValue(x, `${where}.${k}`)];
+      }),
+    );
   }
   return stringOf(v, where, 'value');
 }
@@ -105,14 +119,26 @@ function workloadOf(name: string, v: unknown): Workload {
   const runtime = v.runtime === undefined ? fail(where, "'runtime' is missing") : stringOf(v.runtime, where, 'runtime');
   const restart = v.restartPolicy === undefined ? RESTART_POLICY.toText('Never') : String(v.restartPolicy);
   const restartPolicy = RESTART_POLICY.fromText(restart) ?? fail(where, `unknown restartPolicy '${restart}' (${RESTART_POLICY.texts})`);
-  const dependencies = Object.fromEntries(Object.entries(mapping(v.dependencies, where, "'dependencies' must be a mapping")).map(([dep, c]) =>
-    [dep, ADD_CONDITION.fromText(String(c)) ?? fail(where, `unknown condition '${String(c)}' for dependency '${dep}'`)]));
-  const configs = Object.fromEntries(Object.entries(mapping(v.configs, where, "'configs' must be a mapping of alias to config key")).map(([alias, key]) =>
-    [alias, stringOf(key, where, `configs.${alias}`)]));
+  const dependencies = Object.fromEntries(
+    Object.entries(mapping(v.dependencies, where, "'dependencies' must be a mapping")).map(([dep, c]) => [
+      dep,
+      ADD_CONDITION.fromText(String(c)) ?? fail(where, `unknown condition '${String(c)}' for dependency '${dep}'`),
+    ]),
+  );
+  const configs = Object.fromEntries(
+    Object.entries(mapping(v.configs, where, "'configs' must be a mapping of alias to config key")).map(([alias, key]) => [
+      alias,
+      stringOf(key, where, `configs.${alias}`),
+    ]),
+  );
   const access = isMap(v.controlInterfaceAccess) ? v.controlInterfaceAccess : {};
   const rules = (field: 'allowRules' | 'denyRules') =>
-    (access[field] === undefined ? [] : Array.isArray(access[field]) ? access[field] as unknown[] : fail(where, `'controlInterfaceAccess.${field}' must be a list`))
-      .map((r) => accessRule(r, where));
+    (access[field] === undefined
+      ? []
+      : Array.isArray(access[field])
+        ? (access[field] as unknown[])
+        : fail(where, `'controlInterfaceAccess.${field}' must be a list`)
+    ).map((r) => accessRule(r, where));
   return {
     agent: v.agent === undefined || v.agent === null ? '' : stringOf(v.agent, where, 'agent'),
     runtime,
@@ -145,15 +171,19 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
     if (!['apiVersion', 'workloads', 'configs'].includes(key)) throw new ManifestError(`unknown top-level key '${key}' (apiVersion, workloads, configs)`);
   }
   if (doc.configs !== undefined && doc.configs !== null && !isMap(doc.configs)) throw new ManifestError("'configs' must be a mapping");
-  const configs = Object.fromEntries(Object.entries(isMap(doc.configs) ? doc.configs : {}).map(([key, value]) => {
-    if (!CONFIG_KEY.test(key)) throw new ManifestError(`invalid config key '${key}' (letters, digits, '-' and '_')`);
-    return [key, configValue(value, `config '${key}'`)];
-  }));
+  const configs = Object.fromEntries(
+    Object.entries(isMap(doc.configs) ? doc.configs : {}).map(([key, value]) => {
+      if (!CONFIG_KEY.test(key)) throw new ManifestError(`invalid config key '${key}' (letters, digits, '-' and '_')`);
+      return [key, configValue(value, `config '${key}'`)];
+    }),
+  );
   if (doc.workloads !== undefined && doc.workloads !== null && !isMap(doc.workloads)) throw new ManifestError("'workloads' must be a mapping");
-  const workloads = Object.fromEntries(Object.entries(isMap(doc.workloads) ? doc.workloads : {}).map(([name, w]) => {
-    checkWorkloadName(name);
-    return [name, workloadOf(name, w)];
-  }));
+  const workloads = Object.fromEntries(
+    Object.entries(isMap(doc.workloads) ? doc.workloads : {}).map(([name, w]) => {
+      checkWorkloadName(name);
+      return [name, workloadOf(name, w)];
+    }),
+  );
   return checkDesiredState({ apiVersion: API_VERSION, workloads, configs });
 }
 
@@ -161,7 +191,7 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
 
 /** swdd~api-workload-naming-convention~1 */
 function checkWorkloadName(name: string): void {
-  if (!WORKLOAD_NAME.test(name)) fail(`workload '${name}'`, 'a workload name has 1 to 63 letters, digits, \'-\' or \'_\'');
+  if (!WORKLOAD_NAME.test(name)) fail(`workload '${name}'`, "a workload name has 1 to 63 letters, digits, '-' or '_'");
 }
 
 /** swdd~api-access-rules-filter-mask-convention~1, swdd~api-access-rules-logs-workload-names-convention~1 */
@@ -173,7 +203,8 @@ function checkAccessRule(rule: AccessRule, where: string): void {
     }
   } else {
     for (const name of rule.workloadNames) {
-      if (!LOG_NAME.test(name) || name.split('*').length > 2) fail(where, `invalid workload name '${name}' in a LogRule (a workload name with at most one '*')`);
+      if (!LOG_NAME.test(name) || name.split('*').length > 2)
+        fail(where, `invalid workload name '${name}' in a LogRule (a workload name with at most one '*')`);
     }
   }
 }
@@ -233,7 +264,8 @@ export const MAX_RENDERED_BYTES = 1024 * 1024;
 export function renderTemplate(template: string, values: Readonly<Record<string, ConfigValue>>, where: string): string {
   let size = template.length;
   return template.replace(/\{\{\s*([^}]*?)\s*\}\}/g, (_m, expression: string) => {
-    if (expression.startsWith('#') || expression.startsWith('/')) fail(where, `template blocks like '{{${expression}}}' are not supported; use {{alias.key}} values`);
+    if (expression.startsWith('#') || expression.startsWith('/'))
+      fail(where, `template blocks like '{{${expression}}}' are not supported; use {{alias.key}} values`);
     let value: ConfigValue | undefined = values as ConfigValue;
     for (const part of expression.split('.')) {
       const key = part.replace(/^\[(.*)\]$/, '$1');

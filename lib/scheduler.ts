@@ -127,13 +127,11 @@ export class WorkloadScheduler {
 
   /** swdd~workload-ready-to-create-on-fulfilled-dependencies~1: some instance of each dependency meets its condition. */
   private addConditionsMet(spec: WorkloadSpec): boolean {
-    return Object.entries(spec.dependencies).every(([name, condition]) =>
-      this.store.statesOf(name).some((s) => fulfillsAddCondition(s, condition)));
+    return Object.entries(spec.dependencies).every(([name, condition]) => this.store.statesOf(name).some((s) => fulfillsAddCondition(s, condition)));
   }
 
   /** swdd~workload-ready-to-delete-on-fulfilled-dependencies~1: every instance of each dependent meets its condition. */
   private deleteConditionsMet(deleted: DeletedWorkload): boolean {
-    return Object.entries(deleted.dependencies).every(([name, condition]) =>
-      this.store.statesOf(name).every((s) => fulfillsDeleteCondition(s, condition)));
+    return Object.entries(deleted.dependencies).every(([name, condition]) => this.store.statesOf(name).every((s) => fulfillsDeleteCondition(s, condition)));
   }
 }

@@ -22,17 +22,19 @@ export interface StatusRow {
 /** swdd~api-object-serialization~1: one row per workload of the desired state, sorted by name. */
 export function statusRows(agentName: string, desired: DesiredState | undefined, states: ReadonlyMap<string, WorkloadState>): StatusRow[] {
   if (!desired) return [];
-  return [...desired.workloads.values()].sort((a, b) => a.name.localeCompare(b.name)).map((w) => {
-    const { spec } = w;
-    const agent = spec.instanceName.agentName;
-    const row = { workload: w.name, agent, runtime: w.runtime };
-    if (agent === '') return { ...row, state: 'NotScheduled', info: '' };
-    if (agent !== agentName) return { ...row, state: 'NotScheduled', info: `for agent '${agent}', not this one` };
-    const current = states.get(instanceKey(spec.instanceName));
-    if (!current) return { ...row, state: 'Pending(Initial)', info: '' };
-    const [state, ...info] = formatState(current.executionState).split(': ');
-    return { ...row, state, info: info.join(': ') };
-  });
+  return [...desired.workloads.values()]
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .map((w) => {
+      const { spec } = w;
+      const agent = spec.instanceName.agentName;
+      const row = { workload: w.name, agent, runtime: w.runtime };
+      if (agent === '') return { ...row, state: 'NotScheduled', info: '' };
+      if (agent !== agentName) return { ...row, state: 'NotScheduled', info: `for agent '${agent}', not this one` };
+      const current = states.get(instanceKey(spec.instanceName));
+      if (!current) return { ...row, state: 'Pending(Initial)', info: '' };
+      const [state, ...info] = formatState(current.executionState).split(': ');
+      return { ...row, state, info: info.join(': ') };
+    });
 }
 
 export function formatTable(rows: readonly StatusRow[]): string {

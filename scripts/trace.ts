@@ -40,14 +40,17 @@ const CONTAINERD = 'the containerd runtime is not built: nerdctl cannot be insta
  * agent does, because that is what a server, ank and the SDKs show and expect.
  */
 const AS_RELEASED: Record<string, string> = {
-  'swdd~podman-kube-state-getter-removed-if-no-container~1': 'a kube workload without any pod is Failed(Lost), as the released agent reports it: Removed would make the server forget a workload that is still wanted',
+  'swdd~podman-kube-state-getter-removed-if-no-container~1':
+    'a kube workload without any pod is Failed(Lost), as the released agent reports it: Removed would make the server forget a workload that is still wanted',
 };
 
 /** Seed requirements the released design dropped or changed without a newer version of the same id. */
 const SUPERSEDED: Record<string, string> = {
-  'swdd~agent-delete-old-workload-without-sending-workload-states~1': 'swdd~workload-control-loop-restarts-workloads-using-update~1: a restart is reported as an update',
+  'swdd~agent-delete-old-workload-without-sending-workload-states~1':
+    'swdd~workload-control-loop-restarts-workloads-using-update~1: a restart is reported as an update',
   'swdd~agent-workload-control-loop-limits-retry-attempts~1': 'swdd~agent-workload-control-loop-exponential-backoff-retries~1: retries without limit',
-  'swdd~agent-workload-control-loop-retry-limit-set-execution-state~2': 'swdd~agent-workload-control-loop-handles-failed-workload-creation~1: Pending(Starting) "Retry <n>: <cause>"',
+  'swdd~agent-workload-control-loop-retry-limit-set-execution-state~2':
+    'swdd~agent-workload-control-loop-handles-failed-workload-creation~1: Pending(Starting) "Retry <n>: <cause>"',
   'swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1': 'swdd~agent-workload-control-loop-reset-backoff-on-update~1',
   'swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1': 'swdd~agent-workload-control-loop-exponential-backoff-retries~1',
   'swdd~agent-ensures-control-interface-output-pipe-read~1': 'swdd~agent-ensures-control-interface-input-pipe-read~1',
@@ -85,7 +88,10 @@ function extractFile(file: string, label: string): Requirement[] {
 function extract(seedsDir: string, releasedDir: string): Requirement[] {
   const all = SOURCES.flatMap(({ label, file }) => {
     const dir = label === 'v1.0.1' ? releasedDir : seedsDir;
-    return readdirSync(dir).filter((f) => file.test(f)).sort().flatMap((f) => extractFile(path.join(dir, f), label));
+    return readdirSync(dir)
+      .filter((f) => file.test(f))
+      .sort()
+      .flatMap((f) => extractFile(path.join(dir, f), label));
   });
   const released = new Map(all.filter((r) => r.seed === 'v1.0.1').map((r) => [baseOf(r.id), r]));
   return all.flatMap((r): Requirement[] => {
@@ -93,14 +99,15 @@ function extract(seedsDir: string, releasedDir: string): Requirement[] {
     if (r.seed !== 'v1.0.1' && newer && newer.id === r.id) return [];
     if (r.seed === '000' && newer && versionOf(newer.id) > versionOf(r.id)) return [{ ...r, supersededBy: newer.id }];
     if (r.seed === '000' && !newer && SUPERSEDED[r.id]) return [{ ...r, supersededBy: SUPERSEDED[r.id] }];
-    if (r.seed === '000' && !newer) throw new Error(`${r.id} of seed 000 is not in the released design: say in SUPERSEDED what replaced it`);
+    if (r.seed === '000' && !newer) throw new Error(`${r.id} of the older agent design is not in the released design: say in SUPERSEDED what replaced it`);
     return [r];
   });
 }
 
 function specFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? specFiles(path.join(dir, e.name)) : e.name.endsWith('.spec.ts') ? [path.join(dir, e.name)] : []);
+    e.isDirectory() ? specFiles(path.join(dir, e.name)) : e.name.endsWith('.spec.ts') ? [path.join(dir, e.name)] : [],
+  );
 }
 
 /** `file:line` of every spec line that names the requirement (ids end at a character that cannot be part of them). */
@@ -111,7 +118,11 @@ function mentions(id: string, specs: Array<[string, string[]]>): string[] {
 
 const args = process.argv.slice(2);
 if (args[0] === '--extract') {
-  const requirements = extract(args[1] ?? '../shared/seeds', args[2] ?? '../shared/reference/ankaios-v1.0.1');
+  if (!args[1] || !args[2]) {
+    console.error('usage: npm run trace -- --extract <folder of the older designs> <folder of the released v1.0.1 design>');
+    process.exit(2);
+  }
+  const requirements = extract(args[1], args[2]);
   writeFileSync(REQUIREMENTS, `${JSON.stringify(requirements, null, 2)}\n`);
   console.log(`${requirements.length} requirements written to ${path.relative('.', REQUIREMENTS)}`);
   process.exit(0);
@@ -134,5 +145,7 @@ for (const r of requirements) {
 }
 const agentRequirements = requirements.filter((r) => !r.notForAgent && !r.supersededBy);
 const released = agentRequirements.filter((r) => r.seed === 'v1.0.1');
-console.log(`${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} seed requirements superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`);
+console.log(
+  `${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} seed requirements superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`,
+);
 process.exit(untested > 0 ? 1 : 0);

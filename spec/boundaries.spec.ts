@@ -1,4 +1,4 @@
-// The boundaries of ARCHITECTURE.md, read from the imports: the core (lib/ outside lib/drivers/, and
+// The boundaries of the layout (README "How it is built"), read from the imports: the core (lib/ outside lib/drivers/, and
 // streams/) touches no I/O and no clock of its own; drivers are leaves that never import the pipelines.
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -9,7 +9,10 @@ const IO_MODULES = /^(node:)?(fs|fs\/promises|net|child_process|os|http|http2|ht
 const IO_PACKAGES = /^(execa|winston|@grpc\/.*)$/;
 const CLOCKS = /\b(Date\.now|setTimeout|setInterval|setImmediate|Math\.random)\b/;
 
-interface Source { readonly file: string; readonly text: string }
+interface Source {
+  readonly file: string;
+  readonly text: string;
+}
 
 const importsOf = (text: string) =>
   [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(?:[^'";]*?from\s*)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
@@ -17,7 +20,7 @@ const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').
 const inCore = (file: string) => (file.startsWith('lib/') && !file.startsWith('lib/drivers/')) || file.startsWith('streams/');
 
 /** Every boundary a source breaks, as `file: what`. */
-export function boundaryViolations(sources: readonly Source[]): string[] {
+function boundaryViolations(sources: readonly Source[]): string[] {
   return sources.flatMap(({ file, text }) => {
     const problems: string[] = [];
     for (const target of importsOf(text)) {
@@ -46,11 +49,16 @@ describe('the boundaries of the code', () => {
   });
 
   it('would catch a driver that imports a pipeline, and a core module that does I/O or keeps time', () => {
-    expect(boundaryViolations([
-      { file: 'lib/drivers/x.ts', text: "import { agent } from '../../streams/agent.js';\nimport '../../streams/trace.js';" },
-      { file: 'streams/y.ts', text: "import { readFileSync } from 'node:fs';\nimport { execa } from 'execa';\nconst t = Date.now(); // Math.random in a comment is fine" },
-      { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
-    ])).to.deep.equal([
+    expect(
+      boundaryViolations([
+        { file: 'lib/drivers/x.ts', text: "import { agent } from '../../streams/agent.js';\nimport '../../streams/trace.js';" },
+        {
+          file: 'streams/y.ts',
+          text: "import { readFileSync } from 'node:fs';\nimport { execa } from 'execa';\nconst t = Date.now(); // Math.random in a comment is fine",
+        },
+        { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
+      ]),
+    ).to.deep.equal([
       'lib/drivers/x.ts: a driver imports the pipeline streams/agent.js',
       'lib/drivers/x.ts: a driver imports the pipeline streams/trace.js',
       'streams/y.ts: imports node:fs',

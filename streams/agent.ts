@@ -1,6 +1,6 @@
 // The whole agent as one function from what it hears to what it says: server messages and Control
 // Interface pipes in; messages to the server and frames to the workloads out.
-import { BehaviorSubject, EMPTY, Observable, Subject, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
+import { BehaviorSubject, EMPTY, type Observable, Subject, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
 import { PROTOCOL_LINES, type ProtocolLine } from '../lib/codec/lines.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
@@ -80,8 +80,17 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     trace('control-interface.responses'),
   );
   const ci$ = controlInterfaces({ pipes$: sources.controlInterfaces$, responses$, lines$, online$, undelivered$: sources.undelivered$ ?? EMPTY }).pipe(share());
-  const requests$ = ci$.pipe(only('toServer'), map((o) => o.request), trace('control-interface.requests'), map((request): ToServer => ({ kind: 'request', request })));
-  const ciLog$ = ci$.pipe(only('log'), tap((o) => deps.log[o.level](o.text)), ignoreElements());
+  const requests$ = ci$.pipe(
+    only('toServer'),
+    map((o) => o.request),
+    trace('control-interface.requests'),
+    map((request): ToServer => ({ kind: 'request', request })),
+  );
+  const ciLog$ = ci$.pipe(
+    only('log'),
+    tap((o) => deps.log[o.level](o.text)),
+    ignoreElements(),
+  );
   const load$ = deps.sampleMachine
     ? loadStatus(deps.sampleMachine, online$).pipe(map((l): ToServer => ({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })))
     : EMPTY;
@@ -89,7 +98,11 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
 
   return {
     toServer$: merge(states$, requests$, load$, logs$, ciLog$).pipe(takeUntil(closed$), trace('server.out')),
-    toWorkloads$: ci$.pipe(only('toWorkload'), map((o) => o.frame), takeUntil(closed$)),
+    toWorkloads$: ci$.pipe(
+      only('toWorkload'),
+      map((o) => o.frame),
+      takeUntil(closed$),
+    ),
     greeting: () => {
       const states = current.all();
       return states.length > 0 ? [{ kind: 'updateWorkloadState', states }] : [];

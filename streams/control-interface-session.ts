@@ -1,6 +1,6 @@
 // One workload's conversation on its Control Interface: Hello first, then validated, authorized requests.
 import { create } from '@bufbuild/protobuf';
-import { Observable, defer, map, merge, mergeMap } from 'rxjs';
+import { type Observable, defer, map, merge, mergeMap } from 'rxjs';
 import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
 import { isAllowed } from '../lib/authorizer.js';
 import { type ProtocolLine, lineOf } from '../lib/codec/lines.js';
@@ -16,7 +16,7 @@ export type SessionOutput =
   | { readonly kind: 'line'; readonly line?: ProtocolLine }
   | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
 
-/** The reference agent's words (shared/ANKAIOS-WIRE.md). */
+/** The released agent's words. */
 export const INITIAL_HELLO_MISSING = 'Initial Hello missing!';
 export const UNDECODABLE = 'Could not decode protobuf data';
 export const ACCESS_DENIED = 'Access denied';
@@ -37,7 +37,10 @@ type Input = { readonly frame: Frame } | { readonly lines: readonly ProtocolLine
  * all but a new Hello, which starts it again.
  */
 export function controlSession(
-  workloadName: string, access: ControlInterfaceAccess, frames$: Observable<Frame>, lines$: Observable<readonly ProtocolLine[]>,
+  workloadName: string,
+  access: ControlInterfaceAccess,
+  frames$: Observable<Frame>,
+  lines$: Observable<readonly ProtocolLine[]>,
 ): Observable<SessionOutput> {
   return defer(() => {
     let phase: 'new' | 'open' | 'closed' = 'new';
@@ -47,7 +50,11 @@ export function controlSession(
     const toWorkload = (message: FromAnkaios): SessionOutput => ({ kind: 'toWorkload', message, line: spoken ?? lines[0] });
     const log = (level: 'warn' | 'debug', text: string): SessionOutput => ({ kind: 'log', level, text });
     const close = (reason: string): SessionOutput[] => {
-      const out = [toWorkload(FromAnkaiosMessage.closed(reason)), { kind: 'line' as const }, log('warn', `Closed the Control Interface of '${workloadName}': ${reason}`)];
+      const out = [
+        toWorkload(FromAnkaiosMessage.closed(reason)),
+        { kind: 'line' as const },
+        log('warn', `Closed the Control Interface of '${workloadName}': ${reason}`),
+      ];
       [phase, spoken] = ['closed', undefined];
       return out;
     };
@@ -64,13 +71,15 @@ export function controlSession(
         if (!line) return close(unsupported(version, lines));
         [phase, spoken] = ['open', line];
         return [
-          toWorkload(FromAnkaiosMessage.accepted()), { kind: 'line', line },
+          toWorkload(FromAnkaiosMessage.accepted()),
+          { kind: 'line', line },
           log('debug', `Control Interface of '${workloadName}' accepted (version ${version}, the ${line.name} line).`),
         ];
       }
       if (phase === 'closed') return [log('debug', `Ignored data on the closed Control Interface of '${workloadName}' until a new Hello.`)];
       // An accepted session goes on after a frame too large to take, as with the released agent (which reads any size).
-      if (frame.kind === 'oversized' && phase === 'open') return [log('warn', `Skipped a message of ${frame.size} bytes of '${workloadName}': over ${MAX_FRAME_BYTES} bytes.`)];
+      if (frame.kind === 'oversized' && phase === 'open')
+        return [log('warn', `Skipped a message of ${frame.size} bytes of '${workloadName}': over ${MAX_FRAME_BYTES} bytes.`)];
       // Lost framing cannot be trusted again before a Hello; a frame that does not decode is skipped once a session is open.
       if (frame.kind !== 'frame' || (!message && phase === 'new')) return close(UNDECODABLE);
       if (!message) return [log('warn', `Skipped a frame of '${workloadName}' that does not decode as a Control Interface message.`)];
@@ -85,7 +94,10 @@ export function controlSession(
       // The released agent's authorizer denies a request it cannot read (swdd~agent-checks-request-for-authorization~1).
       if (c.case === undefined) return answer(FromAnkaiosMessage.error(r.requestId, ACCESS_DENIED), 'empty, refused');
       if (!line.events && c.case === 'eventsCancelRequest') {
-        return answer(FromAnkaiosMessage.response(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'eventsCancelAccepted', value: {} } })), 'no events on this line, answered here');
+        return answer(
+          FromAnkaiosMessage.response(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'eventsCancelAccepted', value: {} } })),
+          'no events on this line, answered here',
+        );
       }
       if (!line.events && c.case === 'completeStateRequest' && c.value.subscribeForEvents) {
         return answer(FromAnkaiosMessage.error(r.requestId, `Events are not available on the ${line.name} line.`), 'events refused');

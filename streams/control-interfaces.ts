@@ -2,11 +2,9 @@
 // requests to the server; the server's responses go back to the workload named before the `@` of
 // their request id, written as the line that workload's session speaks writes them.
 import { create } from '@bufbuild/protobuf';
-import { EMPTY, Observable, catchError, defer, endWith, finalize, merge, mergeMap, of } from 'rxjs';
+import { type Observable, catchError, defer, endWith, finalize, merge, mergeMap, of } from 'rxjs';
 import { RequestSchema } from '../proto/gen/ank_base_pb.js';
-import {
-  CONTROL_API_FRAMES, type FromAnkaios, FromAnkaiosMessage, type Request, type Response, encodeFromAnkaios,
-} from '../lib/codec/control-api.js';
+import { CONTROL_API_FRAMES, type FromAnkaios, FromAnkaiosMessage, type Request, type Response, encodeFromAnkaios } from '../lib/codec/control-api.js';
 import type { ProtocolLine } from '../lib/codec/lines.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../lib/ports.js';
 import { controlSession } from './control-interface-session.js';
@@ -17,8 +15,10 @@ export type ControlInterfaceOutput =
   | { readonly kind: 'toWorkload'; readonly frame: WorkloadFrame }
   | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
 
-const toWorkload = (workloadName: string, message: FromAnkaios, line: ProtocolLine, logStream?: string): ControlInterfaceOutput =>
-  ({ kind: 'toWorkload', frame: { workloadName, bytes: encodeFrame(line.write(encodeFromAnkaios(message))), ...(logStream && { logStream }) } });
+const toWorkload = (workloadName: string, message: FromAnkaios, line: ProtocolLine, logStream?: string): ControlInterfaceOutput => ({
+  kind: 'toWorkload',
+  frame: { workloadName, bytes: encodeFrame(line.write(encodeFromAnkaios(message))), ...(logStream && { logStream }) },
+});
 
 /** How many requests of one workload are kept while the server is unreachable. */
 export const MAX_HELD_REQUESTS = 100;
@@ -66,7 +66,10 @@ export function controlInterfaces({ pipes$, responses$, lines$, online$, undeliv
     const cancelLogs = (requestId: string): ControlInterfaceOutput[] => {
       if (ended.has(requestId)) return [];
       ended.add(requestId);
-      return [toServer(logsCancel(requestId)), { kind: 'log', level: 'debug', text: `Cancelled the log stream '${requestId}': its workload is gone from its Control Interface.` }];
+      return [
+        toServer(logsCancel(requestId)),
+        { kind: 'log', level: 'debug', text: `Cancelled the log stream '${requestId}': its workload is gone from its Control Interface.` },
+      ];
     };
     /** A session ends (a new Hello, a close, the pipe gone): so do its subscriptions, at the server too. */
     const endSubscriptions = (entry: Open, line: ProtocolLine | undefined): ControlInterfaceOutput[] => {
@@ -84,47 +87,57 @@ export function controlInterfaces({ pipes$, responses$, lines$, online$, undeliv
       }
       return [toWorkload(workloadName, FromAnkaiosMessage.error(request.requestId.slice(workloadName.length + 1), SERVER_UNREACHABLE), line)];
     };
-    const connection$ = online$.pipe(mergeMap((now) => {
-      online = now;
-      return now ? held.splice(0).map((h) => toServer(h.request)) : [];
-    }));
-    const sessions$ = pipes$.pipe(mergeMap((pipe) => {
-      const entry: Open = { pipe, subscriptions: new Set() };
-      open.set(pipe.workloadName, entry);
-      return controlSession(pipe.workloadName, pipe.access, pipe.chunks$.pipe(decodeFrames(CONTROL_API_FRAMES)), lines$).pipe(
-        mergeMap((out): ControlInterfaceOutput[] => {
-          if (out.kind === 'line') {
-            const ending = endSubscriptions(entry, entry.line);
-            entry.line = out.line;
-            return ending;
-          }
-          if (out.kind === 'toServer') {
-            const id = out.request.requestId;
-            if (isSubscription(out.request)) entry.subscriptions.add(id);
-            if (out.request.RequestContent.case === 'eventsCancelRequest') entry.subscriptions.delete(id);
-            return hold(pipe.workloadName, out.request, entry.line!);
-          }
-          return [out.kind === 'toWorkload' ? toWorkload(pipe.workloadName, out.message, out.line) : out];
-        }),
-        catchError((err: unknown) => of<ControlInterfaceOutput>({ kind: 'log', level: 'warn', text: `The Control Interface of '${pipe.workloadName}' stopped reading: ${String(err)}` })),
-        // The pipe is gone (the workload is): its subscriptions end.
-        endWith(null),
-        mergeMap((out) => (out === null ? endSubscriptions(entry, undefined) : [out])),
-        finalize(() => open.get(pipe.workloadName) === entry && open.delete(pipe.workloadName)),
-      );
-    }));
-    const routed$ = responses$.pipe(mergeMap((response): ControlInterfaceOutput[] => {
-      const id = response.requestId;
-      if (ended.has(id)) {
-        if (response.ResponseContent.case === 'eventsCancelAccepted' || response.ResponseContent.case === 'logsCancelAccepted') ended.delete(id);
-        return [];
-      }
-      const routed = route(response, open);
-      return routed ?? [
-        { kind: 'log', level: 'debug', text: `Dropped a response for '${id}': no open Control Interface session of that workload.` },
-        ...(response.ResponseContent.case === 'logEntriesResponse' ? cancelLogs(id) : []),
-      ];
-    }));
+    const connection$ = online$.pipe(
+      mergeMap((now) => {
+        online = now;
+        return now ? held.splice(0).map((h) => toServer(h.request)) : [];
+      }),
+    );
+    const sessions$ = pipes$.pipe(
+      mergeMap((pipe) => {
+        const entry: Open = { pipe, subscriptions: new Set() };
+        open.set(pipe.workloadName, entry);
+        return controlSession(pipe.workloadName, pipe.access, pipe.chunks$.pipe(decodeFrames(CONTROL_API_FRAMES)), lines$).pipe(
+          mergeMap((out): ControlInterfaceOutput[] => {
+            if (out.kind === 'line') {
+              const ending = endSubscriptions(entry, entry.line);
+              entry.line = out.line;
+              return ending;
+            }
+            if (out.kind === 'toServer') {
+              const id = out.request.requestId;
+              if (isSubscription(out.request)) entry.subscriptions.add(id);
+              if (out.request.RequestContent.case === 'eventsCancelRequest') entry.subscriptions.delete(id);
+              return hold(pipe.workloadName, out.request, entry.line!);
+            }
+            return [out.kind === 'toWorkload' ? toWorkload(pipe.workloadName, out.message, out.line) : out];
+          }),
+          catchError((err: unknown) =>
+            of<ControlInterfaceOutput>({ kind: 'log', level: 'warn', text: `The Control Interface of '${pipe.workloadName}' stopped reading: ${String(err)}` }),
+          ),
+          // The pipe is gone (the workload is): its subscriptions end.
+          endWith(null),
+          mergeMap((out) => (out === null ? endSubscriptions(entry, undefined) : [out])),
+          finalize(() => open.get(pipe.workloadName) === entry && open.delete(pipe.workloadName)),
+        );
+      }),
+    );
+    const routed$ = responses$.pipe(
+      mergeMap((response): ControlInterfaceOutput[] => {
+        const id = response.requestId;
+        if (ended.has(id)) {
+          if (response.ResponseContent.case === 'eventsCancelAccepted' || response.ResponseContent.case === 'logsCancelAccepted') ended.delete(id);
+          return [];
+        }
+        const routed = route(response, open);
+        return (
+          routed ?? [
+            { kind: 'log', level: 'debug', text: `Dropped a response for '${id}': no open Control Interface session of that workload.` },
+            ...(response.ResponseContent.case === 'logEntriesResponse' ? cancelLogs(id) : []),
+          ]
+        );
+      }),
+    );
     const gone$ = undelivered$.pipe(mergeMap((frame) => (frame.logStream ? cancelLogs(frame.logStream) : [])));
     return merge(connection$, sessions$, routed$, gone$);
   });
@@ -143,4 +156,3 @@ function route(response: Response, open: ReadonlyMap<string, Open>): ControlInte
   const logStream = response.ResponseContent.case === 'logEntriesResponse' ? response.requestId : undefined;
   return [toWorkload(name, FromAnkaiosMessage.response({ ...response, requestId: response.requestId.slice(at + 1) }), line, logStream)];
 }
-

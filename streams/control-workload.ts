@@ -1,8 +1,26 @@
 // The WorkloadControlLoop: executes the commands for one workload strictly in order and watches
 // the workload's state in between, restarting it by its restart policy and retrying failed creates.
 import {
-  BehaviorSubject, EMPTY, Observable, Subject, catchError, concat, concatMap, concatWith, defer, endWith, filter, ignoreElements,
-  map, merge, mergeMap, of, takeUntil, takeWhile, tap, timer,
+  BehaviorSubject,
+  EMPTY,
+  type Observable,
+  Subject,
+  catchError,
+  concat,
+  concatMap,
+  concatWith,
+  defer,
+  endWith,
+  filter,
+  ignoreElements,
+  map,
+  merge,
+  mergeMap,
+  of,
+  takeUntil,
+  takeWhile,
+  tap,
+  timer,
 } from 'rxjs';
 import { ExecutionState } from '../lib/execution-state.js';
 import type { WorkloadState } from '../lib/messages.js';
@@ -49,8 +67,7 @@ export interface ControlDeps {
 type Output = WorkloadState | { readonly command: WorkloadCommand };
 const END = Symbol('end of loop');
 
-const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState =>
-  ({ instanceName, executionState });
+const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState => ({ instanceName, executionState });
 const causeOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 /** swdd~agent-skips-unknown-runtime~2: a runtime the agent does not have (or has not enabled), in the released agent's words. */
 const unknownRuntime = (spec: WorkloadSpec) => report(spec.instanceName, ExecutionState.startingFailed('Unsupported Runtime'));
@@ -98,16 +115,23 @@ class ControlLoop {
   execute(command: WorkloadCommand): Observable<Output | typeof END> {
     this.deleteFailed = false;
     switch (command.kind) {
-      case 'create': return this.create(command.spec);
-      case 'resume': return this.resume(command.spec);
-      case 'update': return this.update(command.spec);
-      case 'delete': return this.delete(command.instanceName);
-      case 'removeExisting': return this.removeExisting(command.existing, command.final);
+      case 'create':
+        return this.create(command.spec);
+      case 'resume':
+        return this.resume(command.spec);
+      case 'update':
+        return this.update(command.spec);
+      case 'delete':
+        return this.delete(command.instanceName);
+      case 'removeExisting':
+        return this.removeExisting(command.existing, command.final);
       case 'adopt':
         this.reusable = command.existing;
         return EMPTY;
-      case 'retry': return this.retry();
-      case 'restart': return this.restart(command.succeeded);
+      case 'retry':
+        return this.retry();
+      case 'restart':
+        return this.restart(command.succeeded);
     }
   }
 
@@ -140,11 +164,17 @@ class ControlLoop {
     const starting = of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.')));
     if (reusable && runtime?.startAgain && sameInstance(reusable.instanceName, spec.instanceName)) {
       const startAgain = runtime.startAgain.bind(runtime);
-      return concat(starting, concat(
-        this.deps.prepare(spec).pipe(ignoreElements()),
-        startAgain(reusable.id, spec).pipe(ignoreElements()),
-        defer(() => ((this.id = reusable.id), EMPTY)),
-      ).pipe(catchError(() => concat(this.removeExisting(reusable, false), starting, this.attempt(spec)))));
+      return concat(
+        starting,
+        concat(
+          this.deps.prepare(spec).pipe(ignoreElements()),
+          startAgain(reusable.id, spec).pipe(ignoreElements()),
+          defer(() => {
+            this.id = reusable.id;
+            return EMPTY;
+          }),
+        ).pipe(catchError(() => concat(this.removeExisting(reusable, false), starting, this.attempt(spec)))),
+      );
     }
     const dropped = reusable ? this.removeExisting(reusable, false) : EMPTY;
     if (!runtime) return concat(dropped, starting, of(unknownRuntime(spec)));
@@ -166,9 +196,9 @@ class ControlLoop {
       mergeMap((options) => runtime.createWorkload(spec, options)),
       tap((id) => (this.id = id)),
       ignoreElements(),
-      catchError((err: unknown) => of(err instanceof ConfigurationError
-        ? report(spec.instanceName, ExecutionState.startingFailed(err.message))
-        : this.createFailed(spec, causeOf(err)))),
+      catchError((err: unknown) =>
+        of(err instanceof ConfigurationError ? report(spec.instanceName, ExecutionState.startingFailed(err.message)) : this.createFailed(spec, causeOf(err))),
+      ),
     );
   }
 
@@ -244,7 +274,10 @@ class ControlLoop {
     if (!succeeded || id === undefined || !runtime.startAgain) return recreate;
     return concat(
       of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.'))),
-      runtime.startAgain(id, spec).pipe(ignoreElements(), catchError(() => recreate)),
+      runtime.startAgain(id, spec).pipe(
+        ignoreElements(),
+        catchError(() => recreate),
+      ),
     );
   }
 
@@ -271,7 +304,12 @@ class ControlLoop {
     // may run under the name all the same (a create cut short) goes by name.
     const stopping$ = reporting ? of(report(spec.instanceName, ExecutionState.stoppingRequested())) : EMPTY;
     if (id === undefined || !runtime) {
-      const byName$ = runtime?.deleteByName ? runtime.deleteByName(spec.instanceName).pipe(ignoreElements(), catchError(() => EMPTY)) : EMPTY;
+      const byName$ = runtime?.deleteByName
+        ? runtime.deleteByName(spec.instanceName).pipe(
+            ignoreElements(),
+            catchError(() => EMPTY),
+          )
+        : EMPTY;
       return concat(stopping$, byName$, gone$);
     }
     return concat(
@@ -279,10 +317,12 @@ class ControlLoop {
       runtime.deleteWorkload(id).pipe(
         ignoreElements(),
         concatWith(gone$),
-        catchError((err: unknown) => defer(() => {
-          this.deleteFailed = true;
-          return of(report(spec.instanceName, ExecutionState.deleteFailed(causeOf(err))));
-        })),
+        catchError((err: unknown) =>
+          defer(() => {
+            this.deleteFailed = true;
+            return of(report(spec.instanceName, ExecutionState.deleteFailed(causeOf(err))));
+          }),
+        ),
       ),
     );
   }

@@ -1,5 +1,5 @@
 // swdd~agent-uses-length-delimited-protobuf-for-pipes~1: a protobuf varint length, then that many bytes.
-import { OperatorFunction, defer, mergeMap } from 'rxjs';
+import { type OperatorFunction, defer, mergeMap } from 'rxjs';
 
 export type Frame =
   | { readonly kind: 'frame'; readonly bytes: Uint8Array }
@@ -70,7 +70,9 @@ class Hunt {
   private pending: Array<{ readonly start: number; readonly body: number; readonly end: number }> = [];
 
   constructor(
-    private readonly isResyncPoint: (frame: Uint8Array) => boolean, private readonly firstByte: number | undefined, private readonly counter?: DecodeCounter,
+    private readonly isResyncPoint: (frame: Uint8Array) => boolean,
+    private readonly firstByte: number | undefined,
+    private readonly counter?: DecodeCounter,
   ) {}
 
   /** Takes more bytes; returns the bytes from the resync point on, when one is found. */
@@ -93,7 +95,9 @@ class Hunt {
 
   private search(): number | undefined {
     const { buf } = this;
-    const count = (n: number) => this.counter && (this.counter.steps += n);
+    const count = (n: number) => {
+      if (this.counter) this.counter.steps += n;
+    };
     const examine = (body: number, end: number) => {
       if (this.firstByte !== undefined && buf[body] !== this.firstByte) return false;
       count(end - body);
@@ -173,65 +177,68 @@ export function decodeFrames(rules: FrameRules = {}, counter?: DecodeCounter): O
     if (typeof prefix === 'string' || prefix.value > MAX_RESYNC_FRAME_BYTES || prefix.size + prefix.value > chunk.length) return false;
     return isResyncPoint(chunk.subarray(prefix.size, prefix.size + prefix.value));
   };
-  return (chunks$) => defer(() => {
-    const queue = new ByteQueue();
-    let hunt: Hunt | undefined;
-    /** Bytes of an oversized frame still to pass over. */
-    let skip = 0;
-    return chunks$.pipe(mergeMap((input) => {
-      const frames: Frame[] = [];
-      if (counter) counter.steps += input.length;
-      // As a partial frame waiting in vain, a frame passed over ends at a chunk that starts with a resync point.
-      if (skip > 0 && rules.isResyncPoint && startsWithResyncPoint(input)) skip = 0;
-      const skipped = Math.min(skip, input.length);
-      skip -= skipped;
-      const chunk = input.subarray(skipped);
-      if (chunk.length === 0) return frames;
-      if (queue.length > 0 && !hunt && rules.isResyncPoint && startsWithResyncPoint(chunk)) {
-        frames.push({ kind: 'garbage', reason: `an unfinished frame of ${queue.length} bytes` });
-        queue.clear();
-      }
-      /** Bytes for the queue: the chunk, or while hunting what follows the resync point once found. */
-      let incoming: Uint8Array | undefined = hunt ? hunt.feed(chunk) : chunk;
-      while (incoming !== undefined) {
-        hunt = undefined;
-        queue.push(incoming);
-        incoming = undefined;
-        for (;;) {
-          const buf = queue.view();
-          const prefix = readVarint(buf);
-          if (prefix === 'short') break;
-          let garbage: string | undefined;
-          if (prefix !== 'bad' && prefix.value > max && prefix.value <= MAX_SKIPPED_FRAME_BYTES) {
-            frames.push({ kind: 'oversized', size: prefix.value });
-            const held = Math.min(buf.length, prefix.size + prefix.value);
-            skip = prefix.size + prefix.value - held;
-            queue.drop(held);
-            continue;
+  return (chunks$) =>
+    defer(() => {
+      const queue = new ByteQueue();
+      let hunt: Hunt | undefined;
+      /** Bytes of an oversized frame still to pass over. */
+      let skip = 0;
+      return chunks$.pipe(
+        mergeMap((input) => {
+          const frames: Frame[] = [];
+          if (counter) counter.steps += input.length;
+          // As a partial frame waiting in vain, a frame passed over ends at a chunk that starts with a resync point.
+          if (skip > 0 && rules.isResyncPoint && startsWithResyncPoint(input)) skip = 0;
+          const skipped = Math.min(skip, input.length);
+          skip -= skipped;
+          const chunk = input.subarray(skipped);
+          if (chunk.length === 0) return frames;
+          if (queue.length > 0 && !hunt && rules.isResyncPoint && startsWithResyncPoint(chunk)) {
+            frames.push({ kind: 'garbage', reason: `an unfinished frame of ${queue.length} bytes` });
+            queue.clear();
           }
-          if (prefix === 'bad' || prefix.value > max) {
-            garbage = prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${MAX_SKIPPED_FRAME_BYTES})`;
-          } else {
-            const needed = prefix.size + prefix.value;
-            if (buf.length < needed) break;
-            const bytes = buf.slice(prefix.size, needed);
-            if (isValid(bytes)) {
-              frames.push({ kind: 'frame', bytes });
-              queue.drop(needed);
-              continue;
+          /** Bytes for the queue: the chunk, or while hunting what follows the resync point once found. */
+          let incoming: Uint8Array | undefined = hunt ? hunt.feed(chunk) : chunk;
+          while (incoming !== undefined) {
+            hunt = undefined;
+            queue.push(incoming);
+            incoming = undefined;
+            for (;;) {
+              const buf = queue.view();
+              const prefix = readVarint(buf);
+              if (prefix === 'short') break;
+              let garbage: string | undefined;
+              if (prefix !== 'bad' && prefix.value > max && prefix.value <= MAX_SKIPPED_FRAME_BYTES) {
+                frames.push({ kind: 'oversized', size: prefix.value });
+                const held = Math.min(buf.length, prefix.size + prefix.value);
+                skip = prefix.size + prefix.value - held;
+                queue.drop(held);
+                continue;
+              }
+              if (prefix === 'bad' || prefix.value > max) {
+                garbage = prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${MAX_SKIPPED_FRAME_BYTES})`;
+              } else {
+                const needed = prefix.size + prefix.value;
+                if (buf.length < needed) break;
+                const bytes = buf.slice(prefix.size, needed);
+                if (isValid(bytes)) {
+                  frames.push({ kind: 'frame', bytes });
+                  queue.drop(needed);
+                  continue;
+                }
+                garbage = 'not a valid message';
+              }
+              // Hunt for the next resync point from the byte after the one that failed.
+              frames.push({ kind: 'garbage', reason: garbage });
+              const rest = buf.slice(1);
+              queue.clear();
+              hunt = new Hunt(isResyncPoint, rules.resyncFirstByte, counter);
+              incoming = hunt.feed(rest);
+              break;
             }
-            garbage = 'not a valid message';
           }
-          // Hunt for the next resync point from the byte after the one that failed.
-          frames.push({ kind: 'garbage', reason: garbage });
-          const rest = buf.slice(1);
-          queue.clear();
-          hunt = new Hunt(isResyncPoint, rules.resyncFirstByte, counter);
-          incoming = hunt.feed(rest);
-          break;
-        }
-      }
-      return frames;
-    }));
-  });
+          return frames;
+        }),
+      );
+    });
 }

@@ -1,7 +1,6 @@
 // The agent's resource availability, sent to the server every two seconds.
-import { EMPTY, Observable, defer, map, switchMap, timer } from 'rxjs';
+import { EMPTY, type Observable, defer, map, switchMap, timer } from 'rxjs';
 import type { MachineSample } from '../lib/ports.js';
-
 
 export interface LoadStatus {
   /** Whole-machine CPU usage in percent since the previous sample. */

@@ -1,5 +1,5 @@
 // Standalone mode: what the server would do for this one agent, fed by manifests instead of gRPC.
-import { Observable, defer, filter, map, merge, mergeMap, scan } from 'rxjs';
+import { type Observable, defer, filter, map, merge, mergeMap, scan } from 'rxjs';
 import { type MessageInitShape, create } from '@bufbuild/protobuf';
 import { type Request, ResponseSchema } from '../proto/gen/ank_base_pb.js';
 import { completeStateTo } from '../lib/codec/wire.js';
@@ -45,14 +45,22 @@ const maskedStates = new WeakMap<LocalSnapshot, Map<string, CompleteState>>();
 function maskedOf(agentName: string, snapshot: LocalSnapshot, desired: DesiredState, fieldMask: readonly string[]): CompleteState {
   const key = fieldMask.join('\n');
   let byMask = maskedStates.get(snapshot);
-  if (!byMask) maskedStates.set(snapshot, (byMask = new Map()));
+  if (!byMask) {
+    byMask = new Map();
+    maskedStates.set(snapshot, byMask);
+  }
   let state = byMask.get(key);
-  if (!state) byMask.set(key, (state = maskedState(agentName, desired, snapshot.states.values(), fieldMask)));
+  if (!state) {
+    state = maskedState(agentName, desired, snapshot.states.values(), fieldMask);
+    byMask.set(key, state);
+  }
   return state;
 }
 
-const respond = (requestId: string, content: MessageInitShape<typeof ResponseSchema>['ResponseContent']): FromServer =>
-  ({ kind: 'response', response: create(ResponseSchema, { requestId, ResponseContent: content }) });
+const respond = (requestId: string, content: MessageInitShape<typeof ResponseSchema>['ResponseContent']): FromServer => ({
+  kind: 'response',
+  response: create(ResponseSchema, { requestId, ResponseContent: content }),
+});
 
 /** The wire form of a masked state, made once however many answers and events carry it. */
 const wireStates = new WeakMap<CompleteState, ReturnType<typeof completeStateTo>>();
@@ -110,7 +118,9 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
       const workload = id.slice(0, id.indexOf('@') + 1);
       const held = [...state.subscriptions.keys()].filter((k) => k.startsWith(workload)).length;
       if (held >= MAX_SUBSCRIPTIONS_PER_WORKLOAD) {
-        return only(respond(id, { case: 'error', value: { message: `At most ${MAX_SUBSCRIPTIONS_PER_WORKLOAD} event subscriptions per workload: cancel one first.` } }));
+        return only(
+          respond(id, { case: 'error', value: { message: `At most ${MAX_SUBSCRIPTIONS_PER_WORKLOAD} event subscriptions per workload: cancel one first.` } }),
+        );
       }
       return { ...state, subscriptions: new Map(state.subscriptions).set(id, { fieldMask: c.value.fieldMask, told }), out: [response] };
     }
@@ -122,10 +132,13 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
         return only(respond(id, { case: 'error', value: { message: `The update is invalid: ${(err as Error).message}` } }));
       }
       const [before, after] = [instanceKeys(desired), instanceKeys(next)];
-      const success = respond(id, { case: 'UpdateStateSuccess', value: {
-        addedWorkloads: [...after].filter((k) => !before.has(k)).sort(),
-        deletedWorkloads: [...before].filter((k) => !after.has(k)).sort(),
-      } });
+      const success = respond(id, {
+        case: 'UpdateStateSuccess',
+        value: {
+          addedWorkloads: [...after].filter((k) => !before.has(k)).sort(),
+          deletedWorkloads: [...before].filter((k) => !after.has(k)).sort(),
+        },
+      });
       const step = applyManifest(agentName, state, next);
       return { ...step, out: [success, ...step.out] };
     }
@@ -161,7 +174,8 @@ function tellSubscribers(agentName: string, step: Step): Step {
     const altered = changes.get(told);
     if (!altered) continue;
     events.push(stateResponse(id, now, altered));
-    (subscriptions ??= new Map(step.subscriptions)).set(id, { fieldMask, told: now });
+    subscriptions ??= new Map(step.subscriptions);
+    subscriptions.set(id, { fieldMask, told: now });
   }
   return subscriptions ? { ...step, subscriptions, out: [...step.out, ...events] } : step;
 }
@@ -175,15 +189,18 @@ export interface LocalServerOptions {
 
 /** The FromServer messages the agent gets in standalone mode. */
 export function localServer(manifests$: Observable<DesiredState>, outbound$: Observable<ToServer>, options: LocalServerOptions): Observable<FromServer> {
-  return defer(() => merge(
-    manifests$.pipe(map((manifest): Event => ({ manifest }))),
-    outbound$.pipe(map((message): Event => ({ message }))),
-  ).pipe(
-    scan((step: Step, event: Event) => localServerStep(options.agentName, step.snapshot, event, step.subscriptions), { snapshot: { states: new Map() }, subscriptions: new Map(), out: [] } as Step),
-    filter((step) => {
-      options.onSnapshot?.(step.snapshot);
-      return step.out.length > 0;
-    }),
-    mergeMap((step) => step.out),
-  ));
+  return defer(() =>
+    merge(manifests$.pipe(map((manifest): Event => ({ manifest }))), outbound$.pipe(map((message): Event => ({ message })))).pipe(
+      scan((step: Step, event: Event) => localServerStep(options.agentName, step.snapshot, event, step.subscriptions), {
+        snapshot: { states: new Map() },
+        subscriptions: new Map(),
+        out: [],
+      } as Step),
+      filter((step) => {
+        options.onSnapshot?.(step.snapshot);
+        return step.out.length > 0;
+      }),
+      mergeMap((step) => step.out),
+    ),
+  );
 }

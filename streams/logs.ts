@@ -1,9 +1,6 @@
 // Workload logs for the server: a LogsRequest starts a log stream per workload of this agent, sent in
 // bounded batches, each ended by a LogsStopResponse; a LogsCancelRequest stops the streams.
-import {
-  EMPTY, Observable, bufferTime, catchError, concat, defer, filter, forkJoin, map,
-  merge, mergeMap, of, share, takeUntil,
-} from 'rxjs';
+import { EMPTY, type Observable, bufferTime, catchError, concat, defer, filter, forkJoin, map, merge, mergeMap, of, share, takeUntil } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, LogEntry, LogsOptions, ToServer } from '../lib/messages.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
@@ -36,7 +33,9 @@ type LogsRequest = Extract<FromServer, { kind: 'logsRequest' }>;
 /** A line cut to fit a response, marked when cut. */
 export function fitLine(line: string, maxBytes = MAX_LINE_BYTES): string {
   if (Buffer.byteLength(line) <= maxBytes) return line;
-  let cut = Buffer.from(line).subarray(0, maxBytes - Buffer.byteLength(TRUNCATED)).toString();
+  let cut = Buffer.from(line)
+    .subarray(0, maxBytes - Buffer.byteLength(TRUNCATED))
+    .toString();
   if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
   return cut + TRUNCATED;
 }
@@ -47,7 +46,12 @@ export function fitLine(line: string, maxBytes = MAX_LINE_BYTES): string {
  */
 export function entriesOf(instanceName: WorkloadInstanceName, line: string): LogEntry[] {
   const message = fitLine(line);
-  return message === line ? [{ instanceName, message }] : [{ instanceName, message }, { instanceName, message: TRUNCATED_INFO }];
+  return message === line
+    ? [{ instanceName, message }]
+    : [
+        { instanceName, message },
+        { instanceName, message: TRUNCATED_INFO },
+      ];
 }
 
 /** Splits entries into groups whose responses stay under the limit. */
@@ -70,35 +74,45 @@ export function splitBySize(entries: readonly LogEntry[], maxBytes = MAX_RESPONS
 }
 
 /** The runtime and id of a workload instance this agent runs, if any. */
-function findWorkload(name: WorkloadInstanceName, runtimes: ReadonlyMap<string, RuntimeConnector>): Observable<{ runtime: RuntimeConnector; id: string } | undefined> {
+function findWorkload(
+  name: WorkloadInstanceName,
+  runtimes: ReadonlyMap<string, RuntimeConnector>,
+): Observable<{ runtime: RuntimeConnector; id: string } | undefined> {
   const all = [...runtimes.values()];
   if (all.length === 0) return of(undefined);
-  return forkJoin(all.map((runtime) => runtime.getWorkloadId(name).pipe(catchError(() => of(undefined)), map((id) => ({ runtime, id }))))).pipe(
-    map((found) => found.find((f) => f.id !== undefined) as { runtime: RuntimeConnector; id: string } | undefined),
-  );
+  return forkJoin(
+    all.map((runtime) =>
+      runtime.getWorkloadId(name).pipe(
+        catchError(() => of(undefined)),
+        map((id) => ({ runtime, id })),
+      ),
+    ),
+  ).pipe(map((found) => found.find((f) => f.id !== undefined) as { runtime: RuntimeConnector; id: string } | undefined));
 }
 
 /** One workload's logs for one request: batches of entries, then the stop response. */
 function workloadLogs(requestId: string, instanceName: WorkloadInstanceName, options: LogsOptions, deps: LogsDeps): Observable<ToServer> {
-  return findWorkload(instanceName, deps.runtimes).pipe(mergeMap((found) => {
-    if (!found) {
-      deps.log?.debug(`Logs of '${instanceKey(instanceName)}' asked for, but this agent does not run it.`);
-      return EMPTY;
-    }
-    const batches$ = found.runtime.logs(found.id, options, deps.serverFull$).pipe(
-      // A cut line and the entry after it stay in one batch.
-      map((line) => entriesOf(instanceName, line)),
-      bufferTime(BATCH_MS, null, BATCH_LINES),
-      filter((lines) => lines.length > 0),
-      map((lines) => lines.flat()),
-      mergeMap((entries) => splitBySize(entries).map((group): ToServer => ({ kind: 'logEntries', requestId, entries: group }))),
-      catchError((err: unknown) => {
-        deps.log?.warn(`The logs of '${instanceKey(instanceName)}' ended early: ${String(err)}`);
+  return findWorkload(instanceName, deps.runtimes).pipe(
+    mergeMap((found) => {
+      if (!found) {
+        deps.log?.debug(`Logs of '${instanceKey(instanceName)}' asked for, but this agent does not run it.`);
         return EMPTY;
-      }),
-    );
-    return concat(batches$, of<ToServer>({ kind: 'logsStop', requestId, instanceName }));
-  }));
+      }
+      const batches$ = found.runtime.logs(found.id, options, deps.serverFull$).pipe(
+        // A cut line and the entry after it stay in one batch.
+        map((line) => entriesOf(instanceName, line)),
+        bufferTime(BATCH_MS, null, BATCH_LINES),
+        filter((lines) => lines.length > 0),
+        map((lines) => lines.flat()),
+        mergeMap((entries) => splitBySize(entries).map((group): ToServer => ({ kind: 'logEntries', requestId, entries: group }))),
+        catchError((err: unknown) => {
+          deps.log?.warn(`The logs of '${instanceKey(instanceName)}' ended early: ${String(err)}`);
+          return EMPTY;
+        }),
+      );
+      return concat(batches$, of<ToServer>({ kind: 'logsStop', requestId, instanceName }));
+    }),
+  );
 }
 
 /** Answers the server's log requests until each is cancelled, its streams end, or the connection goes (the server forgot them then). */
@@ -109,10 +123,11 @@ export function serveLogs(fromServer$: Observable<FromServer>, deps: LogsDeps): 
     const disconnected$ = messages$.pipe(filter((m) => m.kind === 'disconnected'));
     return messages$.pipe(
       filter((m): m is LogsRequest => m.kind === 'logsRequest'),
-      mergeMap((request) => merge(...request.workloads
-        .filter((w) => w.agentName === deps.agentName)
-        .map((w) => workloadLogs(request.requestId, w, request.options, deps)))
-        .pipe(takeUntil(merge(cancels$.pipe(filter((c) => c.requestId === request.requestId)), disconnected$)))),
+      mergeMap((request) =>
+        merge(...request.workloads.filter((w) => w.agentName === deps.agentName).map((w) => workloadLogs(request.requestId, w, request.options, deps))).pipe(
+          takeUntil(merge(cancels$.pipe(filter((c) => c.requestId === request.requestId)), disconnected$)),
+        ),
+      ),
     );
   });
 }

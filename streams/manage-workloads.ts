@@ -1,6 +1,6 @@
 // The RuntimeManager: turns the workload lists from the server into operations for the scheduler and,
 // for workloads left by an earlier run of the agent, into immediate commands.
-import { Observable, OperatorFunction, catchError, concatMap, defer, forkJoin, map, of } from 'rxjs';
+import { type Observable, type OperatorFunction, catchError, concatMap, defer, forkJoin, map, of } from 'rxjs';
 import { ExecutionState, is } from '../lib/execution-state.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
@@ -37,14 +37,17 @@ const noDependents = (spec: WorkloadSpec): DeletedWorkload => ({ instanceName: s
  * this agent manages (created, resumed, or waiting to be) are remembered between messages.
  */
 export function manageWorkloads(deps: ManagerDeps): OperatorFunction<WorkloadLists, Plan> {
-  return (messages$) => defer(() => {
-    const managed = new Map<string, WorkloadSpec>();
-    return messages$.pipe(
-      concatMap((message) => message.kind === 'serverHello'
-        ? listExisting(deps).pipe(map((existing) => planInitial(managed, message.added, existing, deps)))
-        : of(planUpdate(managed, message.added, message.deleted, deps))),
-    );
-  });
+  return (messages$) =>
+    defer(() => {
+      const managed = new Map<string, WorkloadSpec>();
+      return messages$.pipe(
+        concatMap((message) =>
+          message.kind === 'serverHello'
+            ? listExisting(deps).pipe(map((existing) => planInitial(managed, message.added, existing, deps)))
+            : of(planUpdate(managed, message.added, message.deleted, deps)),
+        ),
+      );
+    });
 }
 
 /**
@@ -52,12 +55,14 @@ export function manageWorkloads(deps: ManagerDeps): OperatorFunction<WorkloadLis
  * asks every runtime before anything starts; a runtime that fails to answer counts as having none.
  */
 function listExisting(deps: ManagerDeps): Observable<ExistingWorkload[]> {
-  const lists = [...deps.runtimes.values()].map((runtime) => runtime.listReusableWorkloads(deps.agentName).pipe(
-    catchError((err: unknown) => {
-      deps.log?.warn(`Could not list the existing workloads of runtime '${runtime.name}': ${String(err)}`);
-      return of([] as ExistingWorkload[]);
-    }),
-  ));
+  const lists = [...deps.runtimes.values()].map((runtime) =>
+    runtime.listReusableWorkloads(deps.agentName).pipe(
+      catchError((err: unknown) => {
+        deps.log?.warn(`Could not list the existing workloads of runtime '${runtime.name}': ${String(err)}`);
+        return of([] as ExistingWorkload[]);
+      }),
+    ),
+  );
   return lists.length === 0 ? of([]) : forkJoin(lists).pipe(map((all) => all.flat()));
 }
 
@@ -66,7 +71,10 @@ function listExisting(deps: ManagerDeps): Observable<ExistingWorkload[]> {
  * start and after every reconnect.
  */
 export function planInitial(
-  managed: Map<string, WorkloadSpec>, added: readonly WorkloadSpec[], existing: readonly ExistingWorkload[], deps: ManagerDeps,
+  managed: Map<string, WorkloadSpec>,
+  added: readonly WorkloadSpec[],
+  existing: readonly ExistingWorkload[],
+  deps: ManagerDeps,
 ): Plan {
   const plan: Plan = { commands: [], operations: [], reports: [] };
   const wanted = new Map(added.map((spec) => [spec.instanceName.workloadName, spec]));
@@ -104,7 +112,7 @@ export function planInitial(
     // swdd~agent-existing-workloads-resume-existing~2: running as configured: resumed, dependencies or not.
     const running = same.find((e) => is(e.state, 'Running'));
     // Exited well as configured: started again in place once its dependencies allow, through the normal
-    // create (the reference agent's reuse of unmodified workloads, issue 13).
+    // create (the released agent's reuse of unmodified workloads).
     const reusable = running ? undefined : same.find((e) => is(e.state, 'Succeeded') && deps.runtimes.get(e.runtime)?.startAgain);
     // swdd~agent-existing-workloads-replace-updated~4: anything else is deleted at once, and created anew
     // respecting the dependencies.
@@ -139,9 +147,7 @@ function refuseInvalid(added: readonly WorkloadSpec[], managed: Map<string, Work
 }
 
 /** Handling subsequent UpdateWorkload messages. */
-export function planUpdate(
-  managed: Map<string, WorkloadSpec>, added: readonly WorkloadSpec[], deleted: readonly DeletedWorkload[], deps: ManagerDeps,
-): Plan {
+export function planUpdate(managed: Map<string, WorkloadSpec>, added: readonly WorkloadSpec[], deleted: readonly DeletedWorkload[], deps: ManagerDeps): Plan {
   const plan: Plan = { commands: [], operations: [], reports: [] };
   const deletedByName = new Map(deleted.map((d) => [d.instanceName.workloadName, d]));
   const addedNames = new Set(added.map((spec) => spec.instanceName.workloadName));

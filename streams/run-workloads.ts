@@ -1,7 +1,5 @@
 // The agent's workload core: from the server's messages to the states of its own workloads.
-import {
-  Observable, OperatorFunction, Subject, defer, filter, groupBy, ignoreElements, map, merge, mergeMap, share, tap,
-} from 'rxjs';
+import { type Observable, type OperatorFunction, Subject, defer, filter, groupBy, ignoreElements, map, merge, mergeMap, share, tap } from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
 import { WorkloadScheduler } from '../lib/scheduler.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
@@ -38,47 +36,60 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
       filter((m) => m.kind === 'updateWorkloadState'),
       map((m) => m.states.filter((s) => s.instanceName.agentName !== deps.agentName)),
     );
-    const decisions$ = merge(
-      plans$.pipe(map((plan): Event => ({ plan }))),
-      merge(othersStates$, ownStates$).pipe(map((states): Event => ({ states }))),
-    ).pipe(
+    const decisions$ = merge(plans$.pipe(map((plan): Event => ({ plan }))), merge(othersStates$, ownStates$).pipe(map((states): Event => ({ states })))).pipe(
       // A decision is dispatched completely before the decisions it causes are taken.
       trampoline(),
       decide(),
       share(),
     );
-    const loopStates$ = decisions$.pipe(mergeMap((d) => d.commands), runControlLoops(deps));
+    const loopStates$ = decisions$.pipe(
+      mergeMap((d) => d.commands),
+      runControlLoops(deps),
+    );
     const states$ = merge(decisions$.pipe(map((d) => d.reports)), loopStates$.pipe(map((s) => [s]))).pipe(applyHysteresis(), share());
     // swdd~agent-manager-receives-workload-states-of-its-workloads~1: own states feed the scheduler too,
     // after they went out, so that a state is always reported before the states it causes.
-    return merge(states$, states$.pipe(tap((states) => ownStates$.next(states)), ignoreElements()));
+    return merge(
+      states$,
+      states$.pipe(
+        tap((states) => ownStates$.next(states)),
+        ignoreElements(),
+      ),
+    );
   });
 }
 
 /** The WorkloadStateStore and the WorkloadScheduler, fed by plans and by state changes. */
 function decide(): OperatorFunction<Event, Decision> {
-  return (events$) => defer(() => {
-    const store = new WorkloadStateStore();
-    const scheduler = new WorkloadScheduler(store);
-    return events$.pipe(map((event): Decision => {
-      if ('plan' in event) {
-        const scheduled = scheduler.schedule(event.plan.operations);
-        return { commands: [...event.plan.commands, ...scheduled.ready.map(toCommand)], reports: [...event.plan.reports, ...scheduled.reports] };
-      }
-      const scheduled = scheduler.statesChanged(store.update(event.states));
-      return { commands: scheduled.ready.map(toCommand), reports: scheduled.reports };
-    }));
-  });
+  return (events$) =>
+    defer(() => {
+      const store = new WorkloadStateStore();
+      const scheduler = new WorkloadScheduler(store);
+      return events$.pipe(
+        map((event): Decision => {
+          if ('plan' in event) {
+            const scheduled = scheduler.schedule(event.plan.operations);
+            return { commands: [...event.plan.commands, ...scheduled.ready.map(toCommand)], reports: [...event.plan.reports, ...scheduled.reports] };
+          }
+          const scheduled = scheduler.statesChanged(store.update(event.states));
+          return { commands: scheduled.ready.map(toCommand), reports: scheduled.reports };
+        }),
+      );
+    });
 }
 
 /** swdd~agent-executes-create-workload-operation~1 … swdd~agent-executes-update-delete-only-workload-operation~1 */
 export function toCommand(op: WorkloadOperation): AddressedCommand {
   const command: WorkloadCommand = (() => {
     switch (op.kind) {
-      case 'create': return { kind: 'create', spec: op.spec };
-      case 'update': return { kind: 'update', spec: op.spec };
-      case 'updateDeleteOnly': return { kind: 'update' };
-      case 'delete': return { kind: 'delete', instanceName: op.deleted.instanceName };
+      case 'create':
+        return { kind: 'create', spec: op.spec };
+      case 'update':
+        return { kind: 'update', spec: op.spec };
+      case 'updateDeleteOnly':
+        return { kind: 'update' };
+      case 'delete':
+        return { kind: 'delete', instanceName: op.deleted.instanceName };
     }
   })();
   return { workloadName: operationTarget(op), command };
@@ -86,8 +97,9 @@ export function toCommand(op: WorkloadOperation): AddressedCommand {
 
 /** One control loop per workload name; a loop's group closes with the command that ends it. */
 export function runControlLoops(deps: ControlDeps): OperatorFunction<AddressedCommand, WorkloadState> {
-  return (commands$) => commands$.pipe(
-    groupBy((c) => c.workloadName, { duration: (group) => group.pipe(filter((c) => endsLoop(c.command))) }),
-    mergeMap((group) => controlWorkload(group.pipe(map((c) => c.command)), deps)),
-  );
+  return (commands$) =>
+    commands$.pipe(
+      groupBy((c) => c.workloadName, { duration: (group) => group.pipe(filter((c) => endsLoop(c.command))) }),
+      mergeMap((group) => controlWorkload(group.pipe(map((c) => c.command)), deps)),
+    );
 }

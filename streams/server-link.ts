@@ -1,7 +1,22 @@
 // The link to the Ankaios server as an observable: connects when subscribed, says hello first on
 // every connection, negotiates the protocol line, reconnects every second for as long as it is wanted.
 import {
-  EMPTY, NEVER, Observable, catchError, concat, concatMap, defer, map, of, repeat, retry, shareReplay, take, takeUntil, throwError, timer,
+  EMPTY,
+  NEVER,
+  type Observable,
+  catchError,
+  concat,
+  concatMap,
+  defer,
+  map,
+  of,
+  repeat,
+  retry,
+  shareReplay,
+  take,
+  takeUntil,
+  throwError,
+  timer,
 } from 'rxjs';
 import type * as grpc from '../proto/gen/grpc_api_pb.js';
 import { type ProtocolLine, PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
@@ -70,19 +85,34 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
     log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
     let accepted = false;
     const disconnected = (): FromServer[] => (accepted ? [{ kind: 'disconnected' }] : []);
-    const messages$ = connect(outgoing$, spoken).pipe(concatMap((message) => {
-      const m = decode(message, log);
-      if (accepted) return m;
-      accepted = true;
-      refused.clear();
-      log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
-      return concat(of<FromServer>({ kind: 'connected', lines: [spoken] }), m);
-    }));
-    return concat(messages$, defer(disconnected)).pipe(catchError((err: unknown) => concat(disconnected(), throwError(() => err))));
+    const messages$ = connect(outgoing$, spoken).pipe(
+      concatMap((message) => {
+        const m = decode(message, log);
+        if (accepted) return m;
+        accepted = true;
+        refused.clear();
+        log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
+        return concat(of<FromServer>({ kind: 'connected', lines: [spoken] }), m);
+      }),
+    );
+    return concat(messages$, defer(disconnected)).pipe(
+      catchError((err: unknown) =>
+        concat(
+          disconnected(),
+          throwError(() => err),
+        ),
+      ),
+    );
   });
 
   return session$.pipe(
-    repeat({ delay: () => (log.warn('The server closed the connection; reconnecting.'), renegotiate(), wait()) }),
+    repeat({
+      delay: () => {
+        log.warn('The server closed the connection; reconnecting.');
+        renegotiate();
+        return wait();
+      },
+    }),
     retry({
       delay: (err: { code?: number; message?: string }) => {
         const reason = shortened(err.message ?? String(err));

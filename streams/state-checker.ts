@@ -18,12 +18,15 @@ const unknown = (error?: string): StateReading => ({
  * would pin an exiting workload there (a container stopped from outside stays so, and is reported).
  */
 export function stateChecker(cache: ContainerCache): WatchState {
-  return (read) => cache.fresh().pipe(
-    map((s: Snapshot) => (s.containers ? read(s.containers) : unknown(s.error))),
-    scan((acc: { reading?: StateReading; since?: number }, reading) =>
-      ({ reading, since: reading.transient ? acc.since ?? asyncScheduler.now() : undefined }), {}),
-    filter(({ since }) => since === undefined || asyncScheduler.now() - since >= TRANSIENT_MS),
-    map(({ reading }) => reading!.state),
-    distinctUntilChanged(sameState),
-  );
+  return (read) =>
+    cache.fresh().pipe(
+      map((s: Snapshot) => (s.containers ? read(s.containers) : unknown(s.error))),
+      scan(
+        (acc: { reading?: StateReading; since?: number }, reading) => ({ reading, since: reading.transient ? (acc.since ?? asyncScheduler.now()) : undefined }),
+        {},
+      ),
+      filter(({ since }) => since === undefined || asyncScheduler.now() - since >= TRANSIENT_MS),
+      map(({ reading }) => reading!.state),
+      distinctUntilChanged(sameState),
+    );
 }

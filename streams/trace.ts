@@ -1,4 +1,4 @@
-import { MonoTypeOperatorFunction, identity, tap } from 'rxjs';
+import { type MonoTypeOperatorFunction, identity, tap } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
 
 /** Places a named tracing point on a stage of a pipeline. */
@@ -20,11 +20,12 @@ function describe(value: unknown): string {
 
 /** `--debug`: logs what passes a stage, and its subscribe, error, complete and unsubscribe. */
 export function tracer(log: Logger): Trace {
-  return <T>(stage: string) => tap<T>({
-    subscribe: () => log.debug(`[${stage}] subscribed`),
-    next: (value) => log.debug(`[${stage}] ${describe(value)}`),
-    error: (err: unknown) => log.debug(`[${stage}] error: ${String(err)}`),
-    complete: () => log.debug(`[${stage}] complete`),
-    unsubscribe: () => log.debug(`[${stage}] unsubscribed`),
-  });
+  return <T>(stage: string) =>
+    tap<T>({
+      subscribe: () => log.debug(`[${stage}] subscribed`),
+      next: (value) => log.debug(`[${stage}] ${describe(value)}`),
+      error: (err: unknown) => log.debug(`[${stage}] error: ${String(err)}`),
+      complete: () => log.debug(`[${stage}] complete`),
+      unsubscribe: () => log.debug(`[${stage}] unsubscribed`),
+    });
 }

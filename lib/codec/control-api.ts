@@ -22,20 +22,26 @@ export const FromAnkaiosMessage = {
   accepted: (): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'controlInterfaceAccepted', value: {} } }),
   closed: (reason: string): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'connectionClosed', value: { reason } } }),
   response: (response: Response): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'response', value: response } }),
-  error: (requestId: string, message: string): FromAnkaios => FromAnkaiosMessage.response(
-    create(ResponseSchema, { requestId, ResponseContent: { case: 'error', value: { message } } })),
+  error: (requestId: string, message: string): FromAnkaios =>
+    FromAnkaiosMessage.response(create(ResponseSchema, { requestId, ResponseContent: { case: 'error', value: { message } } })),
 };
 
 /** What a request asks for, in the terms of the authorizer; undefined for an empty request. */
 export function accessOf(request: Request): Access | undefined {
   const c = request.RequestContent;
   switch (c.case) {
-    case 'completeStateRequest': return { kind: 'read', paths: c.value.fieldMask };
-    case 'updateStateRequest': return { kind: 'write', paths: c.value.updateMask };
-    case 'logsRequest': return { kind: 'logs', workloadNames: c.value.workloadNames.map((n) => n.workloadName) };
-    case 'logsCancelRequest': return { kind: 'cancelLogs' };
-    case 'eventsCancelRequest': return { kind: 'cancelEvents' };
-    default: return undefined;
+    case 'completeStateRequest':
+      return { kind: 'read', paths: c.value.fieldMask };
+    case 'updateStateRequest':
+      return { kind: 'write', paths: c.value.updateMask };
+    case 'logsRequest':
+      return { kind: 'logs', workloadNames: c.value.workloadNames.map((n) => n.workloadName) };
+    case 'logsCancelRequest':
+      return { kind: 'cancelLogs' };
+    case 'eventsCancelRequest':
+      return { kind: 'cancelEvents' };
+    default:
+      return undefined;
   }
 }
 

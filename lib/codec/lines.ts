@@ -71,8 +71,7 @@ export const PROTOCOL_LINES: readonly ProtocolLine[] = [LINE_1, LINE_0_8];
 export const speaks = (line: ProtocolLine, version: string): boolean => compatibleVersions(line.version, version);
 
 /** The line of a peer that says `version`, among `lines`. */
-export const lineOf = (version: string, lines: readonly ProtocolLine[] = PROTOCOL_LINES): ProtocolLine | undefined =>
-  lines.find((l) => speaks(l, version));
+export const lineOf = (version: string, lines: readonly ProtocolLine[] = PROTOCOL_LINES): ProtocolLine | undefined => lines.find((l) => speaks(l, version));
 
 /** The line a server's refusal names (`… Currently supported '0.8'`), if the agent speaks it. */
 export function lineOfRefusal(message: string): ProtocolLine | undefined {

@@ -60,13 +60,14 @@ export const READ_WRITE = new EnumTable<ReadWrite, pb.ReadWriteEnum>([
 type StateCase = pb.ExecutionState['ExecutionStateEnum']['case'] & string;
 
 /** Execution states: the domain state and substate, the wire's oneof case and substate number. */
-export const EXECUTION_STATE: { readonly [S in ExecutionState['state']]: { readonly case: StateCase; readonly substates: Readonly<Record<number, string>> } } = {
-  AgentDisconnected: { case: 'agentDisconnected', substates: { 0: 'AgentDisconnected' } },
-  Pending: { case: 'pending', substates: { 0: 'Initial', 1: 'WaitingToStart', 2: 'Starting', 8: 'StartingFailed' } },
-  Running: { case: 'running', substates: { 0: 'Ok' } },
-  Stopping: { case: 'stopping', substates: { 0: 'Stopping', 1: 'WaitingToStop', 2: 'RequestedAtRuntime', 8: 'DeleteFailed' } },
-  Succeeded: { case: 'succeeded', substates: { 0: 'Ok' } },
-  Failed: { case: 'failed', substates: { 0: 'ExecFailed', 1: 'Unknown', 2: 'Lost' } },
-  NotScheduled: { case: 'notScheduled', substates: { 0: 'NotScheduled' } },
-  Removed: { case: 'removed', substates: { 0: 'Removed' } },
-};
+export const EXECUTION_STATE: { readonly [S in ExecutionState['state']]: { readonly case: StateCase; readonly substates: Readonly<Record<number, string>> } } =
+  {
+    AgentDisconnected: { case: 'agentDisconnected', substates: { 0: 'AgentDisconnected' } },
+    Pending: { case: 'pending', substates: { 0: 'Initial', 1: 'WaitingToStart', 2: 'Starting', 8: 'StartingFailed' } },
+    Running: { case: 'running', substates: { 0: 'Ok' } },
+    Stopping: { case: 'stopping', substates: { 0: 'Stopping', 1: 'WaitingToStop', 2: 'RequestedAtRuntime', 8: 'DeleteFailed' } },
+    Succeeded: { case: 'succeeded', substates: { 0: 'Ok' } },
+    Failed: { case: 'failed', substates: { 0: 'ExecFailed', 1: 'Unknown', 2: 'Lost' } },
+    NotScheduled: { case: 'notScheduled', substates: { 0: 'NotScheduled' } },
+    Removed: { case: 'removed', substates: { 0: 'Removed' } },
+  };

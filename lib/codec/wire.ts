@@ -4,11 +4,19 @@ import { create } from '@bufbuild/protobuf';
 import * as pb from '../../proto/gen/ank_base_pb.js';
 import * as grpc from '../../proto/gen/grpc_api_pb.js';
 import type { CompleteState } from '../complete-state.js';
-import { ExecutionState } from '../execution-state.js';
+import type { ExecutionState } from '../execution-state.js';
 import type { FromServer, ToServer, WireResponse, WorkloadState } from '../messages.js';
 import type {
-  AccessRule, AddCondition, ConfigValue, ControlInterfaceAccess, DeleteCondition, DeletedWorkload, Workload, WorkloadFile,
-  WorkloadInstanceName, WorkloadSpec,
+  AccessRule,
+  AddCondition,
+  ConfigValue,
+  ControlInterfaceAccess,
+  DeleteCondition,
+  DeletedWorkload,
+  Workload,
+  WorkloadFile,
+  WorkloadInstanceName,
+  WorkloadSpec,
 } from '../workload.js';
 import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY } from './tables.js';
 
@@ -22,7 +30,8 @@ const mapValues = <A, B>(record: Readonly<Record<string, A>>, f: (a: A, key: str
 
 /** An instance name; the agent name may be empty where the server speaks of workloads no agent runs (NotScheduled). */
 export function instanceNameFrom(n: pb.WorkloadInstanceName | undefined, { scheduled = true } = {}): WorkloadInstanceName {
-  if (!n || !n.workloadName || (scheduled && !n.agentName)) throw new MalformedMessage(`a workload instance name without ${n?.workloadName ? 'agent' : 'workload'} name`);
+  if (!n?.workloadName || (scheduled && !n.agentName))
+    throw new MalformedMessage(`a workload instance name without ${n?.workloadName ? 'agent' : 'workload'} name`);
   return { workloadName: n.workloadName, agentName: n.agentName, id: n.id };
 }
 
@@ -50,24 +59,28 @@ function accessRuleFrom(rule: pb.AccessRightsRule): AccessRule[] {
   return [];
 }
 
-const accessRuleTo = (r: AccessRule): pb.AccessRightsRule => create(pb.AccessRightsRuleSchema, {
-  AccessRightsRuleEnum: r.kind === 'state'
-    ? { case: 'stateRule', value: { operation: READ_WRITE.toWire(r.operation), filterMasks: [...r.filterMasks] } }
-    : { case: 'logRule', value: { workloadNames: [...r.workloadNames] } },
-});
+const accessRuleTo = (r: AccessRule): pb.AccessRightsRule =>
+  create(pb.AccessRightsRuleSchema, {
+    AccessRightsRuleEnum:
+      r.kind === 'state'
+        ? { case: 'stateRule', value: { operation: READ_WRITE.toWire(r.operation), filterMasks: [...r.filterMasks] } }
+        : { case: 'logRule', value: { workloadNames: [...r.workloadNames] } },
+  });
 
 export function accessFrom(a: pb.ControlInterfaceAccess | undefined): ControlInterfaceAccess {
   return { allowRules: (a?.allowRules ?? []).flatMap(accessRuleFrom), denyRules: (a?.denyRules ?? []).flatMap(accessRuleFrom) };
 }
 
-const fileFrom = (f: pb.File): WorkloadFile => (f.FileContent.case === 'binaryData'
-  ? { mountPoint: f.mountPoint, binaryData: f.FileContent.value }
-  : { mountPoint: f.mountPoint, data: f.FileContent.value ?? '' });
+const fileFrom = (f: pb.File): WorkloadFile =>
+  f.FileContent.case === 'binaryData'
+    ? { mountPoint: f.mountPoint, binaryData: f.FileContent.value }
+    : { mountPoint: f.mountPoint, data: f.FileContent.value ?? '' };
 
-const fileTo = (f: WorkloadFile): pb.File => create(pb.FileSchema, {
-  mountPoint: f.mountPoint,
-  FileContent: f.binaryData !== undefined ? { case: 'binaryData', value: f.binaryData } : { case: 'data', value: f.data ?? '' },
-});
+const fileTo = (f: WorkloadFile): pb.File =>
+  create(pb.FileSchema, {
+    mountPoint: f.mountPoint,
+    FileContent: f.binaryData !== undefined ? { case: 'binaryData', value: f.binaryData } : { case: 'data', value: f.data ?? '' },
+  });
 
 function addConditionFrom(c: number, name: string): AddCondition {
   const condition = ADD_CONDITION.fromWire(c);
@@ -146,7 +159,7 @@ export function executionStateFrom(s: pb.ExecutionState | undefined): ExecutionS
   if (!e?.case) return undefined;
   const [state, { substates }] = Object.entries(EXECUTION_STATE).find(([, row]) => row.case === e.case)!;
   const substate = substates[e.value];
-  return substate === undefined ? undefined : { state, substate, additionalInfo: s?.additionalInfo ?? '' } as ExecutionState;
+  return substate === undefined ? undefined : ({ state, substate, additionalInfo: s?.additionalInfo ?? '' } as ExecutionState);
 }
 
 export const workloadStateTo = (s: WorkloadState): pb.WorkloadState =>
@@ -232,7 +245,12 @@ export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) =>
         kind: 'logsRequest',
         requestId: e.value.requestId,
         workloads: eachOf(r?.workloadNames ?? [], (n) => instanceNameFrom(n), 'a workload name of a logs request', warn),
-        options: { follow: r?.follow ?? false, tail: tail === undefined || tail < 0 ? undefined : tail, since: r?.since || undefined, until: r?.until || undefined },
+        options: {
+          follow: r?.follow ?? false,
+          tail: tail === undefined || tail < 0 ? undefined : tail,
+          since: r?.since || undefined,
+          until: r?.until || undefined,
+        },
       };
     }
     case 'logsCancelRequest':
@@ -251,20 +269,36 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
     case 'request':
       return create(grpc.ToServerSchema, { ToServerEnum: { case: 'request', value: m.request as pb.Request } });
     case 'logEntries':
-      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'logEntriesResponse', value: {
-        requestId: m.requestId,
-        logEntriesResponse: { logEntries: m.entries.map((e) => ({ workloadName: instanceNameTo(e.instanceName), message: e.message })) },
-      } } });
+      return create(grpc.ToServerSchema, {
+        ToServerEnum: {
+          case: 'logEntriesResponse',
+          value: {
+            requestId: m.requestId,
+            logEntriesResponse: { logEntries: m.entries.map((e) => ({ workloadName: instanceNameTo(e.instanceName), message: e.message })) },
+          },
+        },
+      });
     case 'logsStop':
-      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'logsStopResponse', value: {
-        requestId: m.requestId, logsStopResponse: { workloadName: instanceNameTo(m.instanceName) },
-      } } });
+      return create(grpc.ToServerSchema, {
+        ToServerEnum: {
+          case: 'logsStopResponse',
+          value: {
+            requestId: m.requestId,
+            logsStopResponse: { workloadName: instanceNameTo(m.instanceName) },
+          },
+        },
+      });
     case 'agentLoadStatus':
       return create(grpc.ToServerSchema, {
-        ToServerEnum: { case: 'AgentLoadStatus', value: { agentName: m.agentName, cpuUsage: { cpuUsage: m.cpuUsage }, freeMemory: { freeMemory: BigInt(m.freeMemory) } } },
+        ToServerEnum: {
+          case: 'AgentLoadStatus',
+          value: { agentName: m.agentName, cpuUsage: { cpuUsage: m.cpuUsage }, freeMemory: { freeMemory: BigInt(m.freeMemory) } },
+        },
       });
   }
 }
 
 export const agentHello = (agentName: string, protocolVersion: string, tags: Readonly<Record<string, string>>): grpc.ToServer =>
-  create(grpc.ToServerSchema, { ToServerEnum: { case: 'agentHello', value: { agentName, protocolVersion, tags: Object.keys(tags).length > 0 ? { tags: { ...tags } } : undefined } } });
+  create(grpc.ToServerSchema, {
+    ToServerEnum: { case: 'agentHello', value: { agentName, protocolVersion, tags: Object.keys(tags).length > 0 ? { tags: { ...tags } } : undefined } },
+  });

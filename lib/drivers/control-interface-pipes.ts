@@ -3,7 +3,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { BehaviorSubject, EMPTY, Observable, Subject, defer, from, map, of, takeUntil } from 'rxjs';
+import { BehaviorSubject, EMPTY, type Observable, Subject, defer, from, map, of, takeUntil } from 'rxjs';
 import type { Logger } from '../logger.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../ports.js';
 import type { CreateOptions } from '../runtime-connector.js';
@@ -32,7 +32,10 @@ export class ControlInterfacePipes implements HostSide {
   /** The frames whose reader was gone (streams/control-interfaces.ts cancels their log streams). */
   readonly undelivered$: Observable<WorkloadFrame> = this.undelivered.asObservable();
 
-  constructor(private readonly ioFolder: string, private readonly log: Logger) {}
+  constructor(
+    private readonly ioFolder: string,
+    private readonly log: Logger,
+  ) {}
 
   /**
    * swdd~agent-create-control-interface-pipes-per-workload~2, swdd~agent-control-interface-creates-two-pipes-per-workload~1:

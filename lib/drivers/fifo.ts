@@ -128,7 +128,9 @@ export class FifoWriter<T extends { readonly bytes: Uint8Array }> {
       if (attempt !== this.attempt) return;
       if (err) {
         this.abandon();
-        return (err as NodeJS.ErrnoException).code === 'EPIPE' ? this.retry(retries, 'the reader closed the pipe') : this.gone(`writing failed: ${err.message}`);
+        return (err as NodeJS.ErrnoException).code === 'EPIPE'
+          ? this.retry(retries, 'the reader closed the pipe')
+          : this.gone(`writing failed: ${err.message}`);
       }
       clearTimeout(this.timer);
       this.queuedBytes -= this.queue.shift()!.bytes.length;
@@ -137,7 +139,10 @@ export class FifoWriter<T extends { readonly bytes: Uint8Array }> {
   }
 
   private retry(retries: number, reason: string): void {
-    if (retries >= REOPEN_ATTEMPTS) return this.gone(`${reason} (tried ${REOPEN_ATTEMPTS} more times)`);
+    if (retries >= REOPEN_ATTEMPTS) {
+      this.gone(`${reason} (tried ${REOPEN_ATTEMPTS} more times)`);
+      return;
+    }
     this.timer = setTimeout(() => this.writeHead(retries + 1), REOPEN_INTERVAL_MS).unref();
   }
 

@@ -10,9 +10,7 @@ export const CONNECT_AGENT_PATH = '/grpc_api.AgentConnection/ConnectAgent';
 /** Real Ankaios server certificates are issued for this name, whatever host the URL names. */
 export const SERVER_CERT_NAME = 'ank-server';
 
-export type Security =
-  | { readonly insecure: true }
-  | { readonly insecure: false; readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
+export type Security = { readonly insecure: true } | { readonly insecure: false; readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
 
 export interface ConnectionOptions {
   /** `http://host:port` or `https://host:port`. */
@@ -31,20 +29,23 @@ export interface ConnectionOptions {
 export const CONNECT_TIMEOUT_MS = 10_000;
 
 /** Calls `done` when the channel is ready, or with why not: it failed, or did not come up in time. */
-function whenReady(channel: ReturnType<grpc.Client["getChannel"]>, timeoutMs: number, done: (problem?: string) => void): void {
+function whenReady(channel: ReturnType<grpc.Client['getChannel']>, timeoutMs: number, done: (problem?: string) => void): void {
   const deadline = Date.now() + timeoutMs;
   const check = (): void => {
     const state = channel.getConnectivityState(true);
-    if (state === grpc.connectivityState.READY) return done();
-    if (state === grpc.connectivityState.TRANSIENT_FAILURE || state === grpc.connectivityState.SHUTDOWN) return done('the connection failed');
-    channel.watchConnectivityState(state, deadline, (err) => (err ? done(`the server did not answer within ${timeoutMs / 1000} s`) : check()));
+    if (state === grpc.connectivityState.READY) done();
+    else if (state === grpc.connectivityState.TRANSIENT_FAILURE || state === grpc.connectivityState.SHUTDOWN) done('the connection failed');
+    else channel.watchConnectivityState(state, deadline, (err) => (err ? done(`the server did not answer within ${timeoutMs / 1000} s`) : check()));
   };
   check();
 }
 
 /** The server ended the stream with a gRPC status; `code` tells why. */
 export class ConnectionError extends Error {
-  constructor(message: string, readonly code: grpc.status) {
+  constructor(
+    message: string,
+    readonly code: grpc.status,
+  ) {
     super(message);
   }
 }

@@ -1,6 +1,6 @@
 // What a workload needs on the host before it is created (Control Interface, files), and its removal.
 import { rmSync } from 'node:fs';
-import { EMPTY, Observable, concat, defer, forkJoin, map } from 'rxjs';
+import { EMPTY, type Observable, concat, defer, forkJoin, map } from 'rxjs';
 import type { CreateOptions } from '../runtime-connector.js';
 import type { WorkloadSpec } from '../workload.js';
 import { workloadFolder } from './run-folder.js';
@@ -18,9 +18,13 @@ export interface HostSide {
 export function hostSide(ioFolder: string, ...parts: HostSide[]): HostSide {
   return {
     prepare: (spec) => forkJoin(parts.map((p) => p.prepare(spec))).pipe(map((options) => Object.assign({}, ...options) as CreateOptions)),
-    release: (spec) => concat(...parts.map((p) => p.release(spec)), defer(() => {
-      rmSync(workloadFolder(ioFolder, spec.instanceName), { recursive: true, force: true });
-      return EMPTY;
-    })),
+    release: (spec) =>
+      concat(
+        ...parts.map((p) => p.release(spec)),
+        defer(() => {
+          rmSync(workloadFolder(ioFolder, spec.instanceName), { recursive: true, force: true });
+          return EMPTY;
+        }),
+      ),
   };
 }

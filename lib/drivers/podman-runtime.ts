@@ -1,16 +1,12 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
-import {
-  EMPTY, Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, mergeMap, of, switchMap, throwError,
-} from 'rxjs';
+import { EMPTY, Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, mergeMap, of, switchMap, throwError } from 'rxjs';
 import type { ExecutionState } from '../execution-state.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
-import {
-  RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface,
-} from '../podman/runtime-config.js';
+import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface } from '../podman/runtime-config.js';
 import type { ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
@@ -18,24 +14,39 @@ import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
 
 const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
 /** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
-const quietly = (step: Observable<unknown>): Observable<never> => step.pipe(ignoreElements(), catchError(() => EMPTY));
+const quietly = (step: Observable<unknown>): Observable<never> =>
+  step.pipe(
+    ignoreElements(),
+    catchError(() => EMPTY),
+  );
 
 /** Runs `step`, counting "it is already gone" as done. */
-const tolerateMissing = (step: Observable<unknown>) => step.pipe(ignoreElements(), catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))));
+const tolerateMissing = (step: Observable<unknown>) =>
+  step.pipe(
+    ignoreElements(),
+    catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))),
+  );
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {
   /** swdd~podman-name-returns-podman~1 */
   readonly name = 'podman';
 
-  constructor(private readonly cli: PodmanCli, private readonly watch: WatchState) {}
+  constructor(
+    private readonly cli: PodmanCli,
+    private readonly watch: WatchState,
+  ) {}
 
   /** swdd~podman-list-of-existing-workloads-uses-labels~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
-    return this.cli.listContainers([`label=agent=${agentName}`]).pipe(map((containers) => containers.flatMap((c) => {
-      const instanceName = parseInstanceKey(c.Labels?.name ?? '');
-      return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime: this.name, id: c.Id, state: podmanState(c) }] : [];
-    })));
+    return this.cli.listContainers([`label=agent=${agentName}`]).pipe(
+      map((containers) =>
+        containers.flatMap((c) => {
+          const instanceName = parseInstanceKey(c.Labels?.name ?? '');
+          return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime: this.name, id: c.Id, state: podmanState(c) }] : [];
+        }),
+      ),
+    );
   }
 
   /**
@@ -55,9 +66,14 @@ export class PodmanRuntime implements RuntimeConnector<string> {
           // name belongs to a workload that runs, and the failure is reported as it is.
           const inUse = err instanceof PodmanError && /already in use/.test(err.message);
           const leftover$ = inUse
-            ? this.cli.listContainers([`name=^${container}$`]).pipe(switchMap((cs) => (cs.some((c) => c.State === 'running') ? EMPTY : this.forceRemove(container))))
+            ? this.cli
+                .listContainers([`name=^${container}$`])
+                .pipe(switchMap((cs) => (cs.some((c) => c.State === 'running') ? EMPTY : this.forceRemove(container))))
             : this.forceRemove(container);
-          return concat(quietly(leftover$), throwError(() => err));
+          return concat(
+            quietly(leftover$),
+            throwError(() => err),
+          );
         }),
       );
     });
@@ -107,7 +123,9 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 /** `--follow --since … --until … --tail …` as podman logs takes them. */
 function logArgs(o: LogsOptions): string[] {
   return [
-    ...(o.follow ? ['--follow'] : []), ...(o.since ? ['--since', o.since] : []), ...(o.until ? ['--until', o.until] : []),
+    ...(o.follow ? ['--follow'] : []),
+    ...(o.since ? ['--since', o.since] : []),
+    ...(o.until ? ['--until', o.until] : []),
     ...(o.tail !== undefined ? ['--tail', String(o.tail)] : []),
   ];
 }
@@ -143,20 +161,26 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** swdd~podman-kube-name-returns-podman-kube~1 */
   readonly name = 'podman-kube';
 
-  constructor(private readonly cli: PodmanCli, private readonly watch: WatchState, private readonly log?: Logger) {}
+  constructor(
+    private readonly cli: PodmanCli,
+    private readonly watch: WatchState,
+    private readonly log?: Logger,
+  ) {}
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<KubeId>[]> {
-    return forkJoin([this.cli.listVolumes(), this.cli.listContainers()]).pipe(map(([volumes, containers]) => {
-      const byName = new Map(volumes.map((v) => [v.Name, v]));
-      return volumes.flatMap((v) => {
-        const instanceName = v.Name.endsWith('.config') ? parseInstanceKey(v.Name.slice(0, -'.config'.length)) : undefined;
-        if (!instanceName || instanceName.agentName !== agentName) return [];
-        const id = this.idFromVolumes(instanceKey(instanceName), v, byName.get(`${instanceKey(instanceName)}.pods`));
-        if (!id) return [];
-        return [{ instanceName, runtime: this.name, id, state: kubeWorkloadState(id.pods, containers) }];
-      });
-    }));
+    return forkJoin([this.cli.listVolumes(), this.cli.listContainers()]).pipe(
+      map(([volumes, containers]) => {
+        const byName = new Map(volumes.map((v) => [v.Name, v]));
+        return volumes.flatMap((v) => {
+          const instanceName = v.Name.endsWith('.config') ? parseInstanceKey(v.Name.slice(0, -'.config'.length)) : undefined;
+          if (!instanceName || instanceName.agentName !== agentName) return [];
+          const id = this.idFromVolumes(instanceKey(instanceName), v, byName.get(`${instanceKey(instanceName)}.pods`));
+          if (!id) return [];
+          return [{ instanceName, runtime: this.name, id, state: kubeWorkloadState(id.pods, containers) }];
+        });
+      }),
+    );
   }
 
   /**
@@ -181,7 +205,13 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         this.volume(`${instance}.config`, spec.runtimeConfig),
         this.cli.run(play, manifest).pipe(
           // What a failed play left behind goes, so that a retry starts clean.
-          catchError((err: unknown) => concat(quietly(this.cli.run(['kube', 'down', '-'], manifest)), quietly(this.removeVolumes(instance)), throwError(() => err))),
+          catchError((err: unknown) =>
+            concat(
+              quietly(this.cli.run(['kube', 'down', '-'], manifest)),
+              quietly(this.removeVolumes(instance)),
+              throwError(() => err),
+            ),
+          ),
           switchMap((output) => {
             const id: KubeId = { instance, pods: podsPlayed(output), manifest, downOptions: config.downOptions };
             return concat(this.volume(`${instance}.pods`, JSON.stringify(id.pods)), of(id));
@@ -194,10 +224,12 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** swdd~podman-kube-get-workload-id-uses-volumes~1 */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<KubeId | undefined> {
     const instance = instanceKey(instanceName);
-    return this.cli.listVolumes([`name=${instance}`]).pipe(map((volumes) => {
-      const byName = new Map(volumes.map((v) => [v.Name, v]));
-      return this.idFromVolumes(instance, byName.get(`${instance}.config`), byName.get(`${instance}.pods`));
-    }));
+    return this.cli.listVolumes([`name=${instance}`]).pipe(
+      map((volumes) => {
+        const byName = new Map(volumes.map((v) => [v.Name, v]));
+        return this.idFromVolumes(instance, byName.get(`${instance}.config`), byName.get(`${instance}.pods`));
+      }),
+    );
   }
 
   checkState(id: KubeId): Observable<ExecutionState> {
@@ -245,15 +277,17 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
  * event are passed over.
  */
 export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
-  return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(mergeMap((line): ContainerEvent[] => {
-    try {
-      const e = JSON.parse(line) as { ID?: unknown; Status?: unknown; ContainerExitCode?: unknown };
-      if (typeof e.ID !== 'string' || typeof e.Status !== 'string') return [];
-      return [{ id: e.ID, status: e.Status, exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined }];
-    } catch {
-      return [];
-    }
-  }));
+  return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(
+    mergeMap((line): ContainerEvent[] => {
+      try {
+        const e = JSON.parse(line) as { ID?: unknown; Status?: unknown; ContainerExitCode?: unknown };
+        if (typeof e.ID !== 'string' || typeof e.Status !== 'string') return [];
+        return [{ id: e.ID, status: e.Status, exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined }];
+      } catch {
+        return [];
+      }
+    }),
+  );
 }
 
 /** Where conmon writes a container's exit code the moment it exits (rootful Podman). */

@@ -17,7 +17,9 @@ export function pemModeProblem(mode: number, item: Item): string | undefined {
   if (item === 'agent key') {
     return (permissions & 0o177) === 0 ? undefined : `has permissions ${octal}: a private key may only be readable and writable by its owner ('chmod 600')`;
   }
-  return (permissions & 0o133) === 0 ? undefined : `has permissions ${octal}: a certificate may be written only by its owner and executed by nobody ('chmod 644')`;
+  return (permissions & 0o133) === 0
+    ? undefined
+    : `has permissions ${octal}: a certificate may be written only by its owner and executed by nobody ('chmod 644')`;
 }
 
 function read(source: PemSource, item: Item): { pem: Buffer; where: string } {
@@ -52,7 +54,9 @@ export function loadSecurity(security: AgentConfig['security']): Security {
   const cert = load(security.cert, 'agent certificate');
   const key = load(security.key, 'agent key');
   if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))) {
-    throw new ConfigError(`The agent key ${read(security.key, 'agent key').where} does not belong to the agent certificate ${read(security.cert, 'agent certificate').where}.`);
+    throw new ConfigError(
+      `The agent key ${read(security.key, 'agent key').where} does not belong to the agent certificate ${read(security.cert, 'agent certificate').where}.`,
+    );
   }
   return { insecure: false, ca, cert, key };
 }

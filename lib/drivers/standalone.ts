@@ -47,29 +47,32 @@ export function watchManifest(file: string, first: DesiredState, log: Logger): O
       unwatchFile(file, poll);
     };
   });
-  return merge(of(first), changes$.pipe(
-    debounceTime(150),
-    map(() => {
-      try {
-        return readFileSync(file, 'utf8');
-      } catch {
-        return undefined;
-      }
-    }),
-    filter((text): text is string => text !== undefined),
-    distinctUntilChanged(),
-    map((text) => {
-      try {
-        const state = parseManifest(text, (w) => log.warn(`${file}: ${w}`));
-        log.info(`Applying the changed manifest '${file}'.`);
-        return state;
-      } catch (err) {
-        log.error(`Rejected the change of '${file}': ${(err as Error).message}. The workloads stay as they are.`);
-        return undefined;
-      }
-    }),
-    filter((s): s is DesiredState => s !== undefined),
-  ));
+  return merge(
+    of(first),
+    changes$.pipe(
+      debounceTime(150),
+      map(() => {
+        try {
+          return readFileSync(file, 'utf8');
+        } catch {
+          return undefined;
+        }
+      }),
+      filter((text): text is string => text !== undefined),
+      distinctUntilChanged(),
+      map((text) => {
+        try {
+          const state = parseManifest(text, (w) => log.warn(`${file}: ${w}`));
+          log.info(`Applying the changed manifest '${file}'.`);
+          return state;
+        } catch (err) {
+          log.error(`Rejected the change of '${file}': ${(err as Error).message}. The workloads stay as they are.`);
+          return undefined;
+        }
+      }),
+      filter((s): s is DesiredState => s !== undefined),
+    ),
+  );
 }
 
 /**
@@ -78,6 +81,7 @@ export function watchManifest(file: string, first: DesiredState, log: Logger): O
  */
 export function statusView(agentName: string, out: NodeJS.WriteStream, log: Logger): (snapshot: LocalSnapshot) => void {
   if (out.isTTY) {
+    // biome-ignore lint/correctness/noUnusedVariables: read by `??=` below, which the linter does not count
     let timer: NodeJS.Timeout | undefined;
     let latest: LocalSnapshot | undefined;
     let shown = '';

@@ -21,7 +21,12 @@ const inForce = (cert: X509Certificate, now: number) => Date.parse(cert.validFro
  * is: it names `serverName`, every link is in force and signed by the next, and the chain ends at a CA
  * certificate of `anchors`.
  */
-export function serverCertificateProblem(peer: DetailedPeerCertificate, anchors: readonly X509Certificate[], serverName: string, now = Date.now()): string | undefined {
+export function serverCertificateProblem(
+  peer: DetailedPeerCertificate,
+  anchors: readonly X509Certificate[],
+  serverName: string,
+  now = Date.now(),
+): string | undefined {
   if (!peer.raw) return 'the server presented no certificate';
   const identity = tls.checkServerIdentity(serverName, peer);
   if (identity) return identity.message;
@@ -33,7 +38,8 @@ export function serverCertificateProblem(peer: DetailedPeerCertificate, anchors:
     const issuer: DetailedPeerCertificate | undefined = link.issuerCertificate;
     if (!issuer?.raw || issuer === link || issuer.raw.equals(link.raw)) break;
     const next = new X509Certificate(issuer.raw);
-    if (!next.ca || !cert.checkIssued(next) || !cert.verify(next.publicKey)) return `the certificate '${cert.subject}' is not signed by the one presented above it`;
+    if (!next.ca || !cert.checkIssued(next) || !cert.verify(next.publicKey))
+      return `the certificate '${cert.subject}' is not signed by the one presented above it`;
     link = issuer;
   }
   return 'the server certificate is not signed by the CA';
@@ -43,7 +49,12 @@ class AgentTlsCredentials extends grpc.ChannelCredentials {
   private readonly context: tls.SecureContext;
   private readonly anchors: X509Certificate[];
 
-  constructor(ca: Buffer, cert: Buffer, key: Buffer, private readonly serverName: string) {
+  constructor(
+    ca: Buffer,
+    cert: Buffer,
+    key: Buffer,
+    private readonly serverName: string,
+  ) {
     super();
     this.context = tls.createSecureContext({ cert, key });
     this.anchors = certificatesOf(ca);
@@ -60,19 +71,20 @@ class AgentTlsCredentials extends grpc.ChannelCredentials {
   _createSecureConnector(_target: unknown, _options: unknown, callCredentials?: grpc.CallCredentials) {
     const { context, anchors, serverName } = this;
     return {
-      connect: (socket: Socket) => new Promise<{ socket: tls.TLSSocket; secure: boolean }>((resolve, reject) => {
-        // Not rejected by Node (it has no CA to check with): checked below instead.
-        const secured = tls.connect({ socket, secureContext: context, servername: serverName, ALPNProtocols: ['h2'], rejectUnauthorized: false }, () => {
-          const problem = serverCertificateProblem(secured.getPeerCertificate(true), anchors, serverName);
-          if (problem) {
-            secured.destroy();
-            reject(new Error(`The server's certificate is refused: ${problem}.`));
-            return;
-          }
-          resolve({ socket: secured, secure: true });
-        });
-        secured.on('error', reject);
-      }),
+      connect: (socket: Socket) =>
+        new Promise<{ socket: tls.TLSSocket; secure: boolean }>((resolve, reject) => {
+          // Not rejected by Node (it has no CA to check with): checked below instead.
+          const secured = tls.connect({ socket, secureContext: context, servername: serverName, ALPNProtocols: ['h2'], rejectUnauthorized: false }, () => {
+            const problem = serverCertificateProblem(secured.getPeerCertificate(true), anchors, serverName);
+            if (problem) {
+              secured.destroy();
+              reject(new Error(`The server's certificate is refused: ${problem}.`));
+              return;
+            }
+            resolve({ socket: secured, secure: true });
+          });
+          secured.on('error', reject);
+        }),
       waitForReady: () => Promise.resolve(),
       getCallCredentials: () => callCredentials ?? grpc.CallCredentials.createEmpty(),
       destroy: () => undefined,

@@ -1,8 +1,8 @@
 // Workload files: written under `<run folder>/<agent>_io/<workload>.<id>/files/<mount point>` before the
 // workload is created, bind-mounted read-only at their mount points, removed with the workload.
-import { mkdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { EMPTY, Observable, defer, of } from 'rxjs';
+import { EMPTY, type Observable, defer, of } from 'rxjs';
 import { ConfigurationError, type CreateOptions } from '../runtime-connector.js';
 import type { WorkloadFile, WorkloadSpec } from '../workload.js';
 import type { HostSide } from './host-side.js';
@@ -16,7 +16,13 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 export function mountPointProblem(mountPoint: string): string | undefined {
   if (!mountPoint.startsWith('/')) return 'it is not absolute';
   if (mountPoint.endsWith('/')) return 'it ends with /';
-  if (mountPoint.split('/').slice(1).some((part) => part === '' || part === '.' || part === '..')) return "it has empty, '.' or '..' parts";
+  if (
+    mountPoint
+      .split('/')
+      .slice(1)
+      .some((part) => part === '' || part === '.' || part === '..')
+  )
+    return "it has empty, '.' or '..' parts";
   return undefined;
 }
 

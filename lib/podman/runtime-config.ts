@@ -98,8 +98,17 @@ export function podmanRunArgs(config: PodmanConfig, instanceName: string, agentN
     : [];
   const files = (mounts.fileMounts ?? []).map((f) => `--mount=type=bind,source=${f.hostPath},destination=${f.mountPoint},readonly=true`);
   return [
-    ...config.generalOptions, 'run', '--detach', ...name, ...config.commandOptions, ...controlInterface, ...files,
-    `--label=name=${instanceName}`, `--label=agent=${agentName}`, config.image, ...config.commandArgs,
+    ...config.generalOptions,
+    'run',
+    '--detach',
+    ...name,
+    ...config.commandOptions,
+    ...controlInterface,
+    ...files,
+    `--label=name=${instanceName}`,
+    `--label=agent=${agentName}`,
+    config.image,
+    ...config.commandArgs,
   ];
 }
 
@@ -110,7 +119,10 @@ export const CONTROL_INTERFACE_VOLUME = 'control-interface-volume';
 
 type Node = Record<string, unknown>;
 const isNode = (v: unknown): v is Node => v !== null && typeof v === 'object' && !Array.isArray(v);
-const listIn = (node: Node, key: string): unknown[] => (Array.isArray(node[key]) ? node[key] as unknown[] : (node[key] = []) as unknown[]);
+function listIn(node: Node, key: string): unknown[] {
+  if (!Array.isArray(node[key])) node[key] = [];
+  return node[key] as unknown[];
+}
 
 /** The pod a manifest document makes, as Podman names it: a Pod by its name, a Deployment `<name>-pod`. */
 function podOf(doc: Node): { readonly name: string; readonly spec: unknown } | undefined {

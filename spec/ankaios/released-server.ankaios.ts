@@ -19,10 +19,12 @@ function requirePythonSdk(): void {
 /** The container ids Podman has for an agent's workloads, by workload name. */
 function containers(agent: string): Map<string, string> {
   const lines = podman('ps', '--all', '--format', '{{.ID}} {{.Names}}', `--filter=label=agent=${agent}`).split('\n').filter(Boolean);
-  return new Map(lines.map((l) => {
-    const [id, name] = l.split(' ');
-    return [name.split('.')[0], id];
-  }));
+  return new Map(
+    lines.map((l) => {
+      const [id, name] = l.split(' ');
+      return [name.split('.')[0], id];
+    }),
+  );
 }
 
 describe('our agent under the released Ankaios server (ank-server, ank, ank-agent of ANKAIOS_BIN)', function () {
@@ -32,7 +34,8 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
   beforeEach(() => (cluster = new Cluster()));
   afterEach(async () => cluster.stopAll());
 
-  it('swdd~agent-sends-hello~1: the server lists our agent beside the released one, with its load', async () => {
+  // swdd~agent-sends-hello~1
+  it('the server lists our agent beside the released one, with its load', async () => {
     await cluster.startServer();
     cluster.startOurs();
     cluster.startTheirs();
@@ -42,17 +45,20 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     expect(table).to.match(new RegExp(`${cluster.ours}\\s+0\\s+\\d+%\\s+\\d+B`));
   });
 
-  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1: the dependency example runs across both agents, in order, dependencies in both directions', async () => {
+  // swdd~agent-handles-workloads-with-fulfilled-dependencies~1
+  it('the dependency example runs across both agents, in order, dependencies in both directions', async () => {
     await cluster.startServer();
     cluster.startOurs();
     cluster.startTheirs();
     const { ours, theirs } = cluster;
-    await cluster.apply(manifest(
-      workloadYaml('init_storage', theirs, 'sleep 2'),
-      workloadYaml('storage_provider', ours, 'sleep 6; exit 1', '    dependencies:\n      init_storage: ADD_COND_SUCCEEDED\n'),
-      workloadYaml('logger', theirs, 'sleep 1000', '    dependencies:\n      storage_provider: ADD_COND_RUNNING\n'),
-      workloadYaml('error_handler', ours, 'echo handled', '    dependencies:\n      storage_provider: ADD_COND_FAILED\n'),
-    ));
+    await cluster.apply(
+      manifest(
+        workloadYaml('init_storage', theirs, 'sleep 2'),
+        workloadYaml('storage_provider', ours, 'sleep 6; exit 1', '    dependencies:\n      init_storage: ADD_COND_SUCCEEDED\n'),
+        workloadYaml('logger', theirs, 'sleep 1000', '    dependencies:\n      storage_provider: ADD_COND_RUNNING\n'),
+        workloadYaml('error_handler', ours, 'echo handled', '    dependencies:\n      storage_provider: ADD_COND_FAILED\n'),
+      ),
+    );
     await cluster.waitFor('storage_provider', 'Pending(WaitingToStart)');
     expect(await cluster.stateOf('error_handler')).to.equal('Pending(WaitingToStart)');
     await cluster.waitFor('init_storage', 'Succeeded(Ok)');
@@ -65,18 +71,24 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     expect(failed.additionalInfo).to.equal("Exit code: '1'");
   });
 
-  it('swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1: update, delete, restart policy and a failing image through ank', async () => {
+  // swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1
+  it('update, delete, restart policy and a failing image through ank', async () => {
     await cluster.startServer();
     cluster.startOurs();
     const { ours } = cluster;
-    await cluster.apply(manifest(
-      workloadYaml('web', ours, 'sleep 1000'),
-      workloadYaml('flaky', ours, 'sleep 1; exit 3', '    restartPolicy: ON_FAILURE\n'),
-      `  broken:\n    runtime: podman\n    agent: ${ours}\n    runtimeConfig: |\n      image: localhost/no-such-image:latest\n`,
-    ));
+    await cluster.apply(
+      manifest(
+        workloadYaml('web', ours, 'sleep 1000'),
+        workloadYaml('flaky', ours, 'sleep 1; exit 3', '    restartPolicy: ON_FAILURE\n'),
+        `  broken:\n    runtime: podman\n    agent: ${ours}\n    runtimeConfig: |\n      image: localhost/no-such-image:latest\n`,
+      ),
+    );
     await cluster.waitFor('web', 'Running(Ok)');
     const first = containers(ours).get('web');
-    await cluster.until(async () => /^Retry 2: /.test((await cluster.states()).find((s) => s.workload === 'broken')?.additionalInfo ?? ''), 'the second retry of broken');
+    await cluster.until(
+      async () => /^Retry 2: /.test((await cluster.states()).find((s) => s.workload === 'broken')?.additionalInfo ?? ''),
+      'the second retry of broken',
+    );
     // Restarted by ON_FAILURE: a new container each time.
     const flakyIds = new Set<string>();
     await cluster.until(async () => {
@@ -93,14 +105,12 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
   });
 
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
-    it(`swdd~grpc-agent-connection-sends-agent-gone~1: our agent stopped by ${signal} is gone at the server (AgentDisconnected); started again, its workloads are resumed, not recreated`, async () => {
+    // swdd~grpc-agent-connection-sends-agent-gone~1
+    it(`our agent stopped by ${signal} is gone at the server (AgentDisconnected); started again, its workloads are resumed, not recreated`, async () => {
       await cluster.startServer();
       cluster.startOurs();
       cluster.startTheirs();
-      await cluster.apply(manifest(
-        workloadYaml('steady', cluster.ours, 'sleep 1000'),
-        workloadYaml('watcher', cluster.theirs, 'sleep 1000'),
-      ));
+      await cluster.apply(manifest(workloadYaml('steady', cluster.ours, 'sleep 1000'), workloadYaml('watcher', cluster.theirs, 'sleep 1000')));
       await cluster.waitFor('steady', 'Running(Ok)');
       await cluster.waitFor('watcher', 'Running(Ok)');
       const before = containers(cluster.ours).get('steady');
@@ -131,7 +141,8 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     expect([containers(cluster.ours).get('kept'), containers(cluster.theirs).get('kept_theirs')]).to.deep.equal(before);
   });
 
-  it('swdd~agent-handles-logs-requests-from-server~1: ank logs (and -f) shows the output of a workload on our agent', async () => {
+  // swdd~agent-handles-logs-requests-from-server~1
+  it('ank logs (and -f) shows the output of a workload on our agent', async () => {
     await cluster.startServer();
     cluster.startOurs();
     await cluster.apply(manifest(workloadYaml('talker', cluster.ours, 'i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done')));
@@ -154,10 +165,16 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     await cluster.apply(manifest(workloadYaml('mover', cluster.theirs, 'sleep 1000')));
     await cluster.waitFor('mover', 'Running(Ok)');
     await cluster.apply(manifest(workloadYaml('mover', cluster.ours, 'sleep 1000')));
-    await cluster.until(async () => (await cluster.states()).some((s) => s.workload === 'mover' && s.agent === cluster.ours && s.state === 'Running'), 'mover to run on our agent');
+    await cluster.until(
+      async () => (await cluster.states()).some((s) => s.workload === 'mover' && s.agent === cluster.ours && s.state === 'Running'),
+      'mover to run on our agent',
+    );
     await cluster.until(async () => containers(cluster.theirs).size === 0, 'the released agent to remove its container');
     await cluster.apply(manifest(workloadYaml('mover', cluster.theirs, 'sleep 1000')));
-    await cluster.until(async () => (await cluster.states()).some((s) => s.workload === 'mover' && s.agent === cluster.theirs && s.state === 'Running'), 'mover to run on the released agent again');
+    await cluster.until(
+      async () => (await cluster.states()).some((s) => s.workload === 'mover' && s.agent === cluster.theirs && s.state === 'Running'),
+      'mover to run on the released agent again',
+    );
     await cluster.until(async () => containers(cluster.ours).size === 0, 'our agent to remove its container');
   });
 
@@ -166,7 +183,8 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     cluster.startOurs();
     cluster.startTheirs();
     const pod = `kube-${cluster.ours.replace(/_/g, '-')}`;
-    const kube = (agent: string) => manifest(`  kubed:
+    const kube = (agent: string) =>
+      manifest(`  kubed:
     runtime: podman-kube
     agent: ${agent}
     runtimeConfig: |
@@ -197,30 +215,56 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     await cluster.until(async () => podman('pod', 'ps', '--quiet', `--filter=name=^${pod}$`) === '', 'the pod to be taken down');
   });
 
-  it('swdd~agent-create-control-interface-pipes-per-workload~2: the released Python SDK in a workload of ours reads the state, applies a workload on the released agent, gets its events, and is heard again after our agent restarts', async () => {
+  // swdd~agent-create-control-interface-pipes-per-workload~2
+  it('the released Python SDK in a workload of ours reads the state, applies a workload on the released agent, gets its events, and is heard again after our agent restarts', async () => {
     requirePythonSdk();
     await cluster.startServer();
     cluster.startOurs();
     cluster.startTheirs();
-    await cluster.apply(manifest(workloadYaml('sdkhost', cluster.ours, 'sleep 3600',
-      '    controlInterfaceAccess:\n      allowRules:\n      - type: StateRule\n        operation: ReadWrite\n        filterMasks: ["desiredState", "workloadStates"]\n')));
+    await cluster.apply(
+      manifest(
+        workloadYaml(
+          'sdkhost',
+          cluster.ours,
+          'sleep 3600',
+          '    controlInterfaceAccess:\n      allowRules:\n      - type: StateRule\n        operation: ReadWrite\n        filterMasks: ["desiredState", "workloadStates"]\n',
+        ),
+      ),
+    );
     await cluster.waitFor('sdkhost', 'Running(Ok)');
     const io = path.join(cluster.runFolder('ours'), `${cluster.ours}_io`);
     const folder = path.join(io, readdirSync(io).find((f) => f.startsWith('sdkhost.'))!, 'control_interface');
     // The SDK, unmodified, on the host: in a mount namespace of its own the workload's folder is at the SDK's path.
-    const app = spawn('unshare', ['-m', '--propagation', 'private', 'sh', '-c',
+    const app = spawn('unshare', [
+      '-m',
+      '--propagation',
+      'private',
+      'sh',
+      '-c',
       'mount -t tmpfs none /run && mkdir -p /run/ankaios/control_interface && mount --bind "$0" /run/ankaios/control_interface && exec python3 "$1" "$2"',
-      folder, path.resolve('spec/ankaios/sdk_app.py'), cluster.theirs]);
+      folder,
+      path.resolve('spec/ankaios/sdk_app.py'),
+      cluster.theirs,
+    ]);
     const said: Array<Record<string, unknown>> = [];
     let errors = '';
-    app.stdout.on('data', (d: Buffer) => d.toString().split('\n').filter(Boolean).forEach((l) => said.push(JSON.parse(l) as Record<string, unknown>)));
+    app.stdout.on('data', (d: Buffer) =>
+      d
+        .toString()
+        .split('\n')
+        .filter(Boolean)
+        .forEach((l) => said.push(JSON.parse(l) as Record<string, unknown>)),
+    );
     app.stderr.on('data', (d: Buffer) => (errors += d.toString()));
     const step = (name: string) => said.find((s) => s.step === name);
     try {
       await cluster.until(async () => step('state') !== undefined, `the SDK to read the state (${errors})`);
       expect(step('state')!.workloads).to.deep.equal(['sdkhost']);
       await cluster.until(async () => step('event') !== undefined, `an event for the workload the SDK applied (${errors})`);
-      expect((step('event')!.altered as string[]).some((f) => f.startsWith(`workloadStates.${cluster.theirs}`)), JSON.stringify(step('event'))).to.equal(true);
+      expect(
+        (step('event')!.altered as string[]).some((f) => f.startsWith(`workloadStates.${cluster.theirs}`)),
+        JSON.stringify(step('event')),
+      ).to.equal(true);
       await cluster.waitFor('from_sdk', 'Running(Ok)');
       expect((await cluster.states()).find((s) => s.workload === 'from_sdk')!.agent).to.equal(cluster.theirs);
       await cluster.ourAgent!.stop('SIGTERM');

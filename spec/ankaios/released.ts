@@ -83,24 +83,30 @@ export class Cluster {
     if (options.tls !== undefined) this.tls = options.tls;
     if (this.tls) await run('bash', ['scripts/make-test-certs.sh', path.join(this.folder, 'pems'), this.ours]);
     const manifest = options.manifest === undefined ? [] : ['-m', this.file('startup.yaml', options.manifest)];
-    this.server = new Proc(spawn(bin('ank-server'), [...this.securityArgs, ...this.pemArgs('server'), '-a', `127.0.0.1:${this.port}`, ...manifest], {
-      env: { ...process.env, RUST_LOG: 'info' },
-    }));
+    this.server = new Proc(
+      spawn(bin('ank-server'), [...this.securityArgs, ...this.pemArgs('server'), '-a', `127.0.0.1:${this.port}`, ...manifest], {
+        env: { ...process.env, RUST_LOG: 'info' },
+      }),
+    );
     await this.until(async () => (await this.ank('get', 'agents').catch(() => '')).startsWith('NAME'), 'the server to answer');
   }
 
   /** Starts our agent against the server (its run folder stays for restarts). */
   startOurs(): Proc {
     const debug = process.env.ANKAIOS_DEBUG ? ['--debug'] : [];
-    this.ourAgent = new Proc(spawn(process.execPath, [BIN, '-n', this.ours, '-s', this.url, ...this.securityArgs, ...this.pemArgs('agent'), '-r', this.runFolder('ours'), ...debug]));
+    this.ourAgent = new Proc(
+      spawn(process.execPath, [BIN, '-n', this.ours, '-s', this.url, ...this.securityArgs, ...this.pemArgs('agent'), '-r', this.runFolder('ours'), ...debug]),
+    );
     return this.ourAgent;
   }
 
   /** Starts the released agent beside ours. */
   startTheirs(): Proc {
-    this.theirAgent = new Proc(spawn(bin('ank-agent'), ['-n', this.theirs, '-s', this.url, ...this.securityArgs, '-r', this.runFolder('theirs')], {
-      env: { ...process.env, RUST_LOG: 'info' },
-    }));
+    this.theirAgent = new Proc(
+      spawn(bin('ank-agent'), ['-n', this.theirs, '-s', this.url, ...this.securityArgs, '-r', this.runFolder('theirs')], {
+        env: { ...process.env, RUST_LOG: 'info' },
+      }),
+    );
     return this.theirAgent;
   }
 
@@ -131,8 +137,11 @@ export class Cluster {
     const json = JSON.parse(await this.ank('get', 'state', '-o', 'json', 'workloadStates')) as {
       workloadStates?: Record<string, Record<string, Record<string, { state: string; subState: string; additionalInfo: string }>>>;
     };
-    return Object.entries(json.workloadStates ?? {}).flatMap(([agent, workloads]) => Object.entries(workloads).flatMap(([workload, ids]) =>
-      Object.entries(ids).map(([id, s]) => ({ agent, workload, id, state: s.state, subState: s.subState, additionalInfo: s.additionalInfo }))));
+    return Object.entries(json.workloadStates ?? {}).flatMap(([agent, workloads]) =>
+      Object.entries(workloads).flatMap(([workload, ids]) =>
+        Object.entries(ids).map(([id, s]) => ({ agent, workload, id, state: s.state, subState: s.subState, additionalInfo: s.additionalInfo })),
+      ),
+    );
   }
 
   /** `State(SubState)` of a workload at the server, or undefined while it has none. */
@@ -152,7 +161,9 @@ export class Cluster {
     const end = Date.now() + timeoutMs;
     while (!(await condition().catch(() => false))) {
       if (Date.now() > end) {
-        throw new Error(`timed out waiting for ${what}\n--- server ---\n${this.server?.output.slice(-3000) ?? ''}\n--- our agent ---\n${this.ourAgent?.output.slice(-3000) ?? ''}`);
+        throw new Error(
+          `timed out waiting for ${what}\n--- server ---\n${this.server?.output.slice(-3000) ?? ''}\n--- our agent ---\n${this.ourAgent?.output.slice(-3000) ?? ''}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -160,7 +171,11 @@ export class Cluster {
 
   /** Waits until the workload shows `state` (`Running(Ok)`, …) at the server. */
   async waitFor(workload: string, state: string, timeoutMs = 60_000): Promise<void> {
-    await this.until(async () => (await this.stateOf(workload)) === state, `${workload} to be ${state} (last: ${await this.stateOf(workload).catch(() => '?')})`, timeoutMs);
+    await this.until(
+      async () => (await this.stateOf(workload)) === state,
+      `${workload} to be ${state} (last: ${await this.stateOf(workload).catch(() => '?')})`,
+      timeoutMs,
+    );
   }
 
   file(name: string, text: string): string {
@@ -172,7 +187,11 @@ export class Cluster {
   /** Stops everything; what each process said stays in the cluster's folder (server.log, ours.log, theirs.log). */
   async stopAll(): Promise<void> {
     await Promise.all([this.ourAgent?.stop('SIGKILL'), this.theirAgent?.stop('SIGKILL'), this.server?.stop('SIGKILL')]);
-    for (const [name, proc] of [['server', this.server], ['ours', this.ourAgent], ['theirs', this.theirAgent]] as const) {
+    for (const [name, proc] of [
+      ['server', this.server],
+      ['ours', this.ourAgent],
+      ['theirs', this.theirAgent],
+    ] as const) {
       if (proc) writeFileSync(path.join(this.folder, `${name}.log`), proc.output);
     }
     cleanup(this.ours);

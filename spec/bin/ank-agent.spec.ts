@@ -33,7 +33,11 @@ function runToEnd(args: string[], env: Record<string, string> = {}): Promise<Run
 }
 
 /** Starts the agent and resolves once its stderr shows `pattern`. */
-function startUntil(args: string[], pattern: RegExp, env: Record<string, string> = {}): Promise<{ child: ChildProcess; stderr: () => string; exited: Promise<number | null> }> {
+function startUntil(
+  args: string[],
+  pattern: RegExp,
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; stderr: () => string; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
@@ -63,13 +67,15 @@ describe('ank-agent (the command line)', () => {
     expect(run.stdout).to.include('--server-url').and.include('--insecure').and.include('--ca_pem');
   });
 
-  it('swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1: neither --insecure nor PEM files: exits non-zero with the reason and the help', async () => {
+  // swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1
+  it('neither --insecure nor PEM files: exits non-zero with the reason and the help', async () => {
     const run = await runToEnd(['-n', 'agent_A']);
     expectFailure(run, 'either --insecure (-k) for plain text, or --ca_pem, --crt_pem and --key_pem');
     expect(run.stderr).to.include('Usage');
   });
 
-  it('swdd~agent-supports-pem-file-paths-as-cli-arguments~1: names the PEM files that are missing', async () => {
+  // swdd~agent-supports-pem-file-paths-as-cli-arguments~1
+  it('names the PEM files that are missing', async () => {
     expectFailure(await runToEnd(['-n', 'agent_A', '--ca_pem', '/x/ca.pem']), 'missing: --crt_pem, --key_pem');
   });
 
@@ -83,13 +89,14 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'agent_A', '-k', '-s', 'ftp://host:1']), "Invalid server URL 'ftp://host:1'");
   });
 
-  it('--version prints the agent\'s version and the protocol lines it speaks', async () => {
+  it("--version prints the agent's version and the protocol lines it speaks", async () => {
     const run = await runToEnd(['--version']);
     expect(run.code).to.equal(0);
     expect(run.stdout).to.equal(`ank-agent ${JSON.parse(readFileSync('package.json', 'utf8')).version}\nprotocol lines: 1 (says 1.0.1), 0.8 (says 0.8.0)\n`);
   });
 
-  it('swdd~agent-prepares-dedicated-run-folder~2: works in $TMPDIR/ankaios/<name>_io/ by default; $TMPDIR/ankaios is made usable by every user, the io folder stays the agent\'s', async () => {
+  // swdd~agent-prepares-dedicated-run-folder~2
+  it("works in $TMPDIR/ankaios/<name>_io/ by default; $TMPDIR/ankaios is made usable by every user, the io folder stays the agent's", async () => {
     const agent = await startUntil(['-n', 'agent_tmp', '-s', 'http://127.0.0.1:1', '-k'], /connecting/, { TMPDIR: tmp });
     expect(() => readFileSync(path.join(tmp, 'ankaios', 'agent_tmp_io'))).to.throw(/EISDIR/);
     expect(statSync(path.join(tmp, 'ankaios')).mode & 0o7777).to.equal(0o1777);
@@ -106,7 +113,7 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'theirs', '-k'], { TMPDIR: tmp }), 'belongs to another user (uid 65534)');
   });
 
-  it('a custom run folder must exist and be a real folder of the agent\'s (no symlink); only the default one is created', async () => {
+  it("a custom run folder must exist and be a real folder of the agent's (no symlink); only the default one is created", async () => {
     expectFailure(await runToEnd(['-n', 'a', '-k', '-r', path.join(tmp, 'nowhere')]), `The run folder '${path.join(tmp, 'nowhere')}' does not exist`);
     symlinkSync(RUN, path.join(tmp, 'linked'));
     expectFailure(await runToEnd(['-n', 'a', '-k', '-r', path.join(tmp, 'linked')]), `The run folder '${path.join(tmp, 'linked')}' is a symbolic link`);
@@ -114,7 +121,7 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'evil', '-k', '-r', RUN]), `The run folder '${path.join(RUN, 'evil_io')}' is a symbolic link`);
   });
 
-  it('issue 14: an empty run folder and one in /proc are errors, not loops', async () => {
+  it('an empty run folder and one in /proc are errors, not loops', async () => {
     expectFailure(await runToEnd(['-n', 'a', '-k', '-r', '']), 'The run folder is empty');
     expectFailure(await runToEnd(['-n', 'a', '-k', '-r', '/proc/self']), "The run folder '/proc/self' is in a kernel file system");
   });
@@ -126,9 +133,9 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-x', file, '-r', RUN], { ANKAGENT_INSECURE: 'maybe' }), "Invalid ANKAGENT_INSECURE='maybe': use true or false.");
   });
 
-  it('rejects a server URL with an impossible port; one without a port is taken with the scheme\'s, as by the released agent', async () => {
+  it("rejects a server URL with an impossible port; one without a port is taken with the scheme's, as by the released agent", async () => {
     const agent = await startUntil(['-n', 'a', '-k', '-s', 'http://127.0.0.1', '-r', RUN], /connecting/);
-    expect(agent.stderr()).to.include("connecting to http://127.0.0.1 (insecure)");
+    expect(agent.stderr()).to.include('connecting to http://127.0.0.1 (insecure)');
     agent.child.kill('SIGTERM');
     await agent.exited;
     expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1:70000']), "Invalid server URL 'http://127.0.0.1:70000'");
@@ -159,7 +166,7 @@ describe('ank-agent (the command line)', () => {
       expectFailure(unknown, 'The agent name is missing');
       expectFailure(await runToEnd(['-x', config('type.toml', "version = 'v1'\ninsecure = 'yes'\n")]), "The key 'insecure'");
       expectFailure(await runToEnd(['-x', config('tags.toml', "version = 'v1'\ntags = ['a']\n")]), "The key 'tags' in the agent config");
-      expectFailure(await runToEnd(['-x', config('runtimes.toml', "version = 'v1'\nruntimes = 'podman'\n")]), "must be a list of strings");
+      expectFailure(await runToEnd(['-x', config('runtimes.toml', "version = 'v1'\nruntimes = 'podman'\n")]), 'must be a list of strings');
     });
 
     // swdd~agent-allows-enabled-runtimes~1
@@ -167,7 +174,12 @@ describe('ank-agent (the command line)', () => {
       const none = await runToEnd(['-x', config('none.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['docker']\n"), '-r', RUN]);
       expectFailure(none, "No runtime is enabled: 'runtimes' lists 'docker'; this agent has 'podman', 'podman-kube'.");
       // swdd~agent-supports-containerd~1 is not met: a config that asks for containerd is told so.
-      const containerd = await runToEnd(['-x', config('containerd.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['containerd']\n"), '-r', RUN]);
+      const containerd = await runToEnd([
+        '-x',
+        config('containerd.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['containerd']\n"),
+        '-r',
+        RUN,
+      ]);
       expectFailure(containerd, "The 'containerd' runtime (nerdctl) is not part of this agent");
       const server = await FakeAnkaiosServer.start();
       try {
@@ -177,9 +189,17 @@ describe('ank-agent (the command line)', () => {
         const stream = await server.nextStream();
         await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
         const kube = { workloadName: 'pod', agentName: 'rt_agent', id: instanceId('manifest: x') };
-        stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [{ instanceName: kube, workload: { runtime: 'podman-kube', runtimeConfig: 'manifest: x' } }] } } });
+        stream.send({
+          FromServerEnum: {
+            case: 'serverHello',
+            value: { addedWorkloads: [{ instanceName: kube, workload: { runtime: 'podman-kube', runtimeConfig: 'manifest: x' } }] },
+          },
+        });
         await until(() => reportedStates(stream).length >= 2, 'the state of the workload of a disabled runtime');
-        expect(reportedStates(stream)).to.deep.equal([['pod', kube.id, 'Pending(Starting): Triggered at runtime.'], ['pod', kube.id, 'Pending(StartingFailed): Unsupported Runtime']]);
+        expect(reportedStates(stream)).to.deep.equal([
+          ['pod', kube.id, 'Pending(Starting): Triggered at runtime.'],
+          ['pod', kube.id, 'Pending(StartingFailed): Unsupported Runtime'],
+        ]);
         agent.child.kill('SIGTERM');
         await agent.exited;
       } finally {
@@ -239,8 +259,18 @@ describe('ank-agent (the command line)', () => {
   describe('PEM files', () => {
     const certs = path.join(tmp, 'certs');
     before(() => execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), certs]));
-    const pemArgs = (ca = 'ca.pem', crt = 'agent.pem', key = 'agent-key.pem') =>
-      ['-n', 'agent_A', '-r', RUN, '--ca_pem', path.join(certs, ca), '--crt_pem', path.join(certs, crt), '--key_pem', path.join(certs, key)];
+    const pemArgs = (ca = 'ca.pem', crt = 'agent.pem', key = 'agent-key.pem') => [
+      '-n',
+      'agent_A',
+      '-r',
+      RUN,
+      '--ca_pem',
+      path.join(certs, ca),
+      '--crt_pem',
+      path.join(certs, crt),
+      '--key_pem',
+      path.join(certs, key),
+    ];
 
     it('names an unreadable PEM file', async () => {
       expectFailure(await runToEnd(pemArgs('missing.pem')), `Cannot read the CA certificate file '${path.join(certs, 'missing.pem')}'`);
@@ -257,7 +287,10 @@ describe('ank-agent (the command line)', () => {
       const loose = path.join(certs, 'loose-key.pem');
       writeFileSync(loose, readFileSync(path.join(certs, 'agent-key.pem')));
       chmodSync(loose, 0o644);
-      expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'loose-key.pem')), `The agent key file '${loose}' has permissions 644: a private key may only be readable and writable by its owner ('chmod 600').`);
+      expectFailure(
+        await runToEnd(pemArgs('ca.pem', 'agent.pem', 'loose-key.pem')),
+        `The agent key file '${loose}' has permissions 644: a private key may only be readable and writable by its owner ('chmod 600').`,
+      );
       const shared = path.join(certs, 'shared-ca.pem');
       writeFileSync(shared, readFileSync(path.join(certs, 'ca.pem')));
       chmodSync(shared, 0o666);
@@ -265,12 +298,19 @@ describe('ank-agent (the command line)', () => {
     });
 
     it('-k together with some but not all PEM files is an error, as with the released agent', async () => {
-      expectFailure(await runToEnd(['-n', 'agent_A', '-k', '--ca_pem', path.join(certs, 'ca.pem')]), 'mTLS needs all three PEM files; missing: --crt_pem, --key_pem.');
+      expectFailure(
+        await runToEnd(['-n', 'agent_A', '-k', '--ca_pem', path.join(certs, 'ca.pem')]),
+        'mTLS needs all three PEM files; missing: --crt_pem, --key_pem.',
+      );
     });
 
     it('-k together with the three PEM files warns and uses TLS, as the reference agent does', async () => {
       const server = await FakeAnkaiosServer.start({
-        tls: { ca: readFileSync(path.join(certs, 'ca.pem')), cert: readFileSync(path.join(certs, 'server.pem')), key: readFileSync(path.join(certs, 'server-key.pem')) },
+        tls: {
+          ca: readFileSync(path.join(certs, 'ca.pem')),
+          cert: readFileSync(path.join(certs, 'server.pem')),
+          key: readFileSync(path.join(certs, 'server-key.pem')),
+        },
       });
       try {
         const agent = await startUntil([...pemArgs(), '-k', '-s', server.url], /connecting/);
@@ -283,20 +323,29 @@ describe('ank-agent (the command line)', () => {
       }
     });
 
-    it('issue 14: a key that does not belong to the certificate is an error at start', async () => {
+    it('a key that does not belong to the certificate is an error at start', async () => {
       const otherKey = path.join(certs, 'other-key.pem');
       execFileSync('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', otherKey], { stdio: 'ignore' });
       chmodSync(otherKey, 0o600);
-      expectFailure(await runToEnd(pemArgs('ca.pem', 'agent.pem', 'other-key.pem')), `The agent key file '${otherKey}' does not belong to the agent certificate file '${path.join(certs, 'agent.pem')}'.`);
+      expectFailure(
+        await runToEnd(pemArgs('ca.pem', 'agent.pem', 'other-key.pem')),
+        `The agent key file '${otherKey}' does not belong to the agent certificate file '${path.join(certs, 'agent.pem')}'.`,
+      );
     });
 
     it('takes the PEM paths from the environment when no flags give them', async () => {
       const server = await FakeAnkaiosServer.start({
-        tls: { ca: readFileSync(path.join(certs, 'ca.pem')), cert: readFileSync(path.join(certs, 'server.pem')), key: readFileSync(path.join(certs, 'server-key.pem')) },
+        tls: {
+          ca: readFileSync(path.join(certs, 'ca.pem')),
+          cert: readFileSync(path.join(certs, 'server.pem')),
+          key: readFileSync(path.join(certs, 'server-key.pem')),
+        },
       });
       try {
         const agent = await startUntil(['-n', 'agent_A', '-r', RUN, '-s', server.url], /connecting/, {
-          ANKAGENT_CA_PEM: path.join(certs, 'ca.pem'), ANKAGENT_CRT_PEM: path.join(certs, 'agent.pem'), ANKAGENT_KEY_PEM: path.join(certs, 'agent-key.pem'),
+          ANKAGENT_CA_PEM: path.join(certs, 'ca.pem'),
+          ANKAGENT_CRT_PEM: path.join(certs, 'agent.pem'),
+          ANKAGENT_KEY_PEM: path.join(certs, 'agent-key.pem'),
         });
         await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
         agent.child.kill('SIGTERM');
@@ -312,7 +361,8 @@ describe('ank-agent (the command line)', () => {
     beforeEach(async () => (server = await FakeAnkaiosServer.start()));
     afterEach(() => server.stop());
 
-    it('swdd~agent-supports-cli-argument-for-insecure-communication~1, swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1, swdd~agent-default-communication-grpc~1: -k connects in plain text; ANKAGENT_INSECURE does too', async () => {
+    // swdd~agent-supports-cli-argument-for-insecure-communication~1, swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1, swdd~agent-default-communication-grpc~1
+    it('-k connects in plain text; ANKAGENT_INSECURE does too', async () => {
       const viaFlag = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
       await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
       viaFlag.child.kill('SIGTERM');
@@ -337,7 +387,7 @@ describe('ank-agent (the command line)', () => {
       });
     }
 
-    it('exits non-zero with the server\'s message when the server refuses the protocol version', async () => {
+    it("exits non-zero with the server's message when the server refuses the protocol version", async () => {
       const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
       const stream = await server.nextStream();
       await stream.waitFor(() => true);

@@ -1,4 +1,4 @@
-// Issue 14: what a server or a workload may send cannot steer the root agent outside its run folder.
+// What a server or a workload may send cannot steer the root agent outside its run folder.
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,7 +29,9 @@ describe('hostile input and faults (end to end)', function () {
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [...hostile, withName(''), good].map(addedWorkload) } } });
     await until(() => reportedStates(stream).some(([n, , s]) => n === 'good' && s === 'Running(Ok)'), 'the good workload to run');
     await until(() => reportedStates(stream).filter(([, , s]) => s.startsWith('Pending(StartingFailed)')).length === hostile.length, 'the refusals');
-    const refusals = reportedStates(stream).filter(([, , s]) => s.startsWith('Pending(StartingFailed)')).map(([n, , s]) => [n.slice(0, 8), s.replace(/'[^']*'/, "'…'")]);
+    const refusals = reportedStates(stream)
+      .filter(([, , s]) => s.startsWith('Pending(StartingFailed)'))
+      .map(([n, , s]) => [n.slice(0, 8), s.replace(/'[^']*'/, "'…'")]);
     expect(refusals).to.deep.equal([
       ['../x', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
       ['a.b', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
@@ -37,14 +39,17 @@ describe('hostile input and faults (end to end)', function () {
       ['evil_id', "Pending(StartingFailed): Invalid instance id '…': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits."],
       ['evil_id', "Pending(StartingFailed): Invalid instance id '…': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits."],
     ]);
-    expect(reportedStates(stream).map(([n]) => n), 'a workload without a name cannot even be answered').not.to.include('');
+    expect(
+      reportedStates(stream).map(([n]) => n),
+      'a workload without a name cannot even be answered',
+    ).not.to.include('');
     expect(readdirSync(outside)).to.deep.equal([]);
     expect(existsSync(path.join(run, 'x')) || existsSync(path.join(path.dirname(run), 'x'))).to.equal(false);
     expect(readdirSync(run)).to.deep.equal([`${agentName}_io`]);
     expect(readdirSync(path.join(run, `${agentName}_io`))).to.deep.equal([`good.${good.instanceName.id}`]);
   });
 
-  it('issue 14: a SIGKILL of the agent in the middle of its creates, then a restart: every workload runs', async () => {
+  it('a SIGKILL of the agent in the middle of its creates, then a restart: every workload runs', async () => {
     const run = mkdtempSync(path.join(tmpdir(), 'ank-crash-'));
     const workloads = Array.from({ length: 6 }, (_, i) => busybox(`w${i}`, agentName));
     e2e.start({ run });
@@ -61,9 +66,12 @@ describe('hostile input and faults (end to end)', function () {
     expect(reportedStates(second).filter(([, , s]) => s.startsWith('Pending(StartingFailed)'))).to.deep.equal([]);
   });
 
-  it('issue 14: a flood of Control Interface requests while the server does not read: the agent stops reading the pipe (the workload gets EAGAIN) and its memory stays bounded', async () => {
+  it('a flood of Control Interface requests while the server does not read: the agent stops reading the pipe (the workload gets EAGAIN) and its memory stays bounded', async () => {
     const run = mkdtempSync(path.join(tmpdir(), 'ank-flood-'));
-    const ctl = { ...busybox('ctl', agentName), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] } };
+    const ctl = {
+      ...busybox('ctl', agentName),
+      controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] },
+    };
     e2e.start({ run });
     const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(ctl)] } } });
@@ -76,7 +84,13 @@ describe('hostile input and faults (end to end)', function () {
       const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${e2e.agent!.pid}/status`, 'utf8'))![1]) / 1024;
       const before = rss();
       // 400 000 requests, written as fast as the pipe takes them; EAGAIN means the agent stopped reading.
-      const request = (i: number) => ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: `r${i}`, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState.workloads'] } } } } });
+      const request = (i: number) =>
+        ControlInterfaceClient.frame({
+          ToAnkaiosEnum: {
+            case: 'request',
+            value: { requestId: `r${i}`, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState.workloads'] } } },
+          },
+        });
       let written = 0;
       let refused = 0;
       for (let i = 0; i < 400_000 && refused < 200; i++) {

@@ -50,16 +50,30 @@ describe('ank-agent on the 1.x and the 0.8 protocol line (end to end)', function
     expect((stream.received[0].ToServerEnum.value as { tags?: { tags: object } }).tags?.tags).to.deep.equal({ zone: 'a' });
     client!.hello('1.0.0');
     expect((await client!.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
-    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'e1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } } } });
+    client!.send({
+      ToAnkaiosEnum: {
+        case: 'request',
+        value: { requestId: 'e1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } },
+      },
+    });
     await until(() => requests(stream).length === 1, 'the subscription at the server');
     expect(requests(stream)[0].requestId).to.equal('watcher@e1');
     expect(requests(stream)[0].RequestContent.value).to.deep.include({ fieldMask: ['desiredState'], subscribeForEvents: true });
     for (const added of ['first', 'second', 'third']) {
-      stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'watcher@e1', ResponseContent: { case: 'completeStateResponse', value: { alteredFields: { addedFields: [added] } } } } } });
+      stream.send({
+        FromServerEnum: {
+          case: 'response',
+          value: { requestId: 'watcher@e1', ResponseContent: { case: 'completeStateResponse', value: { alteredFields: { addedFields: [added] } } } },
+        },
+      });
     }
     const events = [await client!.next(), await client!.next(), await client!.next()].map(contentOf);
-    expect(events.map((e) => [e?.requestId, e?.case, (e?.value as { alteredFields?: { addedFields: string[] } }).alteredFields?.addedFields])).to.deep.equal([
-      ['e1', 'completeStateResponse', ['first']], ['e1', 'completeStateResponse', ['second']], ['e1', 'completeStateResponse', ['third']],
+    expect(
+      events.map((e) => [e?.requestId, e?.case, (e?.value as { alteredFields?: { addedFields: string[] } } | undefined)?.alteredFields?.addedFields]),
+    ).to.deep.equal([
+      ['e1', 'completeStateResponse', ['first']],
+      ['e1', 'completeStateResponse', ['second']],
+      ['e1', 'completeStateResponse', ['third']],
     ]);
     client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'e1', RequestContent: { case: 'eventsCancelRequest', value: {} } } } });
     await until(() => requests(stream).length === 2, 'the cancel at the server');
@@ -77,15 +91,32 @@ describe('ank-agent on the 1.x and the 0.8 protocol line (end to end)', function
     expect((await client!.next()).FromAnkaiosEnum.value).to.deep.include({ reason: "Unsupported protocol version '1.0.0'. Currently supported '0.8'" });
     client!.hello('0.8.0');
     expect((await client!.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
-    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'e1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } } } });
+    client!.send({
+      ToAnkaiosEnum: {
+        case: 'request',
+        value: { requestId: 'e1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } },
+      },
+    });
     client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'empty' } } });
     client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'c1', RequestContent: { case: 'eventsCancelRequest', value: {} } } } });
-    client!.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'plain', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } } } });
+    client!.send({
+      ToAnkaiosEnum: {
+        case: 'request',
+        value: { requestId: 'plain', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } },
+      },
+    });
     const answers = [await client!.next(), await client!.next(), await client!.next()].map(contentOf);
-    expect(answers.map((a) => [a?.requestId, a?.case])).to.deep.equal([['e1', 'error'], ['empty', 'error'], ['c1', 'eventsCancelAccepted']]);
-    expect((answers[0]?.value as { message: string }).message).to.equal('Events are not available on the 0.8 line.');
+    expect(answers.map((a) => [a?.requestId, a?.case])).to.deep.equal([
+      ['e1', 'error'],
+      ['empty', 'error'],
+      ['c1', 'eventsCancelAccepted'],
+    ]);
+    expect((answers[0]?.value as { message: string } | undefined)?.message).to.equal('Events are not available on the 0.8 line.');
     await until(() => requests(stream).length > 0, 'the plain request at the server');
-    expect(requests(stream).map((r) => r.requestId), 'only the plain request, after the refused ones').to.deep.equal(['watcher@plain']);
+    expect(
+      requests(stream).map((r) => r.requestId),
+      'only the plain request, after the refused ones',
+    ).to.deep.equal(['watcher@plain']);
     stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'watcher@plain', ResponseContent: { case: 'completeStateResponse', value: {} } } } });
     expect(contentOf(await client!.next())).to.deep.include({ requestId: 'plain', case: 'completeStateResponse' });
   });
@@ -100,9 +131,12 @@ describe('podman-kube: the Control Interface mounted into the target container (
 
   // Hello{1.0.1}, then Request{r1, CompleteStateRequest{fieldMask: desiredState}}, length-delimited, in octal.
   const talk = String.raw`cd /run/ankaios/control_interface && printf '\011\012\007\022\0051.0.1\026\032\024\012\002r1\032\016\012\014desiredState' > output && head -c 12 input | od -An -tx1`;
-  const container = (name: string) => `      - name: ${name}\n        image: ${IMAGE}\n        command: ["/bin/sh", "-c", ${JSON.stringify(name === 'talker' ? talk : 'true')}]\n`;
-  const pod = (name: string) => `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${name}\nspec:\n  restartPolicy: Never\n  containers:\n${container('sidecar').replace(/^ {4}/gm, '  ')}${container('talker').replace(/^ {4}/gm, '  ')}`;
-  const deployment = (name: string) => `apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: ${name}}\n  template:\n    metadata:\n      labels: {app: ${name}}\n    spec:\n      restartPolicy: Never\n      containers:\n${container('talker').replace(/^/gm, '  ')}`;
+  const container = (name: string) =>
+    `      - name: ${name}\n        image: ${IMAGE}\n        command: ["/bin/sh", "-c", ${JSON.stringify(name === 'talker' ? talk : 'true')}]\n`;
+  const pod = (name: string) =>
+    `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${name}\nspec:\n  restartPolicy: Never\n  containers:\n${container('sidecar').replace(/^ {4}/gm, '  ')}${container('talker').replace(/^ {4}/gm, '  ')}`;
+  const deployment = (name: string) =>
+    `apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: ${name}}\n  template:\n    metadata:\n      labels: {app: ${name}}\n    spec:\n      restartPolicy: Never\n      containers:\n${container('talker').replace(/^/gm, '  ')}`;
   const kubeWorkload = (name: string, manifest: string, target?: string) => ({
     ...spec(name, agentName, 'podman-kube', `${target ? `controlInterfaceTarget: ${target}\n` : ''}manifest: |\n${manifest.replace(/^/gm, '  ')}`),
     controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] },
@@ -113,7 +147,12 @@ describe('podman-kube: the Control Interface mounted into the target container (
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(workload)] } } });
     const asked = await stream.waitFor((m) => m.ToServerEnum.case === 'request', 40_000);
     expect(asked.ToServerEnum.value).to.deep.include({ requestId: `${workload.instanceName.workloadName}@r1` });
-    stream.send({ FromServerEnum: { case: 'response', value: { requestId: `${workload.instanceName.workloadName}@r1`, ResponseContent: { case: 'completeStateResponse', value: {} } } } });
+    stream.send({
+      FromServerEnum: {
+        case: 'response',
+        value: { requestId: `${workload.instanceName.workloadName}@r1`, ResponseContent: { case: 'completeStateResponse', value: {} } },
+      },
+    });
     await until(() => podmanLogs(talkerContainer).trim() !== '', 'the talker to read the answer', 20_000);
     // ControlInterfaceAccepted, then Response{r1, CompleteStateResponse{}}
     expect(podmanLogs(talkerContainer).replace(/\s+/g, ' ').trim()).to.equal('02 22 00 08 1a 06 0a 02 72 31 22 00');
@@ -132,7 +171,8 @@ describe('podman-kube: the Control Interface mounted into the target container (
     await talkThrough(kubeWorkload('kpod', pod(name), `${name}/talker`), `${name}-talker`);
   });
 
-  it('swdd~podman-kube-mounts-control-interface~2: a Deployment: the target names its pod as Podman does (<deployment>-pod) and its container', async () => {
+  // swdd~podman-kube-mounts-control-interface~2
+  it('a Deployment: the target names its pod as Podman does (<deployment>-pod) and its container', async () => {
     const name = podName('dep');
     await talkThrough(kubeWorkload('kdep', deployment(name), `${name}-pod/talker`), `${name}-pod-0-talker`);
   });
@@ -140,12 +180,23 @@ describe('podman-kube: the Control Interface mounted into the target container (
   it('access rules without a target, or a target that names no container: Pending(StartingFailed), not retried, no pod left', async () => {
     const [none, wrong] = [podName('none'), podName('wrong')];
     const stream = await e2e.server.nextStream();
-    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [
-      addedWorkload(kubeWorkload('notarget', pod(none))), addedWorkload(kubeWorkload('badtarget', pod(wrong), `${wrong}/nobody`)),
-    ] } } });
-    const history = (n: string) => reportedStates(stream).filter(([w]) => w === n).map(([, , s]) => s);
+    stream.send({
+      FromServerEnum: {
+        case: 'serverHello',
+        value: {
+          addedWorkloads: [addedWorkload(kubeWorkload('notarget', pod(none))), addedWorkload(kubeWorkload('badtarget', pod(wrong), `${wrong}/nobody`))],
+        },
+      },
+    });
+    const history = (n: string) =>
+      reportedStates(stream)
+        .filter(([w]) => w === n)
+        .map(([, , s]) => s);
     await until(() => history('notarget').length >= 2 && history('badtarget').length >= 2, 'both to fail');
-    expect(history('notarget')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Pending(StartingFailed): Control interface target not specified in runtime config.']);
+    expect(history('notarget')).to.deep.equal([
+      'Pending(Starting): Triggered at runtime.',
+      'Pending(StartingFailed): Control interface target not specified in runtime config.',
+    ]);
     expect(history('badtarget')).to.deep.equal([
       'Pending(Starting): Triggered at runtime.',
       "Pending(StartingFailed): Cannot add Control Interface. Target container 'nobody' not found.",

@@ -71,7 +71,7 @@ describe('ank-agent --manifest (standalone mode)', function () {
     expect(at('logger: Pending(WaitingToStart)')).to.be.below(at('logger: Pending(Starting): Triggered at runtime.'));
   });
 
-  it('issue 14: follows the manifest through a ConfigMap-style ..data symlink swap and through a folder replaced as a whole', async () => {
+  it('follows the manifest through a ConfigMap-style ..data symlink swap and through a folder replaced as a whole', async () => {
     const name = uniqueAgent('swap');
     const base = mkdtempSync(path.join(tmp, 'cm-'));
     const folder = path.join(base, 'config');
@@ -81,7 +81,8 @@ describe('ank-agent --manifest (standalone mode)', function () {
       writeFileSync(path.join(dir, 'manifest.yaml'), readFileSync(path.resolve('examples', 'hello.yaml'), 'utf8').replaceAll('agent_A', name) + extra);
       return `..${tag}`;
     };
-    const workload = (w: string) => `  ${w}:\n    runtime: podman\n    agent: ${name}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandOptions: ["--stop-timeout", "1"]\n      commandArgs: ["/bin/sleep", "3600"]\n`;
+    const workload = (w: string) =>
+      `  ${w}:\n    runtime: podman\n    agent: ${name}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandOptions: ["--stop-timeout", "1"]\n      commandArgs: ["/bin/sleep", "3600"]\n`;
     symlinkSync(version('v1', ''), path.join(folder, '..data'));
     symlinkSync('..data/manifest.yaml', path.join(folder, 'manifest.yaml'));
     const agent = start(path.join(folder, 'manifest.yaml'));
@@ -104,7 +105,10 @@ describe('ank-agent --manifest (standalone mode)', function () {
     const agent = start(file);
     agents.push([agent, name]);
     await until(() => states(agent.log()).includes('hello: Running(Ok)'), 'hello to run');
-    writeFileSync(file, `${readFileSync(file, 'utf8')}  second:\n    runtime: podman\n    agent: ${name}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: ["/bin/sleep", "3600"]\n`);
+    writeFileSync(
+      file,
+      `${readFileSync(file, 'utf8')}  second:\n    runtime: podman\n    agent: ${name}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: ["/bin/sleep", "3600"]\n`,
+    );
     await until(() => states(agent.log()).includes('second: Running(Ok)'), 'the added workload to run');
     writeFileSync(file, 'apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    dependencies: {a: ADD_COND_RUNNING}\n');
     await until(() => /Rejected the change of .*the dependencies form a cycle: a -> a\. The workloads stay as they are\./.test(agent.log()), 'the rejection');
@@ -116,7 +120,10 @@ describe('ank-agent --manifest (standalone mode)', function () {
 
   it('rejects a manifest with a cycle or without apiVersion at the start, naming the problem', async () => {
     const cyclic = path.join(tmp, 'cycle.yaml');
-    writeFileSync(cyclic, 'apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    dependencies: {b: ADD_COND_RUNNING}\n  b:\n    runtime: podman\n    dependencies: {a: ADD_COND_RUNNING}\n');
+    writeFileSync(
+      cyclic,
+      'apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    dependencies: {b: ADD_COND_RUNNING}\n  b:\n    runtime: podman\n    dependencies: {a: ADD_COND_RUNNING}\n',
+    );
     const c = start(cyclic);
     expect(await c.exited).to.equal(1);
     expect(c.log()).to.include('the dependencies form a cycle: a -> b -> a');
@@ -142,7 +149,9 @@ describe('ank-agent --manifest (standalone mode)', function () {
   it('answers the Control Interface locally: CompleteStateRequest with field masks, UpdateStateRequest applied to the desired state', async () => {
     const name = uniqueAgent('ctl');
     const file = path.join(tmp, `${name}.yaml`);
-    writeFileSync(file, `apiVersion: v1
+    writeFileSync(
+      file,
+      `apiVersion: v1
 workloads:
   ctl:
     runtime: podman
@@ -156,7 +165,8 @@ workloads:
       image: localhost/busybox:latest
       commandOptions: ["--stop-timeout", "1"]
       commandArgs: ["/bin/sleep", "3600"]
-`);
+`,
+    );
     const agent = start(file);
     agents.push([agent, name]);
     await until(() => states(agent.log()).includes('ctl: Running(Ok)'), 'ctl to run');
@@ -166,15 +176,42 @@ workloads:
       client.hello();
       expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
       client.askState('q1', 'desiredState.workloads.ctl.agent');
-      const response = (await client.next()).FromAnkaiosEnum.value as unknown as { requestId: string; ResponseContent: { case: string; value: { completeState: { desiredState: { workloads: { workloads: Record<string, { agent: string }> } } } } } };
+      const response = (await client.next()).FromAnkaiosEnum.value as unknown as {
+        requestId: string;
+        ResponseContent: { case: string; value: { completeState: { desiredState: { workloads: { workloads: Record<string, { agent: string }> } } } } };
+      };
       const state = { requestId: response.requestId, ResponseContent: { value: response.ResponseContent.value.completeState } };
       expect(state.requestId).to.equal('q1');
-      expect(state.ResponseContent.value.desiredState.workloads.workloads).to.deep.equal({ ctl: { ...state.ResponseContent.value.desiredState.workloads.workloads.ctl, agent: name } });
-      client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'u1', RequestContent: { case: 'updateStateRequest', value: {
-        updateMask: ['desiredState.workloads.added'],
-        newState: { desiredState: { workloads: { workloads: { added: { agent: name, runtime: 'podman', runtimeConfig: 'image: localhost/busybox:latest\ncommandArgs: ["/bin/sleep", "3600"]\n' } } } } },
-      } } } } });
-      const success = (await client.next()).FromAnkaiosEnum.value as { requestId: string; ResponseContent: { case: string; value: { addedWorkloads: string[] } } };
+      expect(state.ResponseContent.value.desiredState.workloads.workloads).to.deep.equal({
+        ctl: { ...state.ResponseContent.value.desiredState.workloads.workloads.ctl, agent: name },
+      });
+      client.send({
+        ToAnkaiosEnum: {
+          case: 'request',
+          value: {
+            requestId: 'u1',
+            RequestContent: {
+              case: 'updateStateRequest',
+              value: {
+                updateMask: ['desiredState.workloads.added'],
+                newState: {
+                  desiredState: {
+                    workloads: {
+                      workloads: {
+                        added: { agent: name, runtime: 'podman', runtimeConfig: 'image: localhost/busybox:latest\ncommandArgs: ["/bin/sleep", "3600"]\n' },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      });
+      const success = (await client.next()).FromAnkaiosEnum.value as {
+        requestId: string;
+        ResponseContent: { case: string; value: { addedWorkloads: string[] } };
+      };
       expect(success.requestId).to.equal('u1');
       expect(success.ResponseContent.case).to.equal('UpdateStateSuccess');
       expect(success.ResponseContent.value.addedWorkloads[0]).to.match(new RegExp(`^added\\.[0-9a-f]{64}\\.${name}$`));

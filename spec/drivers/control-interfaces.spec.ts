@@ -18,8 +18,10 @@ import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { workload } from '../helpers/fixtures.js';
 
 const readState = (...filterMasks: string[]): AccessRule => ({ kind: 'state', operation: 'Read', filterMasks });
-const withAccess = (name: string, allowRules: AccessRule[], denyRules: AccessRule[] = []): WorkloadSpec =>
-  ({ ...workload(name), controlInterfaceAccess: { allowRules, denyRules } });
+const withAccess = (name: string, allowRules: AccessRule[], denyRules: AccessRule[] = []): WorkloadSpec => ({
+  ...workload(name),
+  controlInterfaceAccess: { allowRules, denyRules },
+});
 
 describe('Control Interfaces on real FIFOs', () => {
   let io: string;
@@ -48,8 +50,8 @@ describe('Control Interfaces on real FIFOs', () => {
   };
   const nextRequest = () => firstValueFrom(hub.requests$.pipe(timeout(5000)));
 
-  // swdd~agent-control-interface-created-for-eligible-workloads~1
-  it('swdd~agent-create-control-interface-pipes-per-workload~1, swdd~agent-control-interface-creates-two-pipes-per-workload~1, swdd~agent-control-interface-pipes-path-naming~2: two FIFOs under <run folder>/<agent>_io/<workload>.<id>/control_interface, only with allow rules', async () => {
+  // swdd~agent-control-interface-created-for-eligible-workloads~1, swdd~agent-create-control-interface-pipes-per-workload~1, swdd~agent-control-interface-creates-two-pipes-per-workload~1, swdd~agent-control-interface-pipes-path-naming~2
+  it('two FIFOs under <run folder>/<agent>_io/<workload>.<id>/control_interface, only with allow rules', async () => {
     const spec = withAccess('reader', [readState('desiredState')]);
     const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
     expect(controlInterfacePath).to.equal(path.join(io, `reader.${spec.instanceName.id}`, 'control_interface'));
@@ -82,7 +84,7 @@ describe('Control Interfaces on real FIFOs', () => {
     expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
   });
 
-  it('issue 13: the reference\'s texts; before Hello a frame that does not decode closes ("Could not decode protobuf data"), after it such a frame is skipped and the session goes on', async () => {
+  it('the reference\'s texts; before Hello a frame that does not decode closes ("Could not decode protobuf data"), after it such a frame is skipped and the session goes on', async () => {
     const client = await open(withAccess('w', [readState('desiredState')]));
     const junk = Uint8Array.of(4, 0xff, 0xff, 0xff, 0xff);
     client.sendRaw(junk);
@@ -94,11 +96,15 @@ describe('Control Interfaces on real FIFOs', () => {
     client.askState('after-junk', 'desiredState');
     expect((await forwarded).requestId).to.equal('w@after-junk');
     client.askState('denied', 'workloadStates');
-    expect((await client.next()).FromAnkaiosEnum.value).to.deep.include({ requestId: 'denied', ResponseContent: { case: 'error', value: create(ErrorSchema, { message: 'Access denied' }) } });
+    expect((await client.next()).FromAnkaiosEnum.value).to.deep.include({
+      requestId: 'denied',
+      ResponseContent: { case: 'error', value: create(ErrorSchema, { message: 'Access denied' }) },
+    });
     expect(client.received.map((m) => m.FromAnkaiosEnum.case)).to.deep.equal(['connectionClosed', 'controlInterfaceAccepted', 'response']);
   });
 
-  it('swdd~agent-uses-length-delimited-protobuf-for-pipes~1: reassembles a frame the workload writes in pieces', async () => {
+  // swdd~agent-uses-length-delimited-protobuf-for-pipes~1
+  it('reassembles a frame the workload writes in pieces', async () => {
     const client = await open(withAccess('w', [readState('desiredState')]));
     const hello = ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'hello', value: { protocolVersion: '0.8.0' } } });
     client.sendRaw(hello.subarray(0, 3));
@@ -107,7 +113,8 @@ describe('Control Interfaces on real FIFOs', () => {
     expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
   });
 
-  it('swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1, swdd~agent-forward-request-from-control-interface-pipe-to-server~2, swdd~agent-adds-workload-prefix-id-control-interface-request~1: an allowed request goes to the server as <workload>@<request id>', async () => {
+  // swdd~agent-listens-for-requests-from-pipe~1, swdd~agent-converts-control-interface-message-to-ankaios-object~1, swdd~agent-forward-request-from-control-interface-pipe-to-server~2, swdd~agent-adds-workload-prefix-id-control-interface-request~1
+  it('an allowed request goes to the server as <workload>@<request id>', async () => {
     const client = await session(withAccess('reader', [readState('desiredState')]));
     const forwarded = nextRequest();
     client.askState('req-1', 'desiredState.workloads');
@@ -119,7 +126,13 @@ describe('Control Interfaces on real FIFOs', () => {
   it('a session that ends (a new Hello, or the workload gone) ends its event subscriptions at the server; what the server still says of them reaches nobody', async () => {
     const spec = withAccess('watcher', [readState('desiredState')]);
     const client = await session(spec);
-    const subscribe = (requestId: string) => client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } } } });
+    const subscribe = (requestId: string) =>
+      client.send({
+        ToAnkaiosEnum: {
+          case: 'request',
+          value: { requestId, RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'], subscribeForEvents: true } } },
+        },
+      });
     let next = nextRequest();
     subscribe('sub1');
     expect((await next).requestId).to.equal('watcher@sub1');
@@ -129,7 +142,12 @@ describe('Control Interfaces on real FIFOs', () => {
     expect([cancel.requestId, cancel.RequestContent.case]).to.deep.equal(['watcher@sub1', 'eventsCancelRequest']);
     await client.next();
     const seen = client.received.length;
-    hub.deliver(create(ResponseSchema, { requestId: 'watcher@sub1', ResponseContent: { case: 'completeStateResponse', value: { alteredFields: { addedFields: ['desiredState.x'] } } } }));
+    hub.deliver(
+      create(ResponseSchema, {
+        requestId: 'watcher@sub1',
+        ResponseContent: { case: 'completeStateResponse', value: { alteredFields: { addedFields: ['desiredState.x'] } } },
+      }),
+    );
     hub.deliver(create(ResponseSchema, { requestId: 'watcher@sub1', ResponseContent: { case: 'eventsCancelAccepted', value: {} } }));
     // The new session's own request is answered; nothing of the ended subscription came before it.
     hub.deliver(create(ResponseSchema, { requestId: 'watcher@mark', ResponseContent: { case: 'error', value: { message: 'mark' } } }));
@@ -147,7 +165,12 @@ describe('Control Interfaces on real FIFOs', () => {
   it('a message larger than the agent takes (5 MiB) is passed over; the accepted session goes on and its next request is forwarded', async () => {
     const spec = withAccess('big', [readState('desiredState')]);
     const client = await session(spec);
-    const big = ControlInterfaceClient.frame({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'huge', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['x'.repeat(5 * 1024 * 1024)] } } } } });
+    const big = ControlInterfaceClient.frame({
+      ToAnkaiosEnum: {
+        case: 'request',
+        value: { requestId: 'huge', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['x'.repeat(5 * 1024 * 1024)] } } },
+      },
+    });
     const file = path.join(io, 'big.frame');
     writeFileSync(file, big);
     // Written by another process: the pipe holds 64 KiB, and the agent reading it lives in this one.
@@ -168,7 +191,10 @@ describe('Control Interfaces on real FIFOs', () => {
     client.askState('r1', 'desiredState.workloads.secret');
     client.askState('r2', 'workloadStates');
     const answers = [await client.next(), await client.next()];
-    for (const [answer, id] of [[answers[0], 'r1'], [answers[1], 'r2']] as const) {
+    for (const [answer, id] of [
+      [answers[0], 'r1'],
+      [answers[1], 'r2'],
+    ] as const) {
       expect(answer.FromAnkaiosEnum.case).to.equal('response');
       const response = answer.FromAnkaiosEnum.value as { requestId: string; ResponseContent: unknown };
       expect(response.requestId).to.equal(id);
@@ -179,7 +205,8 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(forwarded).to.deep.equal([]);
   });
 
-  it('swdd~agent-forward-responses-to-control-interface-pipe~1, swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1, swdd~agent-remove-id-prefix-forwarding-control-interface-response~1: responses go to the workload named by the prefix, without it', async () => {
+  // swdd~agent-forward-responses-to-control-interface-pipe~1, swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1, swdd~agent-remove-id-prefix-forwarding-control-interface-response~1
+  it('responses go to the workload named by the prefix, without it', async () => {
     const a = await session(withAccess('wl_a', [readState('*')]));
     const b = await session(withAccess('wl_b', [readState('*')]));
     hub.deliver(create(ResponseSchema, { requestId: 'wl_b@42', ResponseContent: { case: 'completeStateResponse', value: {} } }));
@@ -192,9 +219,16 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(b.received).to.have.length(2);
   });
 
-  const logEntries = (requestId: string, text: string) => create(ResponseSchema, { requestId, ResponseContent: { case: 'logEntriesResponse', value: {
-    logEntries: [{ workloadName: { workloadName: 'nav', agentName: 'agent_A', id: 'x' }, message: text }],
-  } } });
+  const logEntries = (requestId: string, text: string) =>
+    create(ResponseSchema, {
+      requestId,
+      ResponseContent: {
+        case: 'logEntriesResponse',
+        value: {
+          logEntries: [{ workloadName: { workloadName: 'nav', agentName: 'agent_A', id: 'x' }, message: text }],
+        },
+      },
+    });
 
   // swdd~agent-handles-control-interface-input-pipe-not-read~1
   // swdd~agent-handles-control-interface-full-output-pipe-buffer~1
@@ -211,7 +245,13 @@ describe('Control Interfaces on real FIFOs', () => {
     // 0.9 MiB of log entries (what may wait in the agent) for a pipe of 64 KiB
     for (let i = 0; i < 900; i++) hub.deliver(logEntries('sleepy@logs', line));
     expect(cancels, 'before the workload had its 500 ms').to.deep.equal([]);
-    const cancelled = await firstValueFrom(hub.requests$.pipe(startWith(...cancels), filter((r) => r.RequestContent.case === 'logsCancelRequest'), timeout(5000)));
+    const cancelled = await firstValueFrom(
+      hub.requests$.pipe(
+        startWith(...cancels),
+        filter((r) => r.RequestContent.case === 'logsCancelRequest'),
+        timeout(5000),
+      ),
+    );
     expect(Date.now() - started, 'waited for the workload').to.be.at.least(WRITE_TIMEOUT_MS - 50);
     expect(cancelled.requestId).to.equal('sleepy@logs');
     // entries the server sends before it stops are not written, and the stream is cancelled only once
@@ -222,7 +262,9 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(cancels.map((r) => r.RequestContent.case)).to.deep.equal(['logsCancelRequest']);
     const entries = client.received.filter((m) => m.FromAnkaiosEnum.case === 'response').length;
     // what the pipe (64 KiB) and the client's own read buffer held when it was gone; the rest was dropped
-    expect(entries, 'what reached the workload').to.be.above(0).and.at.most(Math.ceil((2 * 64 * 1024) / 1000));
+    expect(entries, 'what reached the workload')
+      .to.be.above(0)
+      .and.at.most(Math.ceil((2 * 64 * 1024) / 1000));
     // the workload reads again: it is written to
     hub.deliver(create(ResponseSchema, { requestId: 'sleepy@late', ResponseContent: { case: 'error', value: { message: 'late' } } }));
     await new Promise((r) => setTimeout(r, 200));
@@ -248,7 +290,7 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(cancelled.RequestContent.case).to.equal('logsCancelRequest');
   });
 
-  it('garbage on one workload\'s pipe (random bytes, a huge length prefix, wrong messages) closes only that connection; the others go on', async () => {
+  it("garbage on one workload's pipe (random bytes, a huge length prefix, wrong messages) closes only that connection; the others go on", async () => {
     const noisy = await session(withAccess('noisy', [readState('*')]));
     const calm = await session(withAccess('calm', [readState('*')]));
     noisy.sendRaw(Uint8Array.from([0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3]));
@@ -266,7 +308,7 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(noisy.received.slice(2).map((m) => m.FromAnkaiosEnum.case)).to.include('controlInterfaceAccepted');
   });
 
-  it('issue 14: 256 KiB of the crafted 0x88 0x7f pattern on one pipe does not hold up another workload\'s round trip', async () => {
+  it("256 KiB of the crafted 0x88 0x7f pattern on one pipe does not hold up another workload's round trip", async () => {
     const noisy = await session(withAccess('noisy', [readState('*')]));
     const calm = await session(withAccess('calm', [readState('*')]));
     const pattern = Buffer.alloc(64 * 1024).map((_, i) => (i % 2 === 0 ? 0x88 : 0x7f));
@@ -279,7 +321,13 @@ describe('Control Interfaces on real FIFOs', () => {
         }
       }
     })();
-    const forwarded = firstValueFrom(hub.requests$.pipe(filter((r) => r.requestId.startsWith('calm@')), take(1), timeout(2000)));
+    const forwarded = firstValueFrom(
+      hub.requests$.pipe(
+        filter((r) => r.requestId.startsWith('calm@')),
+        take(1),
+        timeout(2000),
+      ),
+    );
     calm.askState('meanwhile', 'desiredState');
     expect((await forwarded).requestId).to.equal('calm@meanwhile');
     await writing;
@@ -289,9 +337,21 @@ describe('Control Interfaces on real FIFOs', () => {
   it('logs through the Control Interface: a LogRule lets the request through; log responses for a gone workload cancel it at the server', async () => {
     const client = await session(withAccess('viewer', [{ kind: 'log', workloadNames: ['ivi_*', 'nav'] }]));
     const forwarded = nextRequest();
-    client.send({ ToAnkaiosEnum: { case: 'request', value: { requestId: 'l1', RequestContent: { case: 'logsRequest', value: {
-      workloadNames: [{ workloadName: 'nav', agentName: 'agent_A', id: 'x' }], follow: true,
-    } } } } });
+    client.send({
+      ToAnkaiosEnum: {
+        case: 'request',
+        value: {
+          requestId: 'l1',
+          RequestContent: {
+            case: 'logsRequest',
+            value: {
+              workloadNames: [{ workloadName: 'nav', agentName: 'agent_A', id: 'x' }],
+              follow: true,
+            },
+          },
+        },
+      },
+    });
     const request = await forwarded;
     expect(request.requestId).to.equal('viewer@l1');
     expect(request.RequestContent.case).to.equal('logsRequest');
@@ -302,7 +362,8 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(cancelled.RequestContent.case).to.equal('logsCancelRequest');
   });
 
-  it('swdd~agent-create-control-interface-pipes-per-workload~2: a client that keeps its descriptors across an agent restart is heard again (the FIFOs are reused)', async () => {
+  // swdd~agent-create-control-interface-pipes-per-workload~2
+  it('a client that keeps its descriptors across an agent restart is heard again (the FIFOs are reused)', async () => {
     const spec = withAccess('keeper', [readState('*')]);
     const client = await session(spec);
     const folder = controlInterfaceFolder(io, spec);
@@ -315,7 +376,7 @@ describe('Control Interfaces on real FIFOs', () => {
     expect((await client.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
   });
 
-  it('issue 14: pipes a workload swapped (symlinks, a file) are made afresh on resume; a pipe swapped while open is never written through', async () => {
+  it('pipes a workload swapped (symlinks, a file) are made afresh on resume; a pipe swapped while open is never written through', async () => {
     const spec = withAccess('swapper', [readState('*')]);
     const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
     const folder = controlInterfacePath!;
@@ -366,4 +427,3 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(controlInterfaceFolder(io, spec)).to.equal(first.controlInterfacePath);
   });
 });
-

@@ -1,4 +1,4 @@
-// Issue 14: every Podman call has a deadline and only a few run at once. A `podman` wrapper first on
+// Every Podman call has a deadline and only a few run at once. A `podman` wrapper first on
 // PATH hangs the calls the spec chooses, and otherwise runs the real podman.
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,14 +15,17 @@ describe('Podman calls under faults (a podman wrapper on PATH)', function () {
   const wrapper = path.join(dir, 'podman');
   const hang = (verb: string) => path.join(dir, `hang-${verb}`);
   const real = execPath('podman');
-  writeFileSync(wrapper, `#!/bin/sh
+  writeFileSync(
+    wrapper,
+    `#!/bin/sh
 # Hangs "podman <verb>" while ${dir}/hang-<verb> exists; counts the calls running at once.
 mkdir -p ${dir}/running && touch ${dir}/running/$$ && ls ${dir}/running | wc -l >> ${dir}/concurrency
 trap 'rm -f ${dir}/running/$$' EXIT
 [ -e "${dir}/hang-$1" ] && exec sleep 3600
 [ -e "${dir}/slow" ] && sleep 0.2
 ${real} "$@"
-`);
+`,
+  );
   chmodSync(wrapper, 0o755);
   let agent: PodmanAgent | undefined;
   afterEach(() => {
@@ -36,7 +39,10 @@ ${real} "$@"
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('watched', /^Running\(Ok\)$/);
     writeFileSync(hang('ps'), '');
-    await agent.waitFor('watched', /^Failed\(Unknown\): Podman could not be asked for the container states: podman ps did not finish within 0.5 s and was killed\.$/);
+    await agent.waitFor(
+      'watched',
+      /^Failed\(Unknown\): Podman could not be asked for the container states: podman ps did not finish within 0.5 s and was killed\.$/,
+    );
     rmSync(hang('ps'));
     const seen = agent.history('watched').length;
     for (let waited = 0; !agent.history('watched').slice(seen).includes('Running(Ok)'); waited += 100) {

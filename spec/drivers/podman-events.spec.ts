@@ -1,4 +1,4 @@
-// Issue 15: container states from Podman's event stream, on real Podman.
+// Container states from Podman's event stream, on real Podman.
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
@@ -8,8 +8,12 @@ import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/pod
 import { until } from '../helpers/wait.js';
 
 /** The `podman events` processes this test process started. */
-const eventProcesses = () => execFileSync('pgrep', ['-P', String(process.pid), '-f', 'podman events --format json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
-  .trim().split('\n').filter(Boolean).map(Number);
+const eventProcesses = () =>
+  execFileSync('pgrep', ['-P', String(process.pid), '-f', 'podman events --format json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map(Number);
 const eventProcessesOrNone = () => {
   try {
     return eventProcesses();
@@ -18,14 +22,13 @@ const eventProcessesOrNone = () => {
   }
 };
 
-
-describe('container states from Podman\'s events (real Podman)', function () {
+describe("container states from Podman's events (real Podman)", function () {
   this.timeout(60_000);
   before(requirePodman);
   let agent: PodmanAgent | undefined;
   afterEach(() => agent?.stop());
 
-  it('the host\'s other containers churning cause no podman call of the agent, and its own workload\'s exit is reported once', async () => {
+  it("the host's other containers churning cause no podman call of the agent, and its own workload's exit is reported once", async () => {
     agent = new PodmanAgent(uniqueAgent('churn'), undefined, new PodmanCli(), { verifyMs: 600_000 });
     const mine = busybox('mine', agent.agentName, { script: 'sleep 4; exit 3' });
     agent.send({ kind: 'serverHello', added: [mine] });
@@ -56,7 +59,7 @@ describe('container states from Podman\'s events (real Podman)', function () {
     expect(agent.history('three').filter((h) => h.startsWith('Stopping(Stopping)'))).to.deep.equal([]);
   });
 
-  it('conmon\'s exit file tells an exit, with its code, as the container exits', async () => {
+  it("conmon's exit file tells an exit, with its code, as the container exits", async () => {
     const seen: ContainerEvent[] = [];
     const sub = conmonExits().subscribe((e) => seen.push(e));
     try {

@@ -13,7 +13,10 @@ import { PodmanAgent, busybox, containerOf, requirePodman, uniqueAgent } from '.
 
 const podmanLogsProcesses = (container: string) => {
   try {
-    return execFileSync('pgrep', ['-f', `podman logs .*${container}`], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+    return execFileSync('pgrep', ['-f', `podman logs .*${container}`], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .filter(Boolean);
   } catch {
     return [];
   }
@@ -96,7 +99,8 @@ describe('reading a log stream (a real process through the CLI driver)', () => {
 
   // swdd~agent-checks-size-of-logs~1
   it('keeps only the first part of a long line; a line over 50 MB closes the collection of its output, and the stream ends', async () => {
-    const script = "echo stderr >&2; printf 'short\\n'; head -c 5000000 /dev/zero | tr '\\0' a; printf '\\nnext\\n'; head -c 53000000 /dev/zero | tr '\\0' b; printf '\\nnot taken\\n'";
+    const script =
+      "echo stderr >&2; printf 'short\\n'; head -c 5000000 /dev/zero | tr '\\0' a; printf '\\nnext\\n'; head -c 53000000 /dev/zero | tr '\\0' b; printf '\\nnot taken\\n'";
     const lines = await lastValueFrom(sh.lines(['-c', script], undefined, 1024 * 1024).pipe(toArray()));
     const shown = lines.map((l) => (l.length > 100 ? `${l[0]} × ${l.length}` : l));
     // (what the shell and tr say on stderr of the pipe the agent closed depends on how they take SIGPIPE)

@@ -20,7 +20,8 @@ describe('Podman runtimes (real Podman)', function () {
   afterEach(() => agent.stop());
 
   describe('podman', () => {
-    it('swdd~agent-supports-podman~2, swdd~podman-uses-podman-cli~1, swdd~podman-create-workload-runs-workload~2, swdd~podman-state-getter-maps-state~3: Pending(Starting) → Running(Ok) → Failed with the exit code, or Succeeded', async () => {
+    // swdd~agent-supports-podman~2, swdd~podman-uses-podman-cli~1, swdd~podman-create-workload-runs-workload~2, swdd~podman-state-getter-maps-state~3
+    it('Pending(Starting) → Running(Ok) → Failed with the exit code, or Succeeded', async () => {
       const failing = busybox('failing', agent.agentName, { script: 'sleep 1; exit 3' });
       const fine = busybox('fine', agent.agentName, { script: 'sleep 1; exit 0' });
       agent.send({ kind: 'serverHello', added: [failing, fine] });
@@ -30,7 +31,8 @@ describe('Podman runtimes (real Podman)', function () {
       expect(agent.history('fine')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)']);
     });
 
-    it('swdd~podman-create-workload-creates-labels~2, swdd~podman-create-workload-sets-optionally-container-name~2: the container is named after the instance and labelled with name and agent', async () => {
+    // swdd~podman-create-workload-creates-labels~2, swdd~podman-create-workload-sets-optionally-container-name~2
+    it('the container is named after the instance and labelled with name and agent', async () => {
       const w = busybox('labelled', agent.agentName);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('labelled', /^Running/);
@@ -38,14 +40,16 @@ describe('Podman runtimes (real Podman)', function () {
       expect(podman('inspect', key, '--format={{index .Config.Labels "name"}} {{index .Config.Labels "agent"}}')).to.equal(`${key} ${agent.agentName}`);
     });
 
-    it('swdd~podman-create-workload-sets-optionally-container-name~2: a --name in commandOptions wins', () => {
+    // swdd~podman-create-workload-sets-optionally-container-name~2
+    it('a --name in commandOptions wins', () => {
       const config = parsePodmanConfig(`image: x\ncommandOptions: ["--name", "mine"]`);
       const args = podmanRunArgs(config, 'w.1.a', 'a');
       expect(args.filter((a) => a === '--name')).to.have.length(1);
       expect(args.slice(0, 5)).to.deep.equal(['run', '--detach', '--name', 'mine', '--label=name=w.1.a']);
     });
 
-    it('swdd~podman-delete-workload-stops-and-removes-workload~1: a delete stops and removes the container', async () => {
+    // swdd~podman-delete-workload-stops-and-removes-workload~1
+    it('a delete stops and removes the container', async () => {
       const w = busybox('doomed', agent.agentName);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('doomed', /^Running/);
@@ -55,7 +59,8 @@ describe('Podman runtimes (real Podman)', function () {
       expect(containerOf(w)).to.equal('');
     });
 
-    it('swdd~agent-executes-update-workload-operation~1: an update replaces the container with one of the new config', async () => {
+    // swdd~agent-executes-update-workload-operation~1
+    it('an update replaces the container with one of the new config', async () => {
       const v1 = busybox('app', agent.agentName, { script: 'sleep 3600' });
       const v2 = busybox('app', agent.agentName, { script: 'sleep 3601' });
       agent.send({ kind: 'serverHello', added: [v1] });
@@ -66,7 +71,8 @@ describe('Podman runtimes (real Podman)', function () {
       expect(containerOf(v2)).not.to.equal('');
     });
 
-    it('swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2 (stest): ALWAYS runs the workload again after it exits', async () => {
+    // swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
+    it('ALWAYS runs the workload again after it exits', async () => {
       const w = busybox('phoenix', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('phoenix', /^Succeeded/);
@@ -84,11 +90,17 @@ describe('Podman runtimes (real Podman)', function () {
       await waitUntil(() => agent.history('again').filter((h) => h === 'Succeeded(Ok)').length >= 2);
       expect(containerOf(w), 'the same container').to.equal(container);
       expect(agent.history('again').slice(0, 6)).to.deep.equal([
-        'Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)',
+        'Pending(Starting): Triggered at runtime.',
+        'Running(Ok)',
+        'Succeeded(Ok)',
+        'Pending(Starting): Triggered at runtime.',
+        'Running(Ok)',
+        'Succeeded(Ok)',
       ]);
     });
 
-    it('swdd~api-workload-state-transitions~1 (stest): a container stopped from outside ends as its exit says, never pinned in Stopping; restart policy and dependants act on it', async () => {
+    // swdd~api-workload-state-transitions~1
+    it('a container stopped from outside ends as its exit says, never pinned in Stopping; restart policy and dependants act on it', async () => {
       const stubborn = busybox('stubborn', agent.agentName, { script: 'trap "" TERM; while true; do sleep 1; done', restartPolicy: 'OnFailure' });
       const polite = busybox('polite', agent.agentName, { script: 'trap "exit 0" TERM; sleep 3600 & wait' });
       const after = busybox('after', agent.agentName, { dependencies: { polite: 'Succeeded' } });
@@ -103,7 +115,11 @@ describe('Podman runtimes (real Podman)', function () {
       await waitUntil(() => agent.history('stubborn').filter((h) => h === 'Running(Ok)').length >= 2);
       expect(agent.history('polite').at(-1)).to.equal('Succeeded(Ok)');
       expect(agent.history('stubborn').slice(agent.history('stubborn').indexOf("Failed(ExecFailed): Exit code: '137'"))).to.deep.equal([
-        "Failed(ExecFailed): Exit code: '137'", 'Stopping(RequestedAtRuntime)', 'Removed', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)',
+        "Failed(ExecFailed): Exit code: '137'",
+        'Stopping(RequestedAtRuntime)',
+        'Removed',
+        'Pending(Starting): Triggered at runtime.',
+        'Running(Ok)',
       ]);
     });
 
@@ -117,7 +133,8 @@ describe('Podman runtimes (real Podman)', function () {
       expect(agent.history('done').filter((h) => h.startsWith('Pending(Starting)'))).to.have.length(1);
     });
 
-    it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1 (stest): a create that fails (no such image) is retried with backoff, the cause in each Retry report', async () => {
+    // swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1
+    it('a create that fails (no such image) is retried with backoff, the cause in each Retry report', async () => {
       const w = spec('unpullable', agent.agentName, 'podman', 'image: localhost/no-such-image:latest\n');
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('unpullable', /^Pending\(Starting\): Retry 2: .*no-such-image/);
@@ -138,7 +155,8 @@ describe('Podman runtimes (real Podman)', function () {
       await agent.waitFor('fine', /^Running/);
     });
 
-    it('swdd~podman-state-getter-returns-lost-state~1: a container removed behind the agent\'s back is reported Failed(Lost)', async () => {
+    // swdd~podman-state-getter-returns-lost-state~1
+    it("a container removed behind the agent's back is reported Failed(Lost)", async () => {
       const w = busybox('vanishing', agent.agentName);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('vanishing', /^Running/);
@@ -146,13 +164,15 @@ describe('Podman runtimes (real Podman)', function () {
       await agent.waitFor('vanishing', /^Failed\(Lost\)/);
     });
 
-    it('swdd~podman-name-returns-podman~1, swdd~podman-kube-name-returns-podman-kube~1: the built-in runtimes are named podman and podman-kube', () => {
+    // swdd~podman-name-returns-podman~1, swdd~podman-kube-name-returns-podman-kube~1
+    it('the built-in runtimes are named podman and podman-kube', () => {
       const runtimes = builtInRuntimes(silentLogger);
       expect([...runtimes.keys()]).to.deep.equal(['podman', 'podman-kube']);
       expect([...runtimes.values()].map((r) => r.name)).to.deep.equal(['podman', 'podman-kube']);
     });
 
-    it('swdd~podman-create-workload-returns-workload-id~1, swdd~podman-list-of-existing-workloads-uses-labels~1, swdd~podman-get-workload-id-uses-label~1: the id is the container id; the agent label lists the workloads, the name label finds one', async () => {
+    // swdd~podman-create-workload-returns-workload-id~1, swdd~podman-list-of-existing-workloads-uses-labels~1, swdd~podman-get-workload-id-uses-label~1
+    it('the id is the container id; the agent label lists the workloads, the name label finds one', async () => {
       const runtime = builtInRuntimes(silentLogger).get('podman') as RuntimeConnector<string>;
       const w = busybox('direct', agent.agentName);
       const id = await firstValueFrom(runtime.createWorkload(w, {}));
@@ -168,15 +188,20 @@ describe('Podman runtimes (real Podman)', function () {
       }
     });
 
-    it('swdd~podman-create-workload-deletes-failed-container~1: a container that cannot start is removed again', async () => {
+    // swdd~podman-create-workload-deletes-failed-container~1
+    it('a container that cannot start is removed again', async () => {
       const runtime = builtInRuntimes(silentLogger).get('podman') as RuntimeConnector<string>;
       const w = spec('broken', agent.agentName, 'podman', `image: ${IMAGE}\ncommandArgs: ["/no/such/program"]\n`);
-      const error = await firstValueFrom(runtime.createWorkload(w, {})).then(() => undefined, (e: Error) => e);
+      const error = await firstValueFrom(runtime.createWorkload(w, {})).then(
+        () => undefined,
+        (e: Error) => e,
+      );
       expect(error?.message).to.match(/no\/such\/program|no such file/i);
       expect(containerOf(w)).to.equal('');
     });
 
-    it('swdd~podmancli-uses-container-state-cache~1, swdd~podmancli-container-state-cache-refresh~1: 50 sleeping workloads cost one podman ps per 10 s in total on events (issue 15), one per second with events off', async function () {
+    // swdd~podmancli-uses-container-state-cache~1, swdd~podmancli-container-state-cache-refresh~1
+    it('50 sleeping workloads cost one podman ps per 10 s in total on events, one per second with events off', async function () {
       this.timeout(120_000);
       const perSecond = async (watcher: PodmanAgent) => {
         const workloads = Array.from({ length: 50 }, (_, i) => busybox(`sleeper${i}`, watcher.agentName));
@@ -212,7 +237,8 @@ spec:
     const kube = (name: string, podName: string, script: string) =>
       spec(name, agent.agentName, 'podman-kube', `manifest: |\n${manifest(podName, script).replace(/^/gm, '  ')}`);
 
-    it('swdd~agent-supports-podman-kube-runtime~1, swdd~podman-kube-uses-podman-cli~1, swdd~podman-kube-create-workload-apply-manifest~1, swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1, swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1: a pod runs, is reported, and is torn down with its volumes', async () => {
+    // swdd~agent-supports-podman-kube-runtime~1, swdd~podman-kube-uses-podman-cli~1, swdd~podman-kube-create-workload-apply-manifest~1, swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1, swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1
+    it('a pod runs, is reported, and is torn down with its volumes', async () => {
       const pod = `${agent.agentName}-pod`.replace(/_/g, '-');
       const w = kube('pod', pod, 'sleep 3600');
       agent.send({ kind: 'serverHello', added: [w] });
@@ -225,7 +251,8 @@ spec:
       expect(podman('volume', 'ls', '--quiet').split('\n')).not.to.include(`${key}.config`);
     });
 
-    it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1 (stest): a pod removed from outside (podman pod rm -f) is Failed(Unknown), never Removed', async () => {
+    // swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1
+    it('a pod removed from outside (podman pod rm -f) is Failed(Unknown), never Removed', async () => {
       const pod = `${agent.agentName}-gone`.replace(/_/g, '-');
       const w = kube('gone', pod, 'sleep 3600');
       agent.send({ kind: 'serverHello', added: [w] });
@@ -237,7 +264,8 @@ spec:
       expect(agent.history('gone').at(-1)).to.match(/^Failed\(Unknown\)/);
     });
 
-    it('swdd~podman-kube-state-getter-maps-state~2: a pod whose container exits 0 is Succeeded; exit 4 is Failed', async () => {
+    // swdd~podman-kube-state-getter-maps-state~2
+    it('a pod whose container exits 0 is Succeeded; exit 4 is Failed', async () => {
       const ok = kube('ok', `${agent.agentName}-ok`.replace(/_/g, '-'), 'sleep 1; exit 0');
       const bad = kube('bad', `${agent.agentName}-bad`.replace(/_/g, '-'), 'sleep 1; exit 4');
       agent.send({ kind: 'serverHello', added: [ok, bad] });
@@ -245,7 +273,8 @@ spec:
       await agent.waitFor('bad', /^Failed\(ExecFailed\): Exit code: '4'$/);
     });
 
-    it('swdd~podman-kube-list-existing-workloads-using-config-volumes~1, swdd~podman-kube-get-workload-id-uses-volumes~1, swdd~podman-kube-create-workload-returns-workload-id~1: a pod of an earlier run is found through its volumes', async () => {
+    // swdd~podman-kube-list-existing-workloads-using-config-volumes~1, swdd~podman-kube-get-workload-id-uses-volumes~1, swdd~podman-kube-create-workload-returns-workload-id~1
+    it('a pod of an earlier run is found through its volumes', async () => {
       const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'), 'sleep 3600');
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('found', /^Running/);
@@ -257,7 +286,8 @@ spec:
       expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.deep.equal(existing[0].id);
     });
 
-    it('swdd~podman-kube-create-continues-if-cannot-create-volume~1: the pod is played even when its volumes cannot be made', async () => {
+    // swdd~podman-kube-create-continues-if-cannot-create-volume~1
+    it('the pod is played even when its volumes cannot be made', async () => {
       const w = kube('novolume', `${agent.agentName}-novolume`.replace(/_/g, '-'), 'sleep 3600');
       const key = instanceKey(w.instanceName);
       podman('volume', 'create', `${key}.config`); // taken: the agent's own volume create fails
@@ -277,4 +307,3 @@ async function waitUntil(condition: () => boolean, timeoutMs = 20_000): Promise<
     await new Promise((r) => setTimeout(r, 100));
   }
 }
-

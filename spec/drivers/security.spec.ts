@@ -5,7 +5,8 @@ import { pemModeProblem } from '../../lib/drivers/security.js';
 describe('PEM file permissions', () => {
   it('takes a key only its owner may read or write', () => {
     for (const mode of [0o600, 0o400, 0o200]) expect(pemModeProblem(0o100000 | mode, 'agent key'), mode.toString(8)).to.equal(undefined);
-    for (const mode of [0o640, 0o604, 0o700, 0o644, 0o660]) expect(pemModeProblem(0o100000 | mode, 'agent key'), mode.toString(8)).to.match(/^has permissions /);
+    for (const mode of [0o640, 0o604, 0o700, 0o644, 0o660])
+      expect(pemModeProblem(0o100000 | mode, 'agent key'), mode.toString(8)).to.match(/^has permissions /);
   });
 
   it('takes a certificate anyone may read but only its owner write, nobody execute', () => {

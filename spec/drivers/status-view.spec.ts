@@ -5,7 +5,7 @@ import { silentLogger } from '../../lib/logger.js';
 import { parseManifest } from '../../lib/manifest.js';
 
 describe('the status view of standalone mode', () => {
-  it('issue 14: on a terminal, draws the table when it changes, and again when the terminal is resized', async () => {
+  it('on a terminal, draws the table when it changes, and again when the terminal is resized', async () => {
     const drawn: string[] = [];
     const terminal = Object.assign(new EventEmitter(), { isTTY: true, write: (text: string) => drawn.push(text) }) as unknown as NodeJS.WriteStream;
     const desired = parseManifest('apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n');

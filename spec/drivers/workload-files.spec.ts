@@ -25,7 +25,13 @@ describe('workload files', () => {
   it('writes text and base64 binary data under <workload>.<id>/files, mounts them read-only, removes them with the workload', async () => {
     const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
     const files = new WorkloadFiles(io);
-    const spec = { ...workload('w'), files: [{ mountPoint: '/etc/app.conf', data: 'a = 1\n' }, { mountPoint: '/opt/blob.bin', binaryData: Buffer.from([0, 1, 254, 255]).toString('base64') }] };
+    const spec = {
+      ...workload('w'),
+      files: [
+        { mountPoint: '/etc/app.conf', data: 'a = 1\n' },
+        { mountPoint: '/opt/blob.bin', binaryData: Buffer.from([0, 1, 254, 255]).toString('base64') },
+      ],
+    };
     const options = await firstValueFrom(files.prepare(spec));
     const root = filesFolder(io, spec);
     expect(options.fileMounts).to.deep.equal([
@@ -55,7 +61,13 @@ describe('workload files', () => {
   it('an update with changed files writes them anew (old ones go)', async () => {
     const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
     const files = new WorkloadFiles(io);
-    const v1 = { ...workload('w'), files: [{ mountPoint: '/a', data: 'one' }, { mountPoint: '/b', data: 'old' }] };
+    const v1 = {
+      ...workload('w'),
+      files: [
+        { mountPoint: '/a', data: 'one' },
+        { mountPoint: '/b', data: 'old' },
+      ],
+    };
     const v2 = { ...workload('w'), files: [{ mountPoint: '/a', data: 'two' }] };
     await firstValueFrom(files.prepare(v1));
     await lastValueFrom(hostSide(io, files).release(v1), { defaultValue: undefined });
@@ -66,10 +78,16 @@ describe('workload files', () => {
 
   it('refuses a mount point that escapes, or binary data that is not base64, as a configuration error', async () => {
     const files = new WorkloadFiles(mkdtempSync(path.join(tmpdir(), 'ank-files-')));
-    const escape = { ...workload('w'), files: [{ mountPoint: '/../../etc/passwd', data: 'x' }] };
+    const escaping = { ...workload('w'), files: [{ mountPoint: '/../../etc/passwd', data: 'x' }] };
     const notBase64 = { ...workload('w'), files: [{ mountPoint: '/x', binaryData: 'not base64!' }] };
-    for (const [spec, message] of [[escape, "The mount point '/../../etc/passwd' of a file cannot be used: it has empty, '.' or '..' parts."], [notBase64, "The binaryData of the file '/x' is not base64."]] as const) {
-      const error = await firstValueFrom(files.prepare(spec)).then(() => undefined, (e: Error) => e);
+    for (const [spec, message] of [
+      [escaping, "The mount point '/../../etc/passwd' of a file cannot be used: it has empty, '.' or '..' parts."],
+      [notBase64, "The binaryData of the file '/x' is not base64."],
+    ] as const) {
+      const error = await firstValueFrom(files.prepare(spec)).then(
+        () => undefined,
+        (e: Error) => e,
+      );
       expect(error).to.be.instanceOf(ConfigurationError);
       expect(error!.message).to.equal(message);
     }
@@ -84,7 +102,10 @@ describe('workload files', () => {
 
     // swdd~podman-create-mounts-workload-files~1, swdd~agent-workload-control-loop-aborts-create-upon-workload-files-creation-error~1
     it('a container reads its mounted file; a bad mount point is reported Pending(StartingFailed) with the reason', async () => {
-      const reader = busybox('reader', agent.agentName, { script: 'cat /etc/greeting.txt', files: [{ mountPoint: '/etc/greeting.txt', data: 'hello from a file' }] });
+      const reader = busybox('reader', agent.agentName, {
+        script: 'cat /etc/greeting.txt',
+        files: [{ mountPoint: '/etc/greeting.txt', data: 'hello from a file' }],
+      });
       const escaper = busybox('escaper', agent.agentName, { files: [{ mountPoint: 'relative/path', data: 'x' }] });
       agent.send({ kind: 'serverHello', added: [reader, escaper] });
       await agent.waitFor('reader', /^Succeeded/);
@@ -92,8 +113,14 @@ describe('workload files', () => {
       await agent.waitFor('escaper', /^Pending\(StartingFailed\): The mount point 'relative\/path' of a file cannot be used: it is not absolute\.$/);
     });
 
-    it('swdd~podman-kube-rejects-workload-files~1: podman-kube workloads with files are refused with a hint to use ConfigMaps', async () => {
-      const kube = { ...busybox('kubefiles', agent.agentName), runtime: 'podman-kube', runtimeConfig: 'manifest: "kind: Pod"', files: [{ mountPoint: '/x', data: 'y' }] };
+    // swdd~podman-kube-rejects-workload-files~1
+    it('podman-kube workloads with files are refused with a hint to use ConfigMaps', async () => {
+      const kube = {
+        ...busybox('kubefiles', agent.agentName),
+        runtime: 'podman-kube',
+        runtimeConfig: 'manifest: "kind: Pod"',
+        files: [{ mountPoint: '/x', data: 'y' }],
+      };
       agent.send({ kind: 'serverHello', added: [kube] });
       await agent.waitFor('kubefiles', /^Pending\(StartingFailed\): Workload files are not supported for podman-kube runtime\. Use ConfigMaps instead\.$/);
     });

@@ -18,11 +18,19 @@ export class ControlInterfaceClient {
   private readonly arrivals = new Subject<FromAnkaios>();
 
   /** `line`: the protocol line the client speaks (it reads what the agent writes as that line). */
-  constructor(private readonly folder: string, { read = true, line = LINE_1 as ProtocolLine } = {}) {
+  constructor(
+    private readonly folder: string,
+    { read = true, line = LINE_1 as ProtocolLine } = {},
+  ) {
     this.out = openSync(path.join(folder, 'output'), constants.O_WRONLY | constants.O_NONBLOCK);
     this.openInput();
     if (!read) this.input!.pause();
-    this.chunks.pipe(decodeFrames(), filter((f) => f.kind === 'frame'), map((f) => fromBinary(FromAnkaiosSchema, line.read((f as { bytes: Uint8Array }).bytes))))
+    this.chunks
+      .pipe(
+        decodeFrames(),
+        filter((f) => f.kind === 'frame'),
+        map((f) => fromBinary(FromAnkaiosSchema, line.read((f as { bytes: Uint8Array }).bytes))),
+      )
       .subscribe((m) => {
         this.received.push(m);
         this.arrivals.next(m);
@@ -54,7 +62,10 @@ export class ControlInterfaceClient {
   private taken = 0;
   next(ms = 5000): Promise<FromAnkaios> {
     if (this.received.length > this.taken) return Promise.resolve(this.received[this.taken++]);
-    return firstValueFrom(this.arrivals.pipe(timeout(ms))).then((m) => (this.taken++, m));
+    return firstValueFrom(this.arrivals.pipe(timeout(ms))).then((m) => {
+      this.taken++;
+      return m;
+    });
   }
 
   resume(): void {

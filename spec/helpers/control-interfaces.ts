@@ -1,6 +1,6 @@
 // The Control Interfaces wired as the agent wires them (the pipes driver and the pipelines over it),
 // with the requests for the server coming out and the server's responses going in.
-import { Observable, Subject, of } from 'rxjs';
+import { type Observable, Subject, of } from 'rxjs';
 import { PROTOCOL_LINES, type ProtocolLine } from '../../lib/codec/lines.js';
 import type { Request, Response } from '../../lib/codec/control-api.js';
 import { ControlInterfacePipes } from '../../lib/drivers/control-interface-pipes.js';
@@ -18,9 +18,19 @@ export class ControlInterfaceHub {
   readonly requests$: Observable<Request> = this.requests.asObservable();
 
   /** `lines`: the protocol lines the workloads may speak (those of the server). */
-  constructor(private readonly ioFolder: string, log: Logger, lines: readonly ProtocolLine[] = PROTOCOL_LINES) {
+  constructor(
+    private readonly ioFolder: string,
+    log: Logger,
+    lines: readonly ProtocolLine[] = PROTOCOL_LINES,
+  ) {
     this.pipes = new ControlInterfacePipes(ioFolder, log);
-    controlInterfaces({ pipes$: this.pipes.opened$, responses$: this.responses, lines$: of(lines), online$: of(true), undelivered$: this.pipes.undelivered$ }).subscribe((out) => {
+    controlInterfaces({
+      pipes$: this.pipes.opened$,
+      responses$: this.responses,
+      lines$: of(lines),
+      online$: of(true),
+      undelivered$: this.pipes.undelivered$,
+    }).subscribe((out) => {
       if (out.kind === 'toServer') this.requests.next(out.request);
       else if (out.kind === 'toWorkload') this.pipes.write(out.frame);
       else log[out.level](out.text);

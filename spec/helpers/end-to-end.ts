@@ -25,11 +25,10 @@ export function endToEnd(prefix: string): EndToEnd {
     agentName: uniqueAgent(prefix),
     run: mkdtempSync(path.join(tmpdir(), `ank-${prefix}-`)),
     server: undefined as unknown as FakeAnkaiosServer,
-    start: ({ run = ctx.run, args = [], stderr = false } = {}) => (ctx.agent = spawn(
-      process.execPath,
-      [BIN, '-n', ctx.agentName, '-s', ctx.server.url, '-k', '-r', run, ...args],
-      { stdio: ['ignore', 'ignore', stderr ? 'inherit' : 'ignore'] },
-    )),
+    start: ({ run = ctx.run, args = [], stderr = false } = {}) =>
+      (ctx.agent = spawn(process.execPath, [BIN, '-n', ctx.agentName, '-s', ctx.server.url, '-k', '-r', run, ...args], {
+        stdio: ['ignore', 'ignore', stderr ? 'inherit' : 'ignore'],
+      })),
   };
   before(requirePodman);
   beforeEach(async () => (ctx.server = await FakeAnkaiosServer.start()));

@@ -1,5 +1,5 @@
 // An in-memory runtime for the tests of pure stream logic (never for integration tests).
-import { EMPTY, NEVER, Observable, defer, of } from 'rxjs';
+import { EMPTY, NEVER, type Observable, defer, of } from 'rxjs';
 import type { ExecutionState } from '../../lib/execution-state.js';
 import type { ExistingWorkload, RuntimeConnector } from '../../lib/runtime-connector.js';
 import type { WorkloadInstanceName, WorkloadSpec } from '../../lib/workload.js';
@@ -23,13 +23,17 @@ export class FakeRuntime implements RuntimeConnector {
 
   readonly startAgain?: (id: string) => Observable<void>;
 
-  constructor(private readonly behaviour: FakeBehaviour = {}, readonly name = 'fake') {
+  constructor(
+    private readonly behaviour: FakeBehaviour = {},
+    readonly name = 'fake',
+  ) {
     const { startAgain } = behaviour;
     if (startAgain) {
-      this.startAgain = (id) => defer(() => {
-        this.calls.push(`start ${id}`);
-        return startAgain(id);
-      });
+      this.startAgain = (id) =>
+        defer(() => {
+          this.calls.push(`start ${id}`);
+          return startAgain(id);
+        });
     }
   }
 

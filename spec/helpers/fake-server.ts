@@ -3,9 +3,7 @@
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import {
-  type FromServer, FromServerSchema, type ToServer, ToServerSchema,
-} from '../../proto/gen/grpc_api_pb.js';
+import { type FromServer, FromServerSchema, type ToServer, ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
 import { compatibleVersions } from '../../lib/version.js';
 
@@ -82,7 +80,10 @@ export class AgentStream {
     if (this.ended) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('the stream did not end')), timeoutMs);
-      this.events.once('end', () => (clearTimeout(timer), resolve()));
+      this.events.once('end', () => {
+        clearTimeout(timer);
+        resolve();
+      });
     });
   }
 }
@@ -110,7 +111,12 @@ export class FakeAnkaiosServer {
   private readonly events = new EventEmitter();
   private server?: grpc.Server;
 
-  private constructor(public port: number, private readonly tls: ServerTls | undefined, readonly line: ServerLine, private readonly greet: boolean) {}
+  private constructor(
+    public port: number,
+    private readonly tls: ServerTls | undefined,
+    readonly line: ServerLine,
+    private readonly greet: boolean,
+  ) {}
 
   /**
    * A server of `line` (the 1.x line by default), refusing agents of other lines as released servers do;
@@ -129,39 +135,43 @@ export class FakeAnkaiosServer {
   /** Starts (again) on the same port. */
   async listen(): Promise<void> {
     const server = new grpc.Server();
-    server.addService({
-      ConnectAgent: {
-        path: '/grpc_api.AgentConnection/ConnectAgent',
-        requestStream: true,
-        responseStream: true,
-        requestSerialize: (m: ToServer) => Buffer.from(toBinary(ToServerSchema, m)),
-        requestDeserialize: (b: Buffer) => fromBinary(ToServerSchema, b),
-        responseSerialize: (m: FromServer) => Buffer.from(this.line.write(toBinary(FromServerSchema, m))),
-        responseDeserialize: (b: Buffer) => fromBinary(FromServerSchema, b),
+    server.addService(
+      {
+        ConnectAgent: {
+          path: '/grpc_api.AgentConnection/ConnectAgent',
+          requestStream: true,
+          responseStream: true,
+          requestSerialize: (m: ToServer) => Buffer.from(toBinary(ToServerSchema, m)),
+          requestDeserialize: (b: Buffer) => fromBinary(ToServerSchema, b),
+          responseSerialize: (m: FromServer) => Buffer.from(this.line.write(toBinary(FromServerSchema, m))),
+          responseDeserialize: (b: Buffer) => fromBinary(FromServerSchema, b),
+        },
       },
-    }, {
-      ConnectAgent: (call: grpc.ServerDuplexStream<ToServer, FromServer>) => {
-        // Like a released server: an incompatible AgentHello fails the call before anything is sent.
-        call.once('data', (first: ToServer) => {
-          const sent = first.ToServerEnum.case === 'agentHello' ? first.ToServerEnum.value.protocolVersion : '';
-          if (compatibleVersions(this.line.version, sent)) {
-            if (this.greet) stream.send({ FromServerEnum: { case: 'serverHello', value: {} } });
-            return;
-          }
-          const refusal = `Unsupported protocol version '${sent}'. Currently supported '${this.line.name}'`;
-          this.refused.push([sent, refusal]);
-          call.emit('error', { code: grpc.status.FAILED_PRECONDITION, details: refusal });
-        });
-        const stream = new AgentStream(call);
-        this.streams.push(stream);
-        this.events.emit('stream', stream);
+      {
+        ConnectAgent: (call: grpc.ServerDuplexStream<ToServer, FromServer>) => {
+          // Like a released server: an incompatible AgentHello fails the call before anything is sent.
+          call.once('data', (first: ToServer) => {
+            const sent = first.ToServerEnum.case === 'agentHello' ? first.ToServerEnum.value.protocolVersion : '';
+            if (compatibleVersions(this.line.version, sent)) {
+              if (this.greet) stream.send({ FromServerEnum: { case: 'serverHello', value: {} } });
+              return;
+            }
+            const refusal = `Unsupported protocol version '${sent}'. Currently supported '${this.line.name}'`;
+            this.refused.push([sent, refusal]);
+            call.emit('error', { code: grpc.status.FAILED_PRECONDITION, details: refusal });
+          });
+          const stream = new AgentStream(call);
+          this.streams.push(stream);
+          this.events.emit('stream', stream);
+        },
       },
-    });
+    );
     const credentials = this.tls
       ? grpc.ServerCredentials.createSsl(this.tls.ca, [{ cert_chain: this.tls.cert, private_key: this.tls.key }], true)
       : grpc.ServerCredentials.createInsecure();
     this.port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`127.0.0.1:${this.port}`, credentials, (err, port) => (err ? reject(err) : resolve(port))));
+      server.bindAsync(`127.0.0.1:${this.port}`, credentials, (err, port) => (err ? reject(err) : resolve(port))),
+    );
     this.server = server;
   }
 
@@ -200,8 +210,10 @@ export const addedWorkload = addedWorkloadTo;
 
 /** Every workload state the agent sent on the stream, as `[workloadName, id, "State(Sub): info"]`. */
 export function reportedStates(stream: AgentStream): Array<[string, string, string]> {
-  return stream.received.flatMap((m) => (m.ToServerEnum.case === 'updateWorkloadState' ? m.ToServerEnum.value.workloadStates : []).map((s) => {
-    const state = executionStateFrom(s.executionState);
-    return [s.instanceName?.workloadName ?? '', s.instanceName?.id ?? '', state ? formatState(state) : '?'] as [string, string, string];
-  }));
+  return stream.received.flatMap((m) =>
+    (m.ToServerEnum.case === 'updateWorkloadState' ? m.ToServerEnum.value.workloadStates : []).map((s) => {
+      const state = executionStateFrom(s.executionState);
+      return [s.instanceName?.workloadName ?? '', s.instanceName?.id ?? '', state ? formatState(state) : '?'] as [string, string, string];
+    }),
+  );
 }

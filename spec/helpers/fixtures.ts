@@ -1,7 +1,13 @@
 import type { ExecutionState } from '../../lib/execution-state.js';
 import type { WorkloadState } from '../../lib/messages.js';
 import {
-  type AddCondition, type DeleteCondition, type DeletedWorkload, type RestartPolicy, type WorkloadSpec, instanceId, noAccess,
+  type AddCondition,
+  type DeleteCondition,
+  type DeletedWorkload,
+  type RestartPolicy,
+  type WorkloadSpec,
+  instanceId,
+  noAccess,
 } from '../../lib/workload.js';
 
 export const AGENT = 'agent_A';
@@ -29,8 +35,9 @@ export function workload(name: string, o: WorkloadOptions = {}): WorkloadSpec {
   };
 }
 
-export const deleted = (spec: WorkloadSpec, dependencies: Record<string, DeleteCondition> = {}): DeletedWorkload =>
-  ({ instanceName: spec.instanceName, dependencies });
+export const deleted = (spec: WorkloadSpec, dependencies: Record<string, DeleteCondition> = {}): DeletedWorkload => ({
+  instanceName: spec.instanceName,
+  dependencies,
+});
 
-export const stateOf = (spec: WorkloadSpec, executionState: ExecutionState): WorkloadState =>
-  ({ instanceName: spec.instanceName, executionState });
+export const stateOf = (spec: WorkloadSpec, executionState: ExecutionState): WorkloadState => ({ instanceName: spec.instanceName, executionState });

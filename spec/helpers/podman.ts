@@ -1,7 +1,7 @@
 // Helpers for the specs that run real Podman.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { EMPTY, Subject, Subscription, of } from 'rxjs';
+import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
@@ -34,11 +34,11 @@ export function cleanup(agentName: string): void {
   const ids = podman('ps', '--all', '--quiet', `--filter=label=agent=${agentName}`).split('\n').filter(Boolean);
   if (ids.length) podman('rm', '--force', '--time=0', ...ids);
   // Pods are named by their Kubernetes manifests; the specs name them after the agent, with '-' for '_'.
-  const pods = [agentName, agentName.replace(/_/g, '-')]
-    .flatMap((name) => podman('pod', 'ps', '--quiet', `--filter=name=${name}`).split('\n'))
-    .filter(Boolean);
+  const pods = [agentName, agentName.replace(/_/g, '-')].flatMap((name) => podman('pod', 'ps', '--quiet', `--filter=name=${name}`).split('\n')).filter(Boolean);
   if (pods.length) podman('pod', 'rm', '--force', ...new Set(pods));
-  const volumes = podman('volume', 'ls', '--quiet').split('\n').filter((v) => v.includes(`.${agentName}.`));
+  const volumes = podman('volume', 'ls', '--quiet')
+    .split('\n')
+    .filter((v) => v.includes(`.${agentName}.`));
   if (volumes.length) podman('volume', 'rm', '--force', ...volumes);
 }
 
@@ -59,8 +59,13 @@ export function busybox(name: string, agentName: string, o: BusyboxOptions = {})
 export function spec(name: string, agentName: string, runtime: string, runtimeConfig: string, o: BusyboxOptions = {}): WorkloadSpec {
   return {
     instanceName: { workloadName: name, agentName, id: instanceId(runtimeConfig) },
-    runtime, runtimeConfig, restartPolicy: o.restartPolicy ?? 'Never', dependencies: o.dependencies ?? {}, tags: {},
-    controlInterfaceAccess: noAccess, files: o.files ?? [],
+    runtime,
+    runtimeConfig,
+    restartPolicy: o.restartPolicy ?? 'Never',
+    dependencies: o.dependencies ?? {},
+    tags: {},
+    controlInterfaceAccess: noAccess,
+    files: o.files ?? [],
   };
 }
 
@@ -74,11 +79,18 @@ export class PodmanAgent {
   private waiters: Array<() => void> = [];
 
   /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one). */
-  constructor(readonly agentName: string, ioFolder?: string, readonly cli = new PodmanCli(), cache: { verifyMs?: number; events?: boolean } = {}) {
+  constructor(
+    readonly agentName: string,
+    ioFolder?: string,
+    readonly cli = new PodmanCli(),
+    cache: { verifyMs?: number; events?: boolean } = {},
+  ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
-      agentName, runtimes: builtInRuntimes(silentLogger, this.cli, cache),
-      prepare: (spec) => host?.prepare(spec) ?? of({}), release: (spec) => host?.release(spec) ?? EMPTY,
+      agentName,
+      runtimes: builtInRuntimes(silentLogger, this.cli, cache),
+      prepare: (spec) => host?.prepare(spec) ?? of({}),
+      release: (spec) => host?.release(spec) ?? EMPTY,
     }).subscribe((states) => {
       this.states.push(...states);
       this.waiters.forEach((w) => w());

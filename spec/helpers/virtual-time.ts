@@ -1,10 +1,11 @@
 import { expect } from 'chai';
-import { Observable } from 'rxjs';
+import type { Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
 
-export const testScheduler = () => new TestScheduler((actual, expected) => {
-  expect(actual).to.deep.equal(expected);
-});
+export const testScheduler = () =>
+  new TestScheduler((actual, expected) => {
+    expect(actual).to.deep.equal(expected);
+  });
 
 /** Subscribes and records every value with the virtual time it arrived at. */
 export function record<T>(source$: Observable<T>, scheduler: TestScheduler): { values: Array<[number, T]>; done: () => boolean } {

@@ -68,8 +68,8 @@ describe('Control Interface authorization', () => {
     expect(isAllowed(rules([state('Read', 'desiredState', 'workloadStates', 'agents')]), read())).to.equal(true);
   });
 
-  // swdd~agent-authorizing-log-rules-matches-request~1
-  it('swdd~api-access-rules-logs-workload-names-convention~1: log rule names are exact, `*`, or have one `*` for any run of characters', () => {
+  // swdd~agent-authorizing-log-rules-matches-request~1, swdd~api-access-rules-logs-workload-names-convention~1
+  it('log rule names are exact, `*`, or have one `*` for any run of characters', () => {
     expect(logPatternMatches('ivi_*', 'ivi_nav')).to.equal(true);
     expect(logPatternMatches('ivi_*', 'ivi_')).to.equal(true);
     expect(logPatternMatches('*_nav', 'ivi_nav')).to.equal(true);

@@ -34,7 +34,8 @@ describe('the complete state in standalone mode', () => {
     expect(pick(tree, [])).to.equal(tree);
   });
 
-  it('swdd~api-object-serialization~1: answers with the desired state (sorted), the agent\'s workload states and the agent, filtered by the field mask', () => {
+  // swdd~api-object-serialization~1
+  it("answers with the desired state (sorted), the agent's workload states and the agent, filtered by the field mask", () => {
     const all = completeState('agent_A', desired, [dbRunning], []);
     expect(Object.keys(all.desiredState!.workloads!.workloads)).to.deep.equal(['db', 'web']);
     expect(all.desiredState!.workloads!.workloads.web.restartPolicy).to.equal(2);
@@ -50,10 +51,16 @@ describe('the complete state in standalone mode', () => {
   });
 
   it('applies an update mask: adds, changes and deletes workloads; no mask replaces the desired state', () => {
-    const newState = create(CompleteStateSchema, { desiredState: { workloads: { workloads: {
-      cache: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: cache' },
-      web: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: web:2' },
-    } } } });
+    const newState = create(CompleteStateSchema, {
+      desiredState: {
+        workloads: {
+          workloads: {
+            cache: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: cache' },
+            web: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: web:2' },
+          },
+        },
+      },
+    });
     const added = applyUpdate(desired, newState, ['desiredState.workloads.cache']);
     expect([...added.workloads.keys()].sort()).to.deep.equal(['cache', 'db', 'web']);
     const changed = applyUpdate(desired, newState, ['desiredState.workloads.web.runtimeConfig']);
@@ -65,24 +72,36 @@ describe('the complete state in standalone mode', () => {
   });
 
   it('rejects an update that makes the desired state invalid', () => {
-    const cyclic = create(CompleteStateSchema, { desiredState: { workloads: { workloads: {
-      db: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: db', dependencies: { dependencies: { web: 0 } } },
-    } } } });
+    const cyclic = create(CompleteStateSchema, {
+      desiredState: {
+        workloads: {
+          workloads: {
+            db: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: db', dependencies: { dependencies: { web: 0 } } },
+          },
+        },
+      },
+    });
     expect(() => applyUpdate(desired, cyclic, ['desiredState.workloads.db'])).to.throw(ManifestError, 'the dependencies form a cycle: db -> web -> db');
   });
 
-  it('the local server answers a workload\'s UpdateStateRequest with UpdateStateSuccess and applies it', () => {
+  it("the local server answers a workload's UpdateStateRequest with UpdateStateSuccess and applies it", () => {
     const snapshot = { desired, states: new Map() };
     const request = create(RequestSchema, {
       requestId: 'web@u1',
-      RequestContent: { case: 'updateStateRequest', value: {
-        updateMask: ['desiredState.workloads.cache'],
-        newState: { desiredState: { workloads: { workloads: { cache: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: cache' } } } } },
-      } },
+      RequestContent: {
+        case: 'updateStateRequest',
+        value: {
+          updateMask: ['desiredState.workloads.cache'],
+          newState: { desiredState: { workloads: { workloads: { cache: { agent: 'agent_A', runtime: 'podman', runtimeConfig: 'image: cache' } } } } },
+        },
+      },
     });
     const step = localServerStep('agent_A', snapshot, { message: { kind: 'request', request } });
     const [answer, update] = step.out as [Extract<FromServer, { kind: 'response' }>, Extract<FromServer, { kind: 'updateWorkload' }>];
-    const content = (answer.response as { requestId: string; ResponseContent: { case: string; value: { addedWorkloads: string[]; deletedWorkloads: string[] } } });
+    const content = answer.response as {
+      requestId: string;
+      ResponseContent: { case: string; value: { addedWorkloads: string[]; deletedWorkloads: string[] } };
+    };
     expect(content.requestId).to.equal('web@u1');
     expect(content.ResponseContent.case).to.equal('UpdateStateSuccess');
     expect(content.ResponseContent.value.addedWorkloads).to.have.length(1);
@@ -93,9 +112,16 @@ describe('the complete state in standalone mode', () => {
 
   it('the local server answers an invalid update and a logs request with an error', () => {
     const snapshot = { desired, states: new Map() };
-    const bad = create(RequestSchema, { requestId: 'w@1', RequestContent: { case: 'updateStateRequest', value: {
-      updateMask: ['desiredState.workloads.x'], newState: { desiredState: { workloads: { workloads: { x: { agent: 'agent_A' } } } } },
-    } } });
+    const bad = create(RequestSchema, {
+      requestId: 'w@1',
+      RequestContent: {
+        case: 'updateStateRequest',
+        value: {
+          updateMask: ['desiredState.workloads.x'],
+          newState: { desiredState: { workloads: { workloads: { x: { agent: 'agent_A' } } } } },
+        },
+      },
+    });
     const logs = create(RequestSchema, { requestId: 'w@2', RequestContent: { case: 'logsRequest', value: {} } });
     const errorOf = (r: typeof bad) => {
       const [out] = localServerStep('agent_A', snapshot, { message: { kind: 'request', request: r } }).out as Array<Extract<FromServer, { kind: 'response' }>>;

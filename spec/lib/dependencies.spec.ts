@@ -5,12 +5,26 @@ import type { AddCondition, DeleteCondition } from '../../lib/workload.js';
 
 const S = ExecutionState;
 const every = [
-  S.agentDisconnected(), S.initial(), S.waitingToStart(), S.starting(), S.startingFailed(), S.running(), S.stopping(),
-  S.waitingToStop(), S.stoppingRequested(), S.deleteFailed(), S.succeeded(), S.failed(), S.unknown(), S.lost(), S.notScheduled(),
+  S.agentDisconnected(),
+  S.initial(),
+  S.waitingToStart(),
+  S.starting(),
+  S.startingFailed(),
+  S.running(),
+  S.stopping(),
+  S.waitingToStop(),
+  S.stoppingRequested(),
+  S.deleteFailed(),
+  S.succeeded(),
+  S.failed(),
+  S.unknown(),
+  S.lost(),
+  S.notScheduled(),
 ];
 
 describe('DependencyStateValidator', () => {
-  describe('swdd~execution-states-of-workload-dependencies-fulfill-add-conditions~1, swdd~api-add-conditions-for-dependencies~1', () => {
+  // swdd~execution-states-of-workload-dependencies-fulfill-add-conditions~1, swdd~api-add-conditions-for-dependencies~1
+  describe('add conditions', () => {
     const table: Record<AddCondition, ExecutionState> = { Running: S.running(), Succeeded: S.succeeded(), Failed: S.failed("Exit code: '1'") };
     for (const [condition, fulfilling] of Object.entries(table) as Array<[AddCondition, ExecutionState]>) {
       it(`ADD_COND_${condition.toUpperCase()} is met by ${formatState(fulfilling)} only`, () => {
@@ -25,7 +39,8 @@ describe('DependencyStateValidator', () => {
     });
   });
 
-  describe('swdd~execution-states-of-workload-dependencies-fulfill-delete-conditions~1, swdd~api-delete-conditions-for-dependencies~1', () => {
+  // swdd~execution-states-of-workload-dependencies-fulfill-delete-conditions~1, swdd~api-delete-conditions-for-dependencies~1
+  describe('delete conditions', () => {
     it('DEL_COND_NOT_PENDING_NOR_RUNNING is met by all but Running(Ok) and Pending(*), and by Pending(WaitingToStart)', () => {
       for (const state of every) {
         const expected = !(state.state === 'Running' || state.state === 'Pending') || state.substate === 'WaitingToStart';

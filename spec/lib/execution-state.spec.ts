@@ -6,17 +6,49 @@ import { compatibleVersions } from '../../lib/version.js';
 const S = ExecutionState;
 
 describe('execution states', () => {
-  it('swdd~api-workload-states-supported-states~1, swdd~api-workload-state-additional-information~1: every state and substate, with additional info', () => {
-    expect([S.agentDisconnected(), S.initial(), S.waitingToStart(), S.starting('x'), S.startingFailed(), S.running(), S.stopping(),
-      S.waitingToStop(), S.stoppingRequested(), S.deleteFailed(), S.succeeded(), S.failed(), S.unknown(), S.lost(), S.notScheduled(), S.removed()]
-      .map(formatState)).to.deep.equal([
-      'AgentDisconnected', 'Pending(Initial)', 'Pending(WaitingToStart)', 'Pending(Starting): x', 'Pending(StartingFailed)', 'Running(Ok)',
-      'Stopping(Stopping)', 'Stopping(WaitingToStop)', 'Stopping(RequestedAtRuntime)', 'Stopping(DeleteFailed)', 'Succeeded(Ok)',
-      'Failed(ExecFailed)', 'Failed(Unknown)', 'Failed(Lost)', 'NotScheduled', 'Removed',
+  // swdd~api-workload-states-supported-states~1, swdd~api-workload-state-additional-information~1
+  it('every state and substate, with additional info', () => {
+    expect(
+      [
+        S.agentDisconnected(),
+        S.initial(),
+        S.waitingToStart(),
+        S.starting('x'),
+        S.startingFailed(),
+        S.running(),
+        S.stopping(),
+        S.waitingToStop(),
+        S.stoppingRequested(),
+        S.deleteFailed(),
+        S.succeeded(),
+        S.failed(),
+        S.unknown(),
+        S.lost(),
+        S.notScheduled(),
+        S.removed(),
+      ].map(formatState),
+    ).to.deep.equal([
+      'AgentDisconnected',
+      'Pending(Initial)',
+      'Pending(WaitingToStart)',
+      'Pending(Starting): x',
+      'Pending(StartingFailed)',
+      'Running(Ok)',
+      'Stopping(Stopping)',
+      'Stopping(WaitingToStop)',
+      'Stopping(RequestedAtRuntime)',
+      'Stopping(DeleteFailed)',
+      'Succeeded(Ok)',
+      'Failed(ExecFailed)',
+      'Failed(Unknown)',
+      'Failed(Lost)',
+      'NotScheduled',
+      'Removed',
     ]);
   });
 
-  describe('swdd~api-workload-state-transitions~1 (hysteresis)', () => {
+  // swdd~api-workload-state-transitions~1
+  describe('hysteresis', () => {
     for (const from of [S.stoppingRequested(), S.waitingToStop()]) {
       for (const to of [S.running(), S.succeeded(), S.failed("Exit code: '2'")]) {
         it(`stays ${formatState(from)} when ${formatState(to)} arrives`, () => {
@@ -25,7 +57,7 @@ describe('execution states', () => {
       }
       it(`${formatState(from)} moves on to Removed`, () => expect(transition(from, S.removed())).to.deep.equal(S.removed()));
     }
-    it('other states take the incoming state, Podman\'s own stopping too (no stop the agent ordered)', () => {
+    it("other states take the incoming state, Podman's own stopping too (no stop the agent ordered)", () => {
       expect(transition(S.stopping(), S.failed("Exit code: '137'"))).to.deep.equal(S.failed("Exit code: '137'"));
       expect(transition(S.stopping(), S.succeeded())).to.deep.equal(S.succeeded());
       expect(transition(S.starting(), S.running())).to.deep.equal(S.running());
@@ -35,7 +67,8 @@ describe('execution states', () => {
   });
 });
 
-describe('swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2 (restart policy table)', () => {
+// swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
+describe('restart policy table', () => {
   it('ALWAYS restarts on Succeeded(Ok) and Failed(ExecFailed), ON_FAILURE on Failed(ExecFailed), NEVER never', () => {
     expect(needsRestart('Always', S.succeeded())).to.equal(true);
     expect(needsRestart('Always', S.failed())).to.equal(true);

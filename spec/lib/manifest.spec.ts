@@ -1,7 +1,5 @@
 import { expect } from 'chai';
-import {
-  ManifestError, checkCycles, deleteConditionsOf, diffFor, parseManifest, renderTemplate, specsFor,
-} from '../../lib/manifest.js';
+import { ManifestError, checkCycles, deleteConditionsOf, diffFor, parseManifest, renderTemplate, specsFor } from '../../lib/manifest.js';
 
 const manifest = (workloads: string, extra = '') => `apiVersion: v1\n${extra}workloads:\n${workloads}`;
 const rejects = (text: string) => {
@@ -41,7 +39,8 @@ const dependencyExample = manifest(`
 
 describe('manifests (standalone mode)', () => {
   it('reads the Ankaios manifest format', () => {
-    const state = parseManifest(manifest(`
+    const state = parseManifest(
+      manifest(`
   nginx:
     runtime: podman
     agent: agent_A
@@ -62,7 +61,8 @@ describe('manifests (standalone mode)', () => {
         data: "x = 1"
     runtimeConfig: |
       image: nginx
-`));
+`),
+    );
     const [spec] = specsFor('agent_A', state);
     expect(spec.instanceName.workloadName).to.equal('nginx');
     expect(spec.restartPolicy).to.equal('Always');
@@ -75,7 +75,8 @@ describe('manifests (standalone mode)', () => {
     expect(spec.files).to.deep.equal([{ mountPoint: '/etc/a.conf', data: 'x = 1' }]);
   });
 
-  it('swdd~api-version-checks~1: rejects a missing or unknown apiVersion; accepts v0.1 with a warning', () => {
+  // swdd~api-version-checks~1
+  it('rejects a missing or unknown apiVersion; accepts v0.1 with a warning', () => {
     expect(rejects('workloads: {}')).to.equal("'apiVersion' is missing (this agent reads 'v1')");
     expect(rejects('apiVersion: v9\nworkloads: {}')).to.equal("unsupported apiVersion 'v9' (this agent reads 'v1')");
     const warnings: string[] = [];
@@ -89,42 +90,64 @@ describe('manifests (standalone mode)', () => {
     expect(rejects('apiVersion: v1\nworkloads: {a: {runtime: [x')).to.match(/^not valid YAML/);
     expect(rejects('apiVersion: v1\nworkload: {}')).to.equal("unknown top-level key 'workload' (apiVersion, workloads, configs)");
     expect(rejects(manifest('  a:\n    agent: x\n'))).to.equal("workload 'a': 'runtime' is missing");
-    expect(rejects(manifest('  a:\n    runtime: podman\n    restartPolicy: SOMETIMES\n'))).to.equal("workload 'a': unknown restartPolicy 'SOMETIMES' (NEVER, ON_FAILURE or ALWAYS)");
-    expect(rejects(manifest('  a:\n    runtime: podman\n    dependencies: {b: ADD_COND_MAYBE}\n'))).to.equal("workload 'a': unknown condition 'ADD_COND_MAYBE' for dependency 'b'");
-    expect(rejects(manifest('  a:\n    runtime: podman\n    files: [{mountPoint: /x}]\n'))).to.equal("workload 'a': the file '/x' needs either 'data' or 'binaryData'");
+    expect(rejects(manifest('  a:\n    runtime: podman\n    restartPolicy: SOMETIMES\n'))).to.equal(
+      "workload 'a': unknown restartPolicy 'SOMETIMES' (NEVER, ON_FAILURE or ALWAYS)",
+    );
+    expect(rejects(manifest('  a:\n    runtime: podman\n    dependencies: {b: ADD_COND_MAYBE}\n'))).to.equal(
+      "workload 'a': unknown condition 'ADD_COND_MAYBE' for dependency 'b'",
+    );
+    expect(rejects(manifest('  a:\n    runtime: podman\n    files: [{mountPoint: /x}]\n'))).to.equal(
+      "workload 'a': the file '/x' needs either 'data' or 'binaryData'",
+    );
   });
 
-  it('swdd~api-workload-naming-convention~1: workload names have 1 to 63 letters, digits, - or _', () => {
+  // swdd~api-workload-naming-convention~1
+  it('workload names have 1 to 63 letters, digits, - or _', () => {
     expect(rejects(manifest('  "bad.name":\n    runtime: podman\n'))).to.equal("workload 'bad.name': a workload name has 1 to 63 letters, digits, '-' or '_'");
     expect(rejects(manifest(`  ${'a'.repeat(64)}:\n    runtime: podman\n`))).to.match(/a workload name has 1 to 63/);
     expect(() => parseManifest(manifest(`  ${'a'.repeat(63)}:\n    runtime: podman\n`))).not.to.throw();
   });
 
-  it('swdd~api-agent-naming-convention~1: agent names have letters, digits, - and _; empty means not scheduled', () => {
-    expect(rejects(manifest('  a:\n    runtime: podman\n    agent: "agent A"\n'))).to.equal("workload 'a': invalid agent name 'agent A' (letters, digits, '-' and '_')");
+  // swdd~api-agent-naming-convention~1
+  it('agent names have letters, digits, - and _; empty means not scheduled', () => {
+    expect(rejects(manifest('  a:\n    runtime: podman\n    agent: "agent A"\n'))).to.equal(
+      "workload 'a': invalid agent name 'agent A' (letters, digits, '-' and '_')",
+    );
     const state = parseManifest(manifest('  a:\n    runtime: podman\n    agent: ""\n'));
     expect(specsFor('', state).map((s) => s.instanceName.agentName)).to.deep.equal(['']);
   });
 
-  it('swdd~api-config-item-key-naming-convention~1, swdd~api-config-aliases-and-config-reference-keys-naming-convention~1: config keys, aliases and references are checked', () => {
+  // swdd~api-config-item-key-naming-convention~1, swdd~api-config-aliases-and-config-reference-keys-naming-convention~1
+  it('config keys, aliases and references are checked', () => {
     expect(rejects('apiVersion: v1\nconfigs: {"bad key": x}\n')).to.equal("invalid config key 'bad key' (letters, digits, '-' and '_')");
     expect(rejects('apiVersion: v1\nconfigs: {ok: {"in ner": x}}\n')).to.equal("config 'ok': invalid config key 'in ner' (letters, digits, '-' and '_')");
-    expect(rejects(manifest('  a:\n    runtime: podman\n    configs: {"al ias": port}\n', 'configs: {port: "80"}\n'))).to.equal("workload 'a': invalid config reference 'al ias: port' (letters, digits, '-' and '_')");
-    expect(rejects(manifest('  a:\n    runtime: podman\n    configs: {p: nope}\n'))).to.equal("workload 'a': refers to the config 'nope', which the manifest does not define");
+    expect(rejects(manifest('  a:\n    runtime: podman\n    configs: {"al ias": port}\n', 'configs: {port: "80"}\n'))).to.equal(
+      "workload 'a': invalid config reference 'al ias: port' (letters, digits, '-' and '_')",
+    );
+    expect(rejects(manifest('  a:\n    runtime: podman\n    configs: {p: nope}\n'))).to.equal(
+      "workload 'a': refers to the config 'nope', which the manifest does not define",
+    );
   });
 
-  it('swdd~api-access-rules-filter-mask-convention~1, swdd~api-access-rules-logs-workload-names-convention~1: access rules are checked', () => {
+  // swdd~api-access-rules-filter-mask-convention~1, swdd~api-access-rules-logs-workload-names-convention~1
+  it('access rules are checked', () => {
     const rule = (r: string) => rejects(manifest(`  a:\n    runtime: podman\n    controlInterfaceAccess:\n      allowRules:\n        - ${r}\n`));
     expect(rule('{type: StateRule, operation: Read, filterMask: []}')).to.equal("workload 'a': a StateRule needs at least one filter mask");
-    expect(rule('{type: StateRule, operation: Read, filterMask: ["desiredState..x"]}')).to.equal("workload 'a': invalid filter mask 'desiredState..x' (dot-separated names or '*')");
+    expect(rule('{type: StateRule, operation: Read, filterMask: ["desiredState..x"]}')).to.equal(
+      "workload 'a': invalid filter mask 'desiredState..x' (dot-separated names or '*')",
+    );
     expect(rule('{type: StateRule, operation: Peek, filterMask: [a]}')).to.match(/unknown operation 'Peek'/);
-    expect(rule('{type: LogRule, workloadNames: ["a*b*"]}')).to.equal("workload 'a': invalid workload name 'a*b*' in a LogRule (a workload name with at most one '*')");
+    expect(rule('{type: LogRule, workloadNames: ["a*b*"]}')).to.equal(
+      "workload 'a': invalid workload name 'a*b*' in a LogRule (a workload name with at most one '*')",
+    );
     expect(rule('{type: LogRule, workloadNames: ["a b"]}')).to.match(/invalid workload name 'a b'/);
     expect(rule('{type: Magic}')).to.equal("workload 'a': unknown access rule type 'Magic' (StateRule or LogRule)");
   });
 
   it('rejects dependency cycles, naming the cycle', () => {
-    expect(rejects(manifest(`
+    expect(
+      rejects(
+        manifest(`
   a:
     runtime: podman
     dependencies: {b: ADD_COND_RUNNING}
@@ -134,8 +157,12 @@ describe('manifests (standalone mode)', () => {
   c:
     runtime: podman
     dependencies: {a: ADD_COND_FAILED}
-`))).to.equal('the dependencies form a cycle: a -> b -> c -> a');
-    expect(rejects(manifest('  self:\n    runtime: podman\n    dependencies: {self: ADD_COND_RUNNING}\n'))).to.equal('the dependencies form a cycle: self -> self');
+`),
+      ),
+    ).to.equal('the dependencies form a cycle: a -> b -> c -> a');
+    expect(rejects(manifest('  self:\n    runtime: podman\n    dependencies: {self: ADD_COND_RUNNING}\n'))).to.equal(
+      'the dependencies form a cycle: self -> self',
+    );
     expect(() => checkCycles(parseManifest(dependencyExample))).not.to.throw();
   });
 
@@ -144,7 +171,9 @@ describe('manifests (standalone mode)', () => {
   });
 
   it('renders {{…}} templates in runtimeConfig and agent from the configs, and hashes the rendered config', () => {
-    const state = parseManifest(manifest(`
+    const state = parseManifest(
+      manifest(
+        `
   web:
     runtime: podman
     agent: "{{where.agent}}"
@@ -155,19 +184,27 @@ describe('manifests (standalone mode)', () => {
     runtimeConfig: |
       image: nginx
       commandOptions: ["-p", "{{port}}:80", "-p", "{{list.1}}:81"]
-`, 'configs:\n  web_port: 8081\n  placement: {agent: agent_A}\n  ports: ["1", "2"]\n'));
+`,
+        'configs:\n  web_port: 8081\n  placement: {agent: agent_A}\n  ports: ["1", "2"]\n',
+      ),
+    );
     const [spec] = specsFor('agent_A', state);
     expect(spec.runtimeConfig).to.equal('image: nginx\ncommandOptions: ["-p", "8081:80", "-p", "2:81"]\n');
     expect(spec.instanceName.id).to.have.length(64);
     expect(() => renderTemplate('{{#each x}}{{/each}}', {}, 'w')).to.throw(ManifestError, /not supported/);
-    expect(rejects(manifest('  a:\n    runtime: podman\n    runtimeConfig: "{{missing}}"\n'))).to.equal("workload 'a': the template '{{missing}}' does not name a config value");
+    expect(rejects(manifest('  a:\n    runtime: podman\n    runtimeConfig: "{{missing}}"\n'))).to.equal(
+      "workload 'a': the template '{{missing}}' does not name a config value",
+    );
   });
 
-  it('issue 14: template expansion is bounded: a manifest whose templates render to more than 1 MiB is refused', () => {
+  it('template expansion is bounded: a manifest whose templates render to more than 1 MiB is refused', () => {
     const big = 'x'.repeat(600 * 1024);
-    expect(rejects(manifest('  a:\n    runtime: podman\n    configs: {b: big}\n    runtimeConfig: "{{b}}{{b}}"\n', `configs:\n  big: "${big}"\n`)))
-      .to.equal("workload 'a': the templates render to more than 1 MiB");
-    expect(() => parseManifest(manifest('  a:\n    runtime: podman\n    configs: {b: big}\n    runtimeConfig: "{{b}}"\n', `configs:\n  big: "${big}"\n`))).not.to.throw();
+    expect(rejects(manifest('  a:\n    runtime: podman\n    configs: {b: big}\n    runtimeConfig: "{{b}}{{b}}"\n', `configs:\n  big: "${big}"\n`))).to.equal(
+      "workload 'a': the templates render to more than 1 MiB",
+    );
+    expect(() =>
+      parseManifest(manifest('  a:\n    runtime: podman\n    configs: {b: big}\n    runtimeConfig: "{{b}}"\n', `configs:\n  big: "${big}"\n`)),
+    ).not.to.throw();
   });
 
   it('adds the implicit delete conditions: dependents with ADD_COND_RUNNING wait to be neither pending nor running', () => {
@@ -178,9 +215,11 @@ describe('manifests (standalone mode)', () => {
 
   it('diffs two desired states for one agent: added, deleted (with delete conditions) and changed', () => {
     const before = parseManifest(dependencyExample);
-    const after = parseManifest(dependencyExample
-      .replace('runtimeConfig: "image: storage"', 'runtimeConfig: "image: storage:2"')
-      .replace(/\n {2}error_handler:[\s\S]*$/, '\n  extra:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: "image: extra"\n'));
+    const after = parseManifest(
+      dependencyExample
+        .replace('runtimeConfig: "image: storage"', 'runtimeConfig: "image: storage:2"')
+        .replace(/\n {2}error_handler:[\s\S]*$/, '\n  extra:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: "image: extra"\n'),
+    );
     const { added, deleted } = diffFor('agent_A', before, after);
     expect(added.map((s) => s.instanceName.workloadName).sort()).to.deep.equal(['extra', 'storage_provider']);
     expect(deleted.map((d) => [d.instanceName.workloadName, d.dependencies])).to.deep.equal([

@@ -17,12 +17,14 @@ const init = workload('init_storage');
 const logger = workload('logger', { dependencies: { storage_provider: 'Running' } });
 
 describe('WorkloadScheduler', () => {
-  it('swdd~agent-handles-new-workload-operations: a create without dependencies is ready at once', () => {
+  // swdd~agent-handles-new-workload-operations
+  it('a create without dependencies is ready at once', () => {
     const { scheduler } = setup();
     expect(scheduler.schedule([{ kind: 'create', spec: init }])).to.deep.equal({ ready: [{ kind: 'create', spec: init }], reports: [] });
   });
 
-  it('swdd~agent-enqueues-unfulfilled-create~1: a create with unmet add conditions waits and reports Pending(WaitingToStart) once', () => {
+  // swdd~agent-enqueues-unfulfilled-create~1
+  it('a create with unmet add conditions waits and reports Pending(WaitingToStart) once', () => {
     const { scheduler, change } = setup();
     const out = scheduler.schedule([{ kind: 'create', spec: storage }]);
     expect(out.ready).to.deep.equal([]);
@@ -32,14 +34,15 @@ describe('WorkloadScheduler', () => {
     expect(scheduler.waiting).to.equal(1);
   });
 
-  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~workload-ready-to-create-on-fulfilled-dependencies~1: a waiting create is released when its dependency reaches the condition', () => {
+  // swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~workload-ready-to-create-on-fulfilled-dependencies~1
+  it('a waiting create is released when its dependency reaches the condition', () => {
     const { scheduler, change } = setup();
     scheduler.schedule([{ kind: 'create', spec: storage }]);
     expect(change(stateOf(init, S.succeeded())).ready).to.deep.equal([{ kind: 'create', spec: storage }]);
     expect(scheduler.waiting).to.equal(0);
   });
 
-  it('a dependency on a workload of another agent is released by that agent\'s state', () => {
+  it("a dependency on a workload of another agent is released by that agent's state", () => {
     const { scheduler, change } = setup();
     const remote = workload('remote_db', { agent: 'agent_B' });
     const app = workload('app', { dependencies: { remote_db: 'Running' } });
@@ -47,7 +50,8 @@ describe('WorkloadScheduler', () => {
     expect(change(stateOf(remote, S.running())).ready).to.deep.equal([{ kind: 'create', spec: app }]);
   });
 
-  it('swdd~agent-enqueues-unfulfilled-delete~1, swdd~workload-ready-to-delete-on-fulfilled-dependencies~1: a delete waits with Stopping(WaitingToStop) until its dependents meet the delete conditions', () => {
+  // swdd~agent-enqueues-unfulfilled-delete~1, swdd~workload-ready-to-delete-on-fulfilled-dependencies~1
+  it('a delete waits with Stopping(WaitingToStop) until its dependents meet the delete conditions', () => {
     const { scheduler, change } = setup();
     change(stateOf(logger, S.running()));
     const op = { kind: 'delete', deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
@@ -61,7 +65,8 @@ describe('WorkloadScheduler', () => {
     expect(scheduler.schedule([op]).ready).to.deep.equal([op]);
   });
 
-  it('swdd~agent-enqueues-update-with-unfulfilled-delete~1: an update with unmet delete conditions waits whole, reporting Stopping(WaitingToStop)', () => {
+  // swdd~agent-enqueues-update-with-unfulfilled-delete~1
+  it('an update with unmet delete conditions waits whole, reporting Stopping(WaitingToStop)', () => {
     const { scheduler, change } = setup();
     change(stateOf(logger, S.running()));
     const next = workload('storage_provider', { config: 'v2', dependencies: { init_storage: 'Succeeded' } });
@@ -71,7 +76,8 @@ describe('WorkloadScheduler', () => {
     expect(change(stateOf(logger, S.succeeded())).ready).to.deep.equal([op]);
   });
 
-  it('swdd~agent-handles-update-with-fulfilled-delete~1, swdd~agent-shall-not-enqueue-update-delete-only-workload-operation~1: an update with met delete but unmet add conditions deletes now and waits to create', () => {
+  // swdd~agent-handles-update-with-fulfilled-delete~1, swdd~agent-shall-not-enqueue-update-delete-only-workload-operation~1
+  it('an update with met delete but unmet add conditions deletes now and waits to create', () => {
     const { scheduler, change } = setup();
     const next = workload('storage_provider', { config: 'v2', dependencies: { init_storage: 'Succeeded' } });
     const op = { kind: 'update', spec: next, deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
@@ -107,7 +113,10 @@ describe('WorkloadScheduler', () => {
     scheduler.schedule(specs.map((spec) => ({ kind: 'create', spec }) as const));
     let lookups = 0;
     const statesOf = store.statesOf.bind(store);
-    store.statesOf = (name) => (lookups++, statesOf(name));
+    store.statesOf = (name) => {
+      lookups++;
+      return statesOf(name);
+    };
     scheduler.statesChanged(store.update([stateOf(workload('dep7'), S.running())]));
     expect(lookups).to.be.at.most(2, 'the 999 others are not looked at');
     expect(scheduler.waiting).to.equal(999);
@@ -115,7 +124,8 @@ describe('WorkloadScheduler', () => {
 });
 
 describe('WorkloadStateStore', () => {
-  it('swdd~agent-manager-stores-all-workload-states~1: stores states; Removed means not stored', () => {
+  // swdd~agent-manager-stores-all-workload-states~1
+  it('stores states; Removed means not stored', () => {
     const store = new WorkloadStateStore();
     expect([...store.update([stateOf(init, S.running()), stateOf(logger, S.starting())])]).to.deep.equal(['init_storage', 'logger']);
     expect(store.statesOf('init_storage')).to.deep.equal([S.running()]);

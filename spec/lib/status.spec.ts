@@ -13,7 +13,8 @@ workloads:
 `);
 
 describe('the status view of standalone mode', () => {
-  it('swdd~api-object-serialization~1: one row per workload, sorted by name, with not-scheduled ones said so', () => {
+  // swdd~api-object-serialization~1
+  it('one row per workload, sorted by name, with not-scheduled ones said so', () => {
     const alpha = specsFor('agent_A', desired).find((s) => s.instanceName.workloadName === 'alpha')!;
     const states = new Map([[instanceKey(alpha.instanceName), { instanceName: alpha.instanceName, executionState: ExecutionState.failed("Exit code: '3'") }]]);
     expect(statusRows('agent_A', desired, states)).to.deep.equal([

@@ -4,7 +4,8 @@ import { instanceKey, needsControlInterface, parseInstanceKey } from '../../lib/
 import { workload } from '../helpers/fixtures.js';
 
 describe('workload instance names', () => {
-  it('swdd~api-workload-execution-instance-naming~1, swdd~api-workload-state-identification~1: <workload name>.<SHA-256 of the runtime config>.<agent name>', () => {
+  // swdd~api-workload-execution-instance-naming~1, swdd~api-workload-state-identification~1
+  it('<workload name>.<SHA-256 of the runtime config>.<agent name>', () => {
     const w = workload('nginx', { config: 'image: nginx' });
     const hash = createHash('sha256').update('image: nginx').digest('hex');
     expect(instanceKey(w.instanceName)).to.equal(`nginx.${hash}.agent_A`);
@@ -12,10 +13,16 @@ describe('workload instance names', () => {
     expect(parseInstanceKey('not-an-instance')).to.equal(undefined);
   });
 
-  it('swdd~api-workload-needs-control-interface~1: a workload needs a Control Interface when it has at least one allow rule', () => {
+  // swdd~api-workload-needs-control-interface~1
+  it('a workload needs a Control Interface when it has at least one allow rule', () => {
     const w = workload('w');
     expect(needsControlInterface(w)).to.equal(false);
     expect(needsControlInterface({ ...w, controlInterfaceAccess: { allowRules: [], denyRules: [{ kind: 'log', workloadNames: ['*'] }] } })).to.equal(false);
-    expect(needsControlInterface({ ...w, controlInterfaceAccess: { allowRules: [{ kind: 'state', operation: 'Read', filterMasks: ['desiredState'] }], denyRules: [] } })).to.equal(true);
+    expect(
+      needsControlInterface({
+        ...w,
+        controlInterfaceAccess: { allowRules: [{ kind: 'state', operation: 'Read', filterMasks: ['desiredState'] }], denyRules: [] },
+      }),
+    ).to.equal(true);
   });
 });

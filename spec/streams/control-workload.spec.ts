@@ -26,8 +26,8 @@ const del = (spec: WorkloadSpec = nginx): WorkloadCommand => ({ kind: 'delete', 
 const boom = () => throwError(() => new Error('boom'));
 
 describe('controlWorkload (the WorkloadControlLoop)', () => {
-  // swdd~agent-workload-control-loop-updates-internal-state~1
-  it('swdd~agent-workload-control-loop-executes-create~4, swdd~agent-create-workload~2, swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-sends-workload-states~2: reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
+  // swdd~agent-workload-control-loop-updates-internal-state~1, swdd~agent-workload-control-loop-executes-create~4, swdd~agent-create-workload~2, swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-sends-workload-states~2
+  it('reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const runtime = new FakeRuntime({ states: () => cold('--r--s', { r: ExecutionState.running(), s: ExecutionState.succeeded() }) });
       const out$ = controlWorkload(cold('a', { a: create() }), depsFor(runtime));
@@ -51,7 +51,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       ['Always', ExecutionState.unknown(), false],
     ];
     for (const [policy, state, restarts] of cases) {
-      it(`swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~agent-supports-restart-policies~1: ${policy} ${restarts ? 'restarts' : 'does not restart'} on ${formatState(state)}`, () => {
+      // swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~agent-supports-restart-policies~1
+      it(`${policy} ${restarts ? 'restarts' : 'does not restart'} on ${formatState(state)}`, () => {
         const scheduler = testScheduler();
         scheduler.run(({ cold, flush }) => {
           const spec = workload('job', { restartPolicy: policy });
@@ -59,16 +60,20 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
           const out = record(controlWorkload(cold('a', { a: create(spec) }), depsFor(runtime)).pipe(map(show)), scheduler);
           flush();
           const expected = [at(spec, ExecutionState.starting('Triggered at runtime.')), at(spec, state)];
-          if (restarts) expected.push(...[ExecutionState.stoppingRequested(), ExecutionState.removed(), ExecutionState.starting('Triggered at runtime.')].map((s) => at(spec, s)));
+          if (restarts)
+            expected.push(
+              ...[ExecutionState.stoppingRequested(), ExecutionState.removed(), ExecutionState.starting('Triggered at runtime.')].map((s) => at(spec, s)),
+            );
           expect(out.values.map(([, v]) => v)).to.deep.equal(expected);
-          expect(runtime.calls).to.deep.equal(restarts
-            ? ['create job', 'watch id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2']
-            : ['create job', 'watch id-job-1']);
+          expect(runtime.calls).to.deep.equal(
+            restarts ? ['create job', 'watch id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2'] : ['create job', 'watch id-job-1'],
+          );
         });
       });
     }
 
-    it('swdd~workload-control-loop-restarts-workloads-using-update~1, swdd~workload-control-loop-handles-workload-restarts~2: a restart is an update to the stored config and reported as one (Stopping(RequestedAtRuntime), Removed, Pending(Starting)), so a server sees it', () => {
+    // swdd~workload-control-loop-restarts-workloads-using-update~1, swdd~workload-control-loop-handles-workload-restarts~2
+    it('a restart is an update to the stored config and reported as one (Stopping(RequestedAtRuntime), Removed, Pending(Starting)), so a server sees it', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const spec = workload('job', { restartPolicy: 'Always' });
@@ -131,7 +136,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
   });
 
-  describe('a kept workload of an earlier run (issue 13)', () => {
+  describe('a kept workload of an earlier run', () => {
     const kept = (spec: WorkloadSpec) => ({ instanceName: spec.instanceName, runtime: 'fake', id: 'old', state: ExecutionState.succeeded() });
 
     it('is left alone until its create, then started again in place: Pending(Starting), its states; no delete, no new workload', () => {
@@ -153,7 +158,9 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
         controlWorkload(cold('ac', { a: { kind: 'adopt', existing: kept(nginx) }, c: create(nginx2) }), depsFor(changed)).subscribe();
         const deleted = new FakeRuntime();
         const deletes: string[] = [];
-        controlWorkload(cold('ad', { a: { kind: 'adopt', existing: kept(nginx) }, d: del() }), depsFor(deleted)).pipe(map(show)).subscribe((s) => deletes.push(s));
+        controlWorkload(cold('ad', { a: { kind: 'adopt', existing: kept(nginx) }, d: del() }), depsFor(deleted))
+          .pipe(map(show))
+          .subscribe((s) => deletes.push(s));
         const broken = new FakeRuntime({ startAgain: () => cold('-#') });
         controlWorkload(cold('ac', { a: { kind: 'adopt', existing: kept(nginx) }, c: create() }), depsFor(broken)).subscribe();
         flush();
@@ -175,9 +182,12 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
         const out = record(controlWorkload(cold('a 9ms d 4999ms e', { a: create(), d: del(), e: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
         flush();
         expect(out.values.map(([t, v]) => [t, v.replace(/^nginx@\w+: /, '')])).to.deep.equal([
-          [0, 'Pending(Starting): Triggered at runtime.'], [0, 'Running(Ok)'],
-          [10, 'Stopping(RequestedAtRuntime)'], [10, 'Stopping(DeleteFailed): boom'],
-          [5010, 'Stopping(RequestedAtRuntime)'], [5010, 'Removed'],
+          [0, 'Pending(Starting): Triggered at runtime.'],
+          [0, 'Running(Ok)'],
+          [10, 'Stopping(RequestedAtRuntime)'],
+          [10, 'Stopping(DeleteFailed): boom'],
+          [5010, 'Stopping(RequestedAtRuntime)'],
+          [5010, 'Removed'],
         ]);
         expect(out.done()).to.equal(true);
         expect(runtime.calls.filter((c) => c.startsWith('watch'))).to.have.length(1);
@@ -191,7 +201,12 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
         const runtime = new FakeRuntime({ states: () => NEVER, delete: () => (++deletes < 2 ? boom() : EMPTY) });
         controlWorkload(cold('a 9ms d 9999ms u', { a: create(), d: del(), u: update(nginx2) }), depsFor(runtime)).subscribe();
         flush();
-        expect(runtime.calls.filter((c) => c.startsWith('delete') || c.startsWith('create'))).to.deep.equal(['create nginx', 'delete id-nginx-1', 'delete id-nginx-1', 'create nginx']);
+        expect(runtime.calls.filter((c) => c.startsWith('delete') || c.startsWith('create'))).to.deep.equal([
+          'create nginx',
+          'delete id-nginx-1',
+          'delete id-nginx-1',
+          'create nginx',
+        ]);
       });
     });
 
@@ -210,7 +225,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('retries of a failing create', () => {
-    it('swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-exponential-backoff-retries~1, swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1, swdd~agent-workload-control-loop-handles-failed-workload-creation~1: retries without limit, waiting 0.5 s doubled each time up to 5 minutes, reporting Pending(Starting) "Retry <n>: <cause>"', () => {
+    // swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-exponential-backoff-retries~1, swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1, swdd~agent-workload-control-loop-handles-failed-workload-creation~1
+    it('retries without limit, waiting 0.5 s doubled each time up to 5 minutes, reporting Pending(Starting) "Retry <n>: <cause>"', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({ create: boom });
@@ -228,7 +244,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
-    it('swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1: the wait is a random share of the backoff (full jitter)', () => {
+    // swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1
+    it('the wait is a random share of the backoff (full jitter)', () => {
       expect(createBackoffMs(0, 1)).to.equal(500);
       expect(createBackoffMs(3, 0.5)).to.equal(2000);
       expect(createBackoffMs(3, 0)).to.equal(0);
@@ -259,7 +276,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       expect(runtime.calls).to.deep.equal(['create nginx']);
     });
 
-    it('swdd~agent-workload-control-loop-executes-retry~1: a retry that succeeds stores the new id and watches its state', () => {
+    // swdd~agent-workload-control-loop-executes-retry~1
+    it('a retry that succeeds stores the new id and watches its state', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime({
           create: (_spec, attempt) => (attempt < 3 ? boom() : of('the-id')),
@@ -274,11 +292,15 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
-    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2, swdd~agent-workload-control-loop-reset-backoff-on-update~1, swdd~agent-workload-control-loop-update-create-failed-allows-retry~1: an update stops the retries of the old config and starts counting anew', () => {
+    // swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2, swdd~agent-workload-control-loop-reset-backoff-on-update~1, swdd~agent-workload-control-loop-update-create-failed-allows-retry~1
+    it('an update stops the retries of the old config and starts counting anew', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({ create: boom });
-        const out = record(controlWorkload(cold('a 2499ms b 2499ms c', { a: create(), b: update(nginx2), c: del(nginx2) }), depsFor(runtime)).pipe(map(show)), scheduler);
+        const out = record(
+          controlWorkload(cold('a 2499ms b 2499ms c', { a: create(), b: update(nginx2), c: del(nginx2) }), depsFor(runtime)).pipe(map(show)),
+          scheduler,
+        );
         flush();
         const old = out.values.filter(([, v]) => v.startsWith(show(stateOf(nginx, ExecutionState.removed())).split(':')[0]));
         expect(old.map(([t]) => t)).to.deep.equal([0, 0, 500, 1500, 2500, 2500], 'no retry of the old config after the update');
@@ -292,7 +314,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
-    it('swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2: a delete stops the retries', () => {
+    // swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2
+    it('a delete stops the retries', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({ create: boom });
@@ -306,7 +329,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('delete', () => {
-    it('swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-obj-delete-command~1: reports Stopping(RequestedAtRuntime), deletes, reports Removed and ends', () => {
+    // swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-obj-delete-command~1
+    it('reports Stopping(RequestedAtRuntime), deletes, reports Removed and ends', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime({ states: () => cold('r', { r: ExecutionState.running() }), delete: () => cold('---|') });
         expectObservable(controlWorkload(cold('a 9ms b', { a: create(), b: del() }), depsFor(runtime)).pipe(map(show))).toBe('(ab) 6ms c--(d|)', {
@@ -318,21 +342,26 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
-    it('swdd~agent-workload-control-loop-delete-failed-allows-retry~1: a failed delete reports Stopping(DeleteFailed) and the next delete is tried', () => {
+    // swdd~agent-workload-control-loop-delete-failed-allows-retry~1
+    it('a failed delete reports Stopping(DeleteFailed) and the next delete is tried', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         let deletes = 0;
         const runtime = new FakeRuntime({ delete: () => (++deletes === 1 ? throwError(() => new Error('busy')) : EMPTY) });
-        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: { kind: 'update' }, c: del() }), depsFor(runtime)).pipe(map(show))).toBe('a-(bc)-(de|)', {
-          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
-          b: at(nginx, ExecutionState.stoppingRequested()),
-          c: at(nginx, ExecutionState.deleteFailed('busy')),
-          d: at(nginx, ExecutionState.stoppingRequested()),
-          e: at(nginx, ExecutionState.removed()),
-        });
+        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: { kind: 'update' }, c: del() }), depsFor(runtime)).pipe(map(show))).toBe(
+          'a-(bc)-(de|)',
+          {
+            a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+            b: at(nginx, ExecutionState.stoppingRequested()),
+            c: at(nginx, ExecutionState.deleteFailed('busy')),
+            d: at(nginx, ExecutionState.stoppingRequested()),
+            e: at(nginx, ExecutionState.removed()),
+          },
+        );
       });
     });
 
-    it('swdd~agent-workload-control-loop-delete-broken-allowed~1: a delete with nothing on the runtime ends the loop, reporting Removed', () => {
+    // swdd~agent-workload-control-loop-delete-broken-allowed~1
+    it('a delete with nothing on the runtime ends the loop, reporting Removed', () => {
       const runtime = new FakeRuntime();
       testScheduler().run(({ cold, expectObservable }) => {
         expectObservable(controlWorkload(cold('a', { a: del() }), depsFor(runtime)).pipe(map(show))).toBe('(a|)', {
@@ -344,7 +373,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('update', () => {
-    it('swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-obj-update-command~2: deletes the old config (Stopping, Removed) and creates the new one', () => {
+    // swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-obj-update-command~2
+    it('deletes the old config (Stopping, Removed) and creates the new one', () => {
       let runtime!: FakeRuntime;
       testScheduler().run(({ cold, expectObservable }) => {
         runtime = new FakeRuntime({ delete: () => cold('--|') });
@@ -358,22 +388,27 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       expect(runtime.calls).to.deep.equal(['create nginx', 'watch id-nginx-1', 'delete id-nginx-1', 'create nginx', 'watch id-nginx-2']);
     });
 
-    it('swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old workload could not be deleted; a later update tries again', () => {
+    // swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1
+    it('no create while the old workload could not be deleted; a later update tries again', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         let deletes = 0;
         const runtime = new FakeRuntime({ delete: () => (++deletes === 1 ? throwError(() => new Error('busy')) : EMPTY) });
-        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: update(nginx2), c: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a-(bc)-(def)', {
-          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
-          b: at(nginx, ExecutionState.stoppingRequested()),
-          c: at(nginx, ExecutionState.deleteFailed('busy')),
-          d: at(nginx, ExecutionState.stoppingRequested()),
-          e: at(nginx, ExecutionState.removed()),
-          f: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
-        });
+        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: update(nginx2), c: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe(
+          'a-(bc)-(def)',
+          {
+            a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+            b: at(nginx, ExecutionState.stoppingRequested()),
+            c: at(nginx, ExecutionState.deleteFailed('busy')),
+            d: at(nginx, ExecutionState.stoppingRequested()),
+            e: at(nginx, ExecutionState.removed()),
+            f: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
+          },
+        );
       });
     });
 
-    it('swdd~agent-workload-control-loop-update-broken-allowed~1: with no old workload on the runtime the update goes on with the create', () => {
+    // swdd~agent-workload-control-loop-update-broken-allowed~1
+    it('with no old workload on the runtime the update goes on with the create', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime();
         expectObservable(controlWorkload(cold('a', { a: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a', {
@@ -382,19 +417,24 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
-    it('swdd~agent-workload-control-loop-executes-update-delete-only~1: an update without a new workload only deletes; the create comes later', () => {
+    // swdd~agent-workload-control-loop-executes-update-delete-only~1
+    it('an update without a new workload only deletes; the create comes later', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime();
-        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: update(), c: create(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe('a-(bc)-d', {
-          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
-          b: at(nginx, ExecutionState.stoppingRequested()),
-          c: at(nginx, ExecutionState.removed()),
-          d: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
-        });
+        expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: update(), c: create(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe(
+          'a-(bc)-d',
+          {
+            a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+            b: at(nginx, ExecutionState.stoppingRequested()),
+            c: at(nginx, ExecutionState.removed()),
+            d: at(nginx2, ExecutionState.starting('Triggered at runtime.')),
+          },
+        );
       });
     });
 
-    it('swdd~workload-control-loop-checks-workload-state-validity~1: states of the old instance arriving after an update are not reported', () => {
+    // swdd~workload-control-loop-checks-workload-state-validity~1
+    it('states of the old instance arriving after an update are not reported', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime({
           states: (id) => (id === 'id-nginx-1' ? cold('----r', { r: ExecutionState.running() }) : NEVER),
@@ -410,7 +450,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('resume and existing workloads', () => {
-    it('swdd~agent-workload-control-loop-executes-resume~1, swdd~agent-resume-workload~2: asks the runtime for the id, watches its state and creates nothing', () => {
+    // swdd~agent-workload-control-loop-executes-resume~1, swdd~agent-resume-workload~2
+    it('asks the runtime for the id, watches its state and creates nothing', () => {
       let runtime!: FakeRuntime;
       testScheduler().run(({ cold, expectObservable }) => {
         runtime = new FakeRuntime({ states: () => cold('-r', { r: ExecutionState.running() }) });
@@ -421,7 +462,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       expect(runtime.calls).to.deep.equal(['id nginx', 'watch id-nginx-existing']);
     });
 
-    it('swdd~agent-workload-control-loop-executes-resume~1: a workload to resume that is gone is reported Failed(Lost)', () => {
+    // swdd~agent-workload-control-loop-executes-resume~1
+    it('a workload to resume that is gone is reported Failed(Lost)', () => {
       testScheduler().run(({ cold, expectObservable }) => {
         const runtime = new FakeRuntime({ workloadId: () => of(undefined) });
         expectObservable(controlWorkload(cold('a', { a: { kind: 'resume', spec: nginx } }), depsFor(runtime)).pipe(map(show))).toBe('a', {
@@ -430,7 +472,8 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
-    it('swdd~agent-delete-old-workload~3: a workload of an earlier run is deleted by id with Stopping(RequestedAtRuntime) then Removed', () => {
+    // swdd~agent-delete-old-workload~3
+    it('a workload of an earlier run is deleted by id with Stopping(RequestedAtRuntime) then Removed', () => {
       let runtime!: FakeRuntime;
       testScheduler().run(({ cold, expectObservable }) => {
         runtime = new FakeRuntime({ delete: () => cold('-|') });
@@ -444,4 +487,3 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
   });
 });
-

@@ -13,7 +13,8 @@ const f = (t: string) => encodeFrame(Buffer.from(t));
 const bytes = (...b: number[]) => Uint8Array.from(b);
 const text = (f: Frame) => (f.kind === 'frame' ? Buffer.from(f.bytes).toString() : f.kind === 'oversized' ? `oversized: ${f.size}` : `garbage: ${f.reason}`);
 
-describe('length-delimited frames (swdd~agent-uses-length-delimited-protobuf-for-pipes~1)', () => {
+// swdd~agent-uses-length-delimited-protobuf-for-pipes~1
+describe('length-delimited frames', () => {
   it('encodes the length as a protobuf varint before the message', () => {
     expect([...encodeFrame(bytes(1, 2, 3))]).to.deep.equal([3, 1, 2, 3]);
     const big = encodeFrame(new Uint8Array(300));
@@ -33,7 +34,9 @@ describe('length-delimited frames (swdd~agent-uses-length-delimited-protobuf-for
   it('reports a length prefix over the limit as garbage and resynchronises on the next resync point', async () => {
     const huge = bytes(0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3);
     expect((await decodeWithRules([huge, f('mlost'), f('HELLO'), f('mafter')])).map(text)).to.deep.equal([
-      'garbage: a length prefix of 4294967295 bytes (over 67108864)', 'HELLO', 'mafter',
+      'garbage: a length prefix of 4294967295 bytes (over 67108864)',
+      'HELLO',
+      'mafter',
     ]);
   });
 
@@ -75,7 +78,7 @@ describe('length-delimited frames (swdd~agent-uses-length-delimited-protobuf-for
   });
 });
 
-describe('length-delimited frames under abuse (issue 14)', () => {
+describe('length-delimited frames under abuse', () => {
   const count = async (chunks: Uint8Array[]) => {
     const counter: DecodeCounter = { steps: 0 };
     const frames = await lastValueFrom(from(chunks).pipe(decodeFrames(CONTROL_API_FRAMES, counter), toArray()));
@@ -88,7 +91,10 @@ describe('length-delimited frames under abuse (issue 14)', () => {
     this.timeout(20_000);
     const pattern = Buffer.alloc(256 * 1024).map((_, i) => (i % 2 === 0 ? 0x88 : 0x7f));
     const random = Uint8Array.from({ length: 4 * 1024 * 1024 }, () => Math.floor(Math.random() * 256));
-    for (const [name, bytes] of [['0x88 0x7f', pattern], ['random', random]] as const) {
+    for (const [name, bytes] of [
+      ['0x88 0x7f', pattern],
+      ['random', random],
+    ] as const) {
       for (const size of name === 'random' ? [65536, 4096] : [65536, 4096, 7]) {
         const { steps, frames } = await count([Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0x0f), ...split(bytes, size), hello]);
         expect(steps / bytes.length, `${name} in chunks of ${size}`).to.be.below(4);

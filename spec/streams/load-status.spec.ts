@@ -8,7 +8,7 @@ import { testScheduler } from '../helpers/virtual-time.js';
 
 describe('AgentLoadStatus', () => {
   // swdd~agent-sends-node-resource-availability-to-server~1
-  it('is sent right after the hello (issue 13), then every 2 seconds while connected, with the CPU usage since the previous sample; each connection starts anew', () => {
+  it('is sent right after the hello, then every 2 seconds while connected, with the CPU usage since the previous sample; each connection starts anew', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const samples: MachineSample[] = [
         { cpuBusy: 0, cpuTotal: 0, freeMemory: 100 },
@@ -18,7 +18,10 @@ describe('AgentLoadStatus', () => {
       ];
       let i = 0;
       const online$ = cold('10ms c 2499ms (oc) 2999ms o', { c: true, o: false });
-      expectObservable(loadStatus(() => samples[Math.min(i++, samples.length - 1)], online$), '^ 8000ms !').toBe('10ms a 1999ms b 499ms c 1999ms d', {
+      expectObservable(
+        loadStatus(() => samples[Math.min(i++, samples.length - 1)], online$),
+        '^ 8000ms !',
+      ).toBe('10ms a 1999ms b 499ms c 1999ms d', {
         a: { cpuUsage: 25, freeMemory: 90 },
         b: { cpuUsage: 0, freeMemory: 80 },
         c: { cpuUsage: 100, freeMemory: 70 },

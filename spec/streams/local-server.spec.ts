@@ -9,7 +9,8 @@ import type { FromServer, ToServer } from '../../lib/messages.js';
 import { MAX_SUBSCRIPTIONS_PER_WORKLOAD, localServer } from '../../streams/local-server.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
-const manifest = (config: string, extra = '') => parseManifest(`apiVersion: v1
+const manifest = (config: string, extra = '') =>
+  parseManifest(`apiVersion: v1
 workloads:
   db:
     runtime: podman
@@ -44,15 +45,19 @@ describe('the local server of standalone mode', () => {
     });
   });
 
-  it('keeps the latest state of each of the agent\'s workload instances for the status view', () => {
+  it("keeps the latest state of each of the agent's workload instances for the status view", () => {
     testScheduler().run(({ cold, flush }) => {
       const v1 = manifest('db:1');
       const seen: number[] = [];
       const db = { workloadName: 'db', agentName: 'agent_A', id: 'x' };
-      localServer(cold('a', { a: v1 }), cold('-s-r', {
-        s: { kind: 'updateWorkloadState', states: [{ instanceName: db, executionState: ExecutionState.running() }] },
-        r: { kind: 'updateWorkloadState', states: [{ instanceName: db, executionState: ExecutionState.removed() }] },
-      }), { agentName: 'agent_A', log: silentLogger, onSnapshot: (s) => seen.push(s.states.size) }).subscribe();
+      localServer(
+        cold('a', { a: v1 }),
+        cold('-s-r', {
+          s: { kind: 'updateWorkloadState', states: [{ instanceName: db, executionState: ExecutionState.running() }] },
+          r: { kind: 'updateWorkloadState', states: [{ instanceName: db, executionState: ExecutionState.removed() }] },
+        }),
+        { agentName: 'agent_A', log: silentLogger, onSnapshot: (s) => seen.push(s.states.size) },
+      ).subscribe();
       flush();
       expect(seen).to.deep.equal([0, 1, 0]);
     });
@@ -60,10 +65,17 @@ describe('the local server of standalone mode', () => {
 });
 
 describe('events in standalone mode (1.x)', () => {
-  const subscribe = (requestId: string, ...fieldMask: string[]): ToServer => ({ kind: 'request', request: create(RequestSchema, {
-    requestId, RequestContent: { case: 'completeStateRequest', value: { fieldMask, subscribeForEvents: true } },
-  }) });
-  const cancel = (requestId: string): ToServer => ({ kind: 'request', request: create(RequestSchema, { requestId, RequestContent: { case: 'eventsCancelRequest', value: {} } }) });
+  const subscribe = (requestId: string, ...fieldMask: string[]): ToServer => ({
+    kind: 'request',
+    request: create(RequestSchema, {
+      requestId,
+      RequestContent: { case: 'completeStateRequest', value: { fieldMask, subscribeForEvents: true } },
+    }),
+  });
+  const cancel = (requestId: string): ToServer => ({
+    kind: 'request',
+    request: create(RequestSchema, { requestId, RequestContent: { case: 'eventsCancelRequest', value: {} } }),
+  });
   /** `requestId: case [added] [updated] [removed]` of a response. */
   const event = (m: FromServer) => {
     if (m.kind !== 'response') return m.kind;
@@ -79,17 +91,31 @@ describe('events in standalone mode (1.x)', () => {
       const v1 = manifest('db:1');
       const v2 = manifest('db:1', '  extra:\n    runtime: podman\n    agent: agent_B\n');
       const app = specsFor('agent_A', v1).find((s) => s.instanceName.workloadName === 'app')!;
-      const update: ToServer = { kind: 'request', request: create(RequestSchema, { requestId: 'app@u1', RequestContent: { case: 'updateStateRequest', value: {
-        updateMask: ['desiredState.workloads.db.runtimeConfig'], newState: { desiredState: { workloads: { workloads: { db: { runtimeConfig: 'image: db:2' } } } } },
-      } } }) };
-      const out$ = localServer(cold('a---b', { a: v1, b: v2 }), cold('-s-r-c-u-----x-y', {
-        s: subscribe('app@e1', 'desiredState.workloads', 'workloadStates'),
-        r: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.running() }] },
-        c: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.running() }] },
-        u: update,
-        x: cancel('app@e1'),
-        y: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.succeeded() }] },
-      }), { agentName: 'agent_A', log: silentLogger });
+      const update: ToServer = {
+        kind: 'request',
+        request: create(RequestSchema, {
+          requestId: 'app@u1',
+          RequestContent: {
+            case: 'updateStateRequest',
+            value: {
+              updateMask: ['desiredState.workloads.db.runtimeConfig'],
+              newState: { desiredState: { workloads: { workloads: { db: { runtimeConfig: 'image: db:2' } } } } },
+            },
+          },
+        }),
+      };
+      const out$ = localServer(
+        cold('a---b', { a: v1, b: v2 }),
+        cold('-s-r-c-u-----x-y', {
+          s: subscribe('app@e1', 'desiredState.workloads', 'workloadStates'),
+          r: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.running() }] },
+          c: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.running() }] },
+          u: update,
+          x: cancel('app@e1'),
+          y: { kind: 'updateWorkloadState', states: [{ instanceName: app.instanceName, executionState: ExecutionState.succeeded() }] },
+        }),
+        { agentName: 'agent_A', log: silentLogger },
+      );
       const key = `workloadStates.agent_A.app.${app.instanceName.id}`;
       expectObservable(out$.pipe(map(event))).toBe('hs-re--(uvw)-x', {
         h: 'serverHello',
@@ -108,12 +134,18 @@ describe('events in standalone mode (1.x)', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const v1 = manifest('db:1');
       const db = specsFor('agent_A', v1).find((s) => s.instanceName.workloadName === 'db')!;
-      const out$ = localServer(cold('a', { a: v1 }), cold('-s-r', {
-        s: subscribe('app@e1', 'desiredState.workloads.app.agent'),
-        r: { kind: 'updateWorkloadState', states: [{ instanceName: db.instanceName, executionState: ExecutionState.running() }] },
-      }), { agentName: 'agent_A', log: silentLogger });
-      const agentOf = (m: FromServer) => (m.kind === 'response' && m.response.ResponseContent.case === 'completeStateResponse'
-        ? m.response.ResponseContent.value.completeState?.desiredState?.workloads?.workloads.app.agent : m.kind);
+      const out$ = localServer(
+        cold('a', { a: v1 }),
+        cold('-s-r', {
+          s: subscribe('app@e1', 'desiredState.workloads.app.agent'),
+          r: { kind: 'updateWorkloadState', states: [{ instanceName: db.instanceName, executionState: ExecutionState.running() }] },
+        }),
+        { agentName: 'agent_A', log: silentLogger },
+      );
+      const agentOf = (m: FromServer) =>
+        m.kind === 'response' && m.response.ResponseContent.case === 'completeStateResponse'
+          ? m.response.ResponseContent.value.completeState?.desiredState?.workloads?.workloads.app.agent
+          : m.kind;
       expectObservable(out$.pipe(map(agentOf))).toBe('hs', { h: 'serverHello', s: 'agent_A' });
     });
   });
@@ -123,7 +155,10 @@ describe('events in standalone mode (1.x)', () => {
     const v2 = manifest('db:2');
     const requests: ToServer[] = Array.from({ length: 2000 }, (_, i) => subscribe(`app@s${i}`, 'desiredState'));
     requests.push(subscribe('db@s0', 'desiredState'));
-    requests.push({ kind: 'request', request: create(RequestSchema, { requestId: 'app@plain', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } }) });
+    requests.push({
+      kind: 'request',
+      request: create(RequestSchema, { requestId: 'app@plain', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } }),
+    });
     const out: FromServer[] = [];
     const manifests = new Subject<ReturnType<typeof manifest>>();
     const outbound = new Subject<ToServer>();
@@ -133,9 +168,15 @@ describe('events in standalone mode (1.x)', () => {
     const responses = out.filter((m): m is Extract<FromServer, { kind: 'response' }> => m.kind === 'response').map((m) => m.response);
     const accepted = responses.filter((r) => r.ResponseContent.case === 'completeStateResponse');
     const refused = responses.filter((r) => r.ResponseContent.case === 'error');
-    expect(accepted.map((r) => r.requestId)).to.deep.equal([...Array.from({ length: MAX_SUBSCRIPTIONS_PER_WORKLOAD }, (_, i) => `app@s${i}`), 'db@s0', 'app@plain']);
+    expect(accepted.map((r) => r.requestId)).to.deep.equal([
+      ...Array.from({ length: MAX_SUBSCRIPTIONS_PER_WORKLOAD }, (_, i) => `app@s${i}`),
+      'db@s0',
+      'app@plain',
+    ]);
     expect(refused).to.have.length(2000 - MAX_SUBSCRIPTIONS_PER_WORKLOAD);
-    expect(refused[0].ResponseContent.value).to.deep.include({ message: `At most ${MAX_SUBSCRIPTIONS_PER_WORKLOAD} event subscriptions per workload: cancel one first.` });
+    expect(refused[0].ResponseContent.value).to.deep.include({
+      message: `At most ${MAX_SUBSCRIPTIONS_PER_WORKLOAD} event subscriptions per workload: cancel one first.`,
+    });
     out.length = 0;
     manifests.next(v2);
     const events = out.filter((m) => m.kind === 'response').map((m) => (m as Extract<FromServer, { kind: 'response' }>).response.requestId);

@@ -8,9 +8,18 @@ import { testScheduler } from '../helpers/virtual-time.js';
 
 const app = workload('app');
 const other = workload('other', { agent: 'agent_B' });
-const request = (requestId: string, ...names: Array<typeof app>): FromServer =>
-  ({ kind: 'logsRequest', requestId, workloads: names.map((w) => w.instanceName), options: { follow: true } });
-const show = (m: ToServer) => (m.kind === 'logEntries' ? `${m.requestId}:${m.entries.map((e) => e.message).join(',')}` : m.kind === 'logsStop' ? `${m.requestId}:stop ${m.instanceName.workloadName}` : m.kind);
+const request = (requestId: string, ...names: Array<typeof app>): FromServer => ({
+  kind: 'logsRequest',
+  requestId,
+  workloads: names.map((w) => w.instanceName),
+  options: { follow: true },
+});
+const show = (m: ToServer) =>
+  m.kind === 'logEntries'
+    ? `${m.requestId}:${m.entries.map((e) => e.message).join(',')}`
+    : m.kind === 'logsStop'
+      ? `${m.requestId}:stop ${m.instanceName.workloadName}`
+      : m.kind;
 
 describe('workload logs for the server', () => {
   // swdd~agent-handles-logs-requests-from-server~1, swdd~agent-workload-log-facade-starts-log-collection~1, swdd~agent-runtime-manager-creates-log-fetchers~1, swdd~agent-log-fetching-runs-log-fetchers~1, swdd~agent-log-fetching-collects-logs~1, swdd~agent-workload-log-facade-forwards-logs-to-server~1, swdd~agent-workload-log-facade-sends-logs-stop-response~1, swdd~agent-workload-log-facade-automatically-unsubscribes-log-subscriptions~1
@@ -19,18 +28,22 @@ describe('workload logs for the server', () => {
       const runtime = new FakeRuntime({ logs: () => cold('a-b 200ms c|', { a: 'one', b: 'two', c: 'three' }) });
       const out$ = serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) });
       expectObservable(out$.pipe(map(show))).toBe(`${BATCH_MS}ms a 103ms (bc)`, {
-        a: 'r1:one,two', b: 'r1:three', c: 'r1:stop app',
+        a: 'r1:one,two',
+        b: 'r1:three',
+        c: 'r1:stop app',
       });
     });
   });
 
   // swdd~agent-deletes-all-log-subscription-entries-upon-server-gone~1
-  it('issue 13: log streams the server started end when its connection goes (it forgot them), killing them', () => {
+  it('log streams the server started end when its connection goes (it forgot them), killing them', () => {
     let unsubscribed = false;
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const runtime = new FakeRuntime({ logs: () => cold('a 150ms b', { a: 'x', b: 'y' }).pipe(finalize(() => (unsubscribed = true))) });
       const messages = hot<FromServer>('a 120ms d', { a: request('r1', app), d: { kind: 'disconnected' } });
-      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, { a: 'r1:x' });
+      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, {
+        a: 'r1:x',
+      });
     });
     expect(unsubscribed).to.equal(true);
   });
@@ -41,7 +54,9 @@ describe('workload logs for the server', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const runtime = new FakeRuntime({ logs: () => cold('a 150ms b', { a: 'x', b: 'y' }).pipe(finalize(() => (unsubscribed = true))) });
       const messages = hot<FromServer>('a 120ms b', { a: request('r1', app), b: { kind: 'logsCancelRequest', requestId: 'r1' } });
-      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, { a: 'r1:x' });
+      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, {
+        a: 'r1:x',
+      });
     });
     expect(unsubscribed).to.equal(true);
   });
@@ -58,9 +73,14 @@ describe('workload logs for the server', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const long = 'x'.repeat(MAX_RESPONSE_BYTES);
       const runtime = new FakeRuntime({ logs: () => cold('(ab|)', { a: 'before', b: long }) });
-      const shown = (m: ToServer) => (m.kind === 'logEntries' ? m.entries.map((e) => (e.message.length > 100 ? `${e.message.length}${e.message.endsWith(TRUNCATED) ? ' truncated' : ''}` : e.message)).join(',') : m.kind);
-      expectObservable(serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(shown)))
-        .toBe('(ab)', { a: `before,${fitLine(long).length} truncated,${TRUNCATED_INFO}`, b: 'logsStop' });
+      const shown = (m: ToServer) =>
+        m.kind === 'logEntries'
+          ? m.entries.map((e) => (e.message.length > 100 ? `${e.message.length}${e.message.endsWith(TRUNCATED) ? ' truncated' : ''}` : e.message)).join(',')
+          : m.kind;
+      expectObservable(serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(shown))).toBe(
+        '(ab)',
+        { a: `before,${fitLine(long).length} truncated,${TRUNCATED_INFO}`, b: 'logsStop' },
+      );
     });
   });
 

@@ -1,7 +1,7 @@
 // The protocol lines on the wire: a real loopback gRPC server of each line, as released servers behave.
 import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
-import { ReplaySubject, Subject, Subscription, filter, firstValueFrom, skip, timeout } from 'rxjs';
+import { ReplaySubject, Subject, type Subscription, filter, firstValueFrom, skip, timeout } from 'rxjs';
 import { CompleteStateSchema } from '../../proto/gen/ank_base_pb.js';
 import { LINE_0_8, LINE_1, lineOfRefusal, rewriteField } from '../../lib/codec/lines.js';
 import { connectAgent } from '../../lib/drivers/grpc-connection.js';
@@ -11,8 +11,11 @@ import { ServerRefused, serverLink } from '../../streams/server-link.js';
 import { FakeAnkaiosServer, LINE_2, type ServerLine } from '../helpers/fake-server.js';
 import { AGENT } from '../helpers/fixtures.js';
 
-const hellos = (server: FakeAnkaiosServer) => server.streams.map((s) => s.received[0]).filter((m) => m?.ToServerEnum.case === 'agentHello')
-  .map((m) => m!.ToServerEnum.value as { protocolVersion: string; tags?: { tags: Record<string, string> } });
+const hellos = (server: FakeAnkaiosServer) =>
+  server.streams
+    .map((s) => s.received[0])
+    .filter((m) => m?.ToServerEnum.case === 'agentHello')
+    .map((m) => m!.ToServerEnum.value as { protocolVersion: string; tags?: { tags: Record<string, string> } });
 
 describe('protocol lines: negotiation with released servers (real gRPC on loopback)', () => {
   let server: FakeAnkaiosServer;
@@ -26,9 +29,21 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     const in$ = new ReplaySubject<FromServer>();
     const errors: Error[] = [];
     subscription = serverLink((o$, line) => connectAgent({ serverUrl: server.url, security: { insecure: true }, line }, o$), new Subject<ToServer>(), {
-      agentName: AGENT, log: silentLogger, tags,
+      agentName: AGENT,
+      log: silentLogger,
+      tags,
     }).subscribe({ next: (m) => in$.next(m), error: (e: Error) => errors.push(e) });
-    return { in$, errors, connected: () => firstValueFrom(in$.pipe(filter((m) => m.kind === 'connected'), timeout(10_000))) };
+    return {
+      in$,
+      errors,
+      connected: () =>
+        firstValueFrom(
+          in$.pipe(
+            filter((m) => m.kind === 'connected'),
+            timeout(10_000),
+          ),
+        ),
+    };
   }
   const serve = async (line: ServerLine, port = 0) => (server = await FakeAnkaiosServer.start({ line, port, greet: true }));
 
@@ -48,7 +63,10 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     const connected = await l.connected();
     expect((connected as Extract<FromServer, { kind: 'connected' }>).lines.map((x) => x.name)).to.deep.equal(['0.8']);
     expect(server.refused).to.deep.equal([['1.0.1', "Unsupported protocol version '1.0.1'. Currently supported '0.8'"]]);
-    expect(hellos(server).map((h) => [h.protocolVersion, h.tags])).to.deep.equal([['1.0.1', { $typeName: 'ank_base.Tags', tags: { location: 'front' } }], ['0.8.0', undefined]]);
+    expect(hellos(server).map((h) => [h.protocolVersion, h.tags])).to.deep.equal([
+      ['1.0.1', { $typeName: 'ank_base.Tags', tags: { location: 'front' } }],
+      ['0.8.0', undefined],
+    ]);
   });
 
   it('after a dropped connection negotiates again from its first line: a drop is no refusal', async () => {
@@ -58,20 +76,42 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     const port = server.port;
     server.stop();
     await serve(LINE_0_8, port);
-    await firstValueFrom(l.in$.pipe(filter((m) => m.kind === 'serverHello'), skip(1), timeout(10_000)));
+    await firstValueFrom(
+      l.in$.pipe(
+        filter((m) => m.kind === 'serverHello'),
+        skip(1),
+        timeout(10_000),
+      ),
+    );
     expect(hellos(server).map((h) => h.protocolVersion)).to.deep.equal(['1.0.1', '0.8.0']);
     expect(l.errors).to.deep.equal([]);
   });
 
-  it('reads a 0.8 server\'s CompleteState response (field 4) as the CompleteStateResponse it stands for', async () => {
+  it("reads a 0.8 server's CompleteState response (field 4) as the CompleteStateResponse it stands for", async () => {
     await serve(LINE_0_8);
     const l = link();
     await l.connected();
     const stream = server.streams.at(-1)!;
-    stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'w@1', ResponseContent: { case: 'completeStateResponse', value: {
-      completeState: create(CompleteStateSchema, { desiredState: { apiVersion: 'v0.8' } }),
-    } } } } });
-    const response = await firstValueFrom(l.in$.pipe(filter((m) => m.kind === 'response'), timeout(5000)));
+    stream.send({
+      FromServerEnum: {
+        case: 'response',
+        value: {
+          requestId: 'w@1',
+          ResponseContent: {
+            case: 'completeStateResponse',
+            value: {
+              completeState: create(CompleteStateSchema, { desiredState: { apiVersion: 'v0.8' } }),
+            },
+          },
+        },
+      },
+    });
+    const response = await firstValueFrom(
+      l.in$.pipe(
+        filter((m) => m.kind === 'response'),
+        timeout(5000),
+      ),
+    );
     const content = (response as Extract<FromServer, { kind: 'response' }>).response.ResponseContent;
     expect(content.case).to.equal('completeStateResponse');
     expect((content.value as { completeState: { desiredState: { apiVersion: string } } }).completeState.desiredState.apiVersion).to.equal('v0.8');
@@ -84,7 +124,12 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     const port = server.port;
     server.stop();
     await serve(LINE_1, port);
-    const again = await firstValueFrom(l.in$.pipe(filter((m) => m.kind === 'connected' && m.lines[0] === LINE_1), timeout(15_000)));
+    const again = await firstValueFrom(
+      l.in$.pipe(
+        filter((m) => m.kind === 'connected' && m.lines[0] === LINE_1),
+        timeout(15_000),
+      ),
+    );
     expect(again.kind).to.equal('connected');
     expect(server.refused).to.deep.equal([]);
     expect(l.errors).to.deep.equal([]);
@@ -101,7 +146,7 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     expect(l.errors[0].message).to.match(/^The server refused the agent: Unsupported protocol version '1.0.1'\. x+… \(12038 characters\)$/);
   });
 
-  it('a server of an unknown major (2) ends the link with the server\'s message: the agent exits', async () => {
+  it("a server of an unknown major (2) ends the link with the server's message: the agent exits", async () => {
     await serve(LINE_2);
     const l = link();
     for (let waited = 0; l.errors.length === 0 && waited < 10_000; waited += 50) await new Promise((r) => setTimeout(r, 50));

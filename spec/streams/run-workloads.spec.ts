@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EMPTY, NEVER, Observable, map, of } from 'rxjs';
+import { EMPTY, NEVER, type Observable, map, of } from 'rxjs';
 import type { TestScheduler } from 'rxjs/testing';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
@@ -16,8 +16,13 @@ function run(scheduler: TestScheduler, messages$: Observable<FromServer>, behavi
   const runtime = new FakeRuntime(behaviour);
   const out: Array<[number, string]> = [];
   runWorkloads(messages$, {
-    agentName: AGENT, runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY,
-  }).pipe(map((states) => states.map(show))).subscribe((states) => states.forEach((s) => out.push([scheduler.now(), s])));
+    agentName: AGENT,
+    runtimes: new Map([['fake', runtime]]),
+    prepare: () => of({}),
+    release: () => EMPTY,
+  })
+    .pipe(map((states) => states.map(show)))
+    .subscribe((states) => states.forEach((s) => out.push([scheduler.now(), s])));
   return { out, runtime };
 }
 
@@ -28,7 +33,8 @@ const logger = workload('logger', { dependencies: { storage_provider: 'Running' 
 const errorHandler = workload('error_handler', { dependencies: { storage_provider: 'Failed' } });
 
 describe('runWorkloads (the workload core)', () => {
-  it('swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~agent-handles-new-workload-operations, swdd~agent-enqueues-unfulfilled-create~1, swdd~agent-executes-create-workload-operation~1, swdd~agent-manager-receives-workload-states-of-its-workloads~1, swdd~agent-uses-async-channels~1: the dependency example starts in the order its dependencies demand', () => {
+  // swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~agent-handles-new-workload-operations, swdd~agent-enqueues-unfulfilled-create~1, swdd~agent-executes-create-workload-operation~1, swdd~agent-manager-receives-workload-states-of-its-workloads~1, swdd~agent-uses-async-channels~1
+  it('the dependency example starts in the order its dependencies demand', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const states: Record<string, Observable<ExecutionState>> = {
@@ -37,8 +43,9 @@ describe('runWorkloads (the workload core)', () => {
         'id-logger-1': cold('r', { r: S.running() }),
         'id-error_handler-1': cold('-s', { s: S.succeeded() }),
       };
-      const { out } = run(scheduler, cold('a', { a: { kind: 'serverHello', added: [logger, storage, init, errorHandler] } }),
-        { states: (id) => states[id] ?? NEVER });
+      const { out } = run(scheduler, cold('a', { a: { kind: 'serverHello', added: [logger, storage, init, errorHandler] } }), {
+        states: (id) => states[id] ?? NEVER,
+      });
       flush();
       expect(out).to.deep.equal([
         [0, 'logger: Pending(WaitingToStart)'],
@@ -58,34 +65,47 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('swdd~agent-handles-update-workload-state-requests~1, swdd~agent-manager-stores-all-workload-states~1: a dependency on another agent\'s workload is released by the server\'s UpdateWorkloadState', () => {
+  // swdd~agent-handles-update-workload-state-requests~1, swdd~agent-manager-stores-all-workload-states~1
+  it("a dependency on another agent's workload is released by the server's UpdateWorkloadState", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const db = workload('db', { agent: 'agent_B' });
       const app = workload('app', { dependencies: { db: 'Running' } });
-      const { out, runtime } = run(scheduler, cold('a--b', {
-        a: { kind: 'serverHello', added: [app] },
-        b: { kind: 'updateWorkloadState', states: [stateOf(db, S.running())] },
-      }), {});
+      const { out, runtime } = run(
+        scheduler,
+        cold('a--b', {
+          a: { kind: 'serverHello', added: [app] },
+          b: { kind: 'updateWorkloadState', states: [stateOf(db, S.running())] },
+        }),
+        {},
+      );
       flush();
-      expect(out).to.deep.equal([[0, 'app: Pending(WaitingToStart)'], [3, 'app: Pending(Starting): Triggered at runtime.']]);
+      expect(out).to.deep.equal([
+        [0, 'app: Pending(WaitingToStart)'],
+        [3, 'app: Pending(Starting): Triggered at runtime.'],
+      ]);
       expect(runtime.calls).to.include('create app');
     });
   });
 
-  it('swdd~agent-enqueues-unfulfilled-delete~1, swdd~agent-manager-hysteresis_on-workload-states-of-its-workloads~1, swdd~agent-handles-update-workload-requests~1, swdd~agent-executes-delete-workload-operation~1: a dependency waits to be deleted until its dependent is gone, and stays Stopping(WaitingToStop) while it keeps running', () => {
+  // swdd~agent-enqueues-unfulfilled-delete~1, swdd~agent-manager-hysteresis_on-workload-states-of-its-workloads~1, swdd~agent-handles-update-workload-requests~1, swdd~agent-executes-delete-workload-operation~1
+  it('a dependency waits to be deleted until its dependent is gone, and stays Stopping(WaitingToStop) while it keeps running', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const db = workload('db');
       const app = workload('app', { dependencies: { db: 'Running' } });
-      const { out } = run(scheduler, cold('a-b---c', {
-        a: { kind: 'serverHello', added: [db, app] },
-        b: { kind: 'updateWorkload', added: [], deleted: [deleted(db, { app: 'NotPendingNorRunning' })] },
-        c: { kind: 'updateWorkload', added: [], deleted: [deleted(app)] },
-      }), {
-        states: (id) => (id === 'id-db-1' ? cold('r---x', { r: S.running(), x: S.failed("Exit code: '3'") }) : cold('r', { r: S.running() })),
-        delete: () => cold('-|'),
-      });
+      const { out } = run(
+        scheduler,
+        cold('a-b---c', {
+          a: { kind: 'serverHello', added: [db, app] },
+          b: { kind: 'updateWorkload', added: [], deleted: [deleted(db, { app: 'NotPendingNorRunning' })] },
+          c: { kind: 'updateWorkload', added: [], deleted: [deleted(app)] },
+        }),
+        {
+          states: (id) => (id === 'id-db-1' ? cold('r---x', { r: S.running(), x: S.failed("Exit code: '3'") }) : cold('r', { r: S.running() })),
+          delete: () => cold('-|'),
+        },
+      );
       flush();
       expect(out.filter(([, s]) => s.startsWith('db'))).to.deep.equal([
         [0, 'db: Pending(Starting): Triggered at runtime.'],
@@ -103,17 +123,22 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('swdd~agent-executes-update-delete-only-workload-operation~1, swdd~agent-handles-update-with-fulfilled-delete~1: an update whose new config must wait deletes the old workload now and creates the new one later', () => {
+  // swdd~agent-executes-update-delete-only-workload-operation~1, swdd~agent-handles-update-with-fulfilled-delete~1
+  it('an update whose new config must wait deletes the old workload now and creates the new one later', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const db = workload('db', { agent: 'agent_B' });
       const v1 = workload('app');
       const v2 = workload('app', { config: 'image: app:2', dependencies: { db: 'Running' } });
-      const { out, runtime } = run(scheduler, cold('a-b--c', {
-        a: { kind: 'serverHello', added: [v1] },
-        b: { kind: 'updateWorkload', added: [v2], deleted: [deleted(v1)] },
-        c: { kind: 'updateWorkloadState', states: [stateOf(db, S.running())] },
-      }), {});
+      const { out, runtime } = run(
+        scheduler,
+        cold('a-b--c', {
+          a: { kind: 'serverHello', added: [v1] },
+          b: { kind: 'updateWorkload', added: [v2], deleted: [deleted(v1)] },
+          c: { kind: 'updateWorkloadState', states: [stateOf(db, S.running())] },
+        }),
+        {},
+      );
       flush();
       expect(out.filter(([t]) => t > 0)).to.deep.equal([
         [2, 'app: Pending(WaitingToStart)'],
@@ -125,14 +150,20 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('swdd~agent-initial-list-existing-workloads~1, swdd~agent-existing-workloads-finds-list~1, swdd~agent-facade-forwards-list-reusable-workloads-call~1: workloads of an earlier run are listed before anything starts, then resumed, replaced or deleted', () => {
+  // swdd~agent-initial-list-existing-workloads~1, swdd~agent-existing-workloads-finds-list~1, swdd~agent-facade-forwards-list-reusable-workloads-call~1
+  it('workloads of an earlier run are listed before anything starts, then resumed, replaced or deleted', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const keep = workload('keep');
       const changedOld = workload('changed', { config: 'old' });
       const changedNew = workload('changed', { config: 'new' });
       const gone = workload('gone');
-      const found = [keep, changedOld, gone].map((w) => ({ instanceName: w.instanceName, runtime: 'fake', id: `old-${w.instanceName.workloadName}`, state: S.running() }));
+      const found = [keep, changedOld, gone].map((w) => ({
+        instanceName: w.instanceName,
+        runtime: 'fake',
+        id: `old-${w.instanceName.workloadName}`,
+        state: S.running(),
+      }));
       const { out, runtime } = run(scheduler, cold('a', { a: { kind: 'serverHello', added: [keep, changedNew] } }), {
         existing: () => cold('--(l|)', { l: found }),
         states: (id) => (id === 'old-keep' ? cold('r', { r: S.running() }) : NEVER),
@@ -143,15 +174,23 @@ describe('runWorkloads (the workload core)', () => {
       expect(runtime.calls).to.include.members(['id keep', 'watch old-keep', 'delete old-changed', 'create changed', 'delete old-gone']);
       expect(runtime.calls).not.to.include('create keep');
       expect(runtime.calls.indexOf('delete old-changed')).to.be.below(runtime.calls.indexOf('create changed'));
-      expect(out.every(([t]) => t >= 2), 'nothing before the list arrived').to.equal(true);
+      expect(
+        out.every(([t]) => t >= 2),
+        'nothing before the list arrived',
+      ).to.equal(true);
       expect(out.map(([, s]) => s)).to.include.members([
-        'keep: Running(Ok)', 'changed: Stopping(RequestedAtRuntime)', 'changed: Removed',
-        'changed: Pending(Starting): Triggered at runtime.', 'gone: Stopping(RequestedAtRuntime)', 'gone: Removed',
+        'keep: Running(Ok)',
+        'changed: Stopping(RequestedAtRuntime)',
+        'changed: Removed',
+        'changed: Pending(Starting): Triggered at runtime.',
+        'gone: Stopping(RequestedAtRuntime)',
+        'gone: Removed',
       ]);
     });
   });
 
-  it('swdd~agent-skips-unknown-runtime~2, swdd~agent-supports-multiple-runtime-connectors~1: an unknown runtime is reported as the released agent does (Pending(Starting), then Pending(StartingFailed) "Unsupported Runtime") and no retry follows', () => {
+  // swdd~agent-skips-unknown-runtime~2, swdd~agent-supports-multiple-runtime-connectors~1
+  it('an unknown runtime is reported as the released agent does (Pending(Starting), then Pending(StartingFailed) "Unsupported Runtime") and no retry follows', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const odd = workload('odd', { runtime: 'docker' });
@@ -165,19 +204,22 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('an update of a workload of an unknown runtime removes the old instance\'s state and reports the new one through its own operation, dependencies first', () => {
+  it("an update of a workload of an unknown runtime removes the old instance's state and reports the new one through its own operation, dependencies first", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const odd1 = workload('odd', { runtime: 'docker', config: 'image: odd:1' });
       const odd2 = workload('odd', { runtime: 'docker', config: 'image: odd:2', dependencies: { init_storage: 'Succeeded' } });
       const runtime = new FakeRuntime({ states: () => cold('---s', { s: S.succeeded() }) });
       const out: string[] = [];
-      const which = (s: WorkloadState) => (s.instanceName.id === odd1.instanceName.id ? 'odd1' : s.instanceName.id === odd2.instanceName.id ? 'odd2' : s.instanceName.workloadName);
-      runWorkloads(cold('a-b', {
-        a: { kind: 'serverHello', added: [odd1, init] },
-        b: { kind: 'updateWorkload', added: [odd2], deleted: [deleted(odd1)] },
-      }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY })
-        .subscribe((states) => states.forEach((s) => out.push(`${scheduler.now()} ${which(s)}: ${formatState(s.executionState)}`)));
+      const which = (s: WorkloadState) =>
+        s.instanceName.id === odd1.instanceName.id ? 'odd1' : s.instanceName.id === odd2.instanceName.id ? 'odd2' : s.instanceName.workloadName;
+      runWorkloads(
+        cold('a-b', {
+          a: { kind: 'serverHello', added: [odd1, init] },
+          b: { kind: 'updateWorkload', added: [odd2], deleted: [deleted(odd1)] },
+        }),
+        { agentName: AGENT, runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY },
+      ).subscribe((states) => states.forEach((s) => out.push(`${scheduler.now()} ${which(s)}: ${formatState(s.executionState)}`)));
       flush();
       expect(out).to.deep.equal([
         '0 odd1: Pending(Starting): Triggered at runtime.',
@@ -193,14 +235,19 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
-  it('swdd~agent-stores-workload-states-of-its-workloads~1: the server\'s echo of the agent\'s own states does not override them', () => {
+  // swdd~agent-stores-workload-states-of-its-workloads~1
+  it("the server's echo of the agent's own states does not override them", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const app = workload('app', { dependencies: { init_storage: 'Succeeded' } });
-      const { out } = run(scheduler, cold('a-b', {
-        a: { kind: 'serverHello', added: [app] },
-        b: { kind: 'updateWorkloadState', states: [stateOf(init, S.succeeded())] },
-      }), {});
+      const { out } = run(
+        scheduler,
+        cold('a-b', {
+          a: { kind: 'serverHello', added: [app] },
+          b: { kind: 'updateWorkloadState', states: [stateOf(init, S.succeeded())] },
+        }),
+        {},
+      );
       flush();
       // init_storage is this agent's workload name but not managed: the echo is ignored, app keeps waiting
       expect(out).to.deep.equal([[0, 'app: Pending(WaitingToStart)']]);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
-import { ReplaySubject, Subject, Subscription, filter, firstValueFrom, take, toArray } from 'rxjs';
+import { ReplaySubject, Subject, type Subscription, filter, firstValueFrom, take, toArray } from 'rxjs';
 import { type Security, connectAgent } from '../../lib/drivers/grpc-connection.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
@@ -27,8 +27,15 @@ function link(url: string, options: { security?: Security; stop$?: Subject<void>
   const connected: string[][] = [];
   let completed = false;
   const subscription = serverLink((o$) => connectAgent({ serverUrl: url, security: options.security ?? insecure, keepaliveMs: 2000 }, o$), out$, {
-    agentName: AGENT, log: silentLogger, stop$: options.stop$, greeting: options.greeting,
-  }).subscribe({ next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : m.kind !== 'disconnected' && in$.next(m)), error: (e) => errors.push(e), complete: () => (completed = true) });
+    agentName: AGENT,
+    log: silentLogger,
+    stop$: options.stop$,
+    greeting: options.greeting,
+  }).subscribe({
+    next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : m.kind !== 'disconnected' && in$.next(m)),
+    error: (e) => errors.push(e),
+    complete: () => (completed = true),
+  });
   return { out$, in$, errors, subscription, completed: () => completed, connected };
 }
 
@@ -46,7 +53,8 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     return l;
   };
 
-  it('swdd~agent-sends-hello~1: sends AgentHello with the agent name and protocol version first', async () => {
+  // swdd~agent-sends-hello~1
+  it('sends AgentHello with the agent name and protocol version first', async () => {
     open();
     const stream = await server.nextStream();
     const first = await stream.waitFor(() => true);
@@ -54,7 +62,8 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     expect(first.ToServerEnum.value).to.deep.include({ agentName: AGENT, protocolVersion: LINE_1.version });
   });
 
-  it('swdd~agent-manager-listens-requests-from-server~1: ServerHello, UpdateWorkload and UpdateWorkloadState arrive as typed values', async () => {
+  // swdd~agent-manager-listens-requests-from-server~1
+  it('ServerHello, UpdateWorkload and UpdateWorkloadState arrive as typed values', async () => {
     const l = open();
     const stream = await server.nextStream();
     const wl = workload('nginx', { runtime: 'podman' });
@@ -63,16 +72,41 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
       workload: { runtime: 'podman', runtimeConfig: wl.runtimeConfig, restartPolicy: 2, dependencies: { dependencies: { db: 1 } } },
     };
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [added] } } });
-    stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [], deletedWorkloads: [{ instanceName: wl.instanceName, dependencies: { logger: 1 } }] } } });
-    stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [{ instanceName: { ...wl.instanceName, agentName: 'agent_B' }, executionState: { ExecutionStateEnum: { case: 'running', value: 0 } } }] } } });
+    stream.send({
+      FromServerEnum: {
+        case: 'updateWorkload',
+        value: { addedWorkloads: [], deletedWorkloads: [{ instanceName: wl.instanceName, dependencies: { logger: 1 } }] },
+      },
+    });
+    stream.send({
+      FromServerEnum: {
+        case: 'updateWorkloadState',
+        value: {
+          workloadStates: [
+            { instanceName: { ...wl.instanceName, agentName: 'agent_B' }, executionState: { ExecutionStateEnum: { case: 'running', value: 0 } } },
+          ],
+        },
+      },
+    });
     const messages: FromServer[] = [];
     await firstValueFrom(l.in$.pipe(filter((m) => messages.push(m) === 3)));
-    expect(messages[0]).to.deep.equal({ kind: 'serverHello', added: [{ ...wl, runtime: 'podman', restartPolicy: 'Always', dependencies: { db: 'Succeeded' } }] });
-    expect(messages[1]).to.deep.equal({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: wl.instanceName, dependencies: { logger: 'NotPendingNorRunning' } }] });
-    expect(messages[2]).to.deep.equal({ kind: 'updateWorkloadState', states: [{ instanceName: { ...wl.instanceName, agentName: 'agent_B' }, executionState: ExecutionState.running() }] });
+    expect(messages[0]).to.deep.equal({
+      kind: 'serverHello',
+      added: [{ ...wl, runtime: 'podman', restartPolicy: 'Always', dependencies: { db: 'Succeeded' } }],
+    });
+    expect(messages[1]).to.deep.equal({
+      kind: 'updateWorkload',
+      added: [],
+      deleted: [{ instanceName: wl.instanceName, dependencies: { logger: 'NotPendingNorRunning' } }],
+    });
+    expect(messages[2]).to.deep.equal({
+      kind: 'updateWorkloadState',
+      states: [{ instanceName: { ...wl.instanceName, agentName: 'agent_B' }, executionState: ExecutionState.running() }],
+    });
   });
 
-  it('swdd~agent-sends-workload-states-of-its-workloads-to-server~2: outbound states reach the server as UpdateWorkloadState', async () => {
+  // swdd~agent-sends-workload-states-of-its-workloads-to-server~2
+  it('outbound states reach the server as UpdateWorkloadState', async () => {
     const l = open();
     const stream = await server.nextStream();
     await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
@@ -85,19 +119,32 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     expect(states[0].executionState?.additionalInfo).to.equal('Triggered at runtime.');
   });
 
-  it('swdd~agent-handles-update-workload-state-requests~1, swdd~agent-manager-stores-all-workload-states~1: leaves out a malformed element alone, never the message it came in; states of workloads no agent runs (empty agent name) are valid', async () => {
+  // swdd~agent-handles-update-workload-state-requests~1, swdd~agent-manager-stores-all-workload-states~1
+  it('leaves out a malformed element alone, never the message it came in; states of workloads no agent runs (empty agent name) are valid', async () => {
     const l = open();
     const stream = await server.nextStream();
     const good = workload('good', { runtime: 'podman' });
     stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [{ workload: { runtime: 'podman' } }, addedWorkload(good)] } } });
-    const notScheduled = { instanceName: { workloadName: 'idle', agentName: '', id: 'x' }, executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'notScheduled' as const, value: 0 } } };
-    const broken = { instanceName: { workloadName: '', agentName: 'agent_B', id: 'y' }, executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'running' as const, value: 0 } } };
-    const unknownSubstate = { instanceName: { workloadName: 'odd', agentName: 'agent_B', id: 'z' }, executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'running' as const, value: 77 } } };
+    const notScheduled = {
+      instanceName: { workloadName: 'idle', agentName: '', id: 'x' },
+      executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'notScheduled' as const, value: 0 } },
+    };
+    const broken = {
+      instanceName: { workloadName: '', agentName: 'agent_B', id: 'y' },
+      executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'running' as const, value: 0 } },
+    };
+    const unknownSubstate = {
+      instanceName: { workloadName: 'odd', agentName: 'agent_B', id: 'z' },
+      executionState: { additionalInfo: '', ExecutionStateEnum: { case: 'running' as const, value: 77 } },
+    };
     stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [notScheduled, broken, unknownSubstate] } } });
     const [update, states] = await firstValueFrom(l.in$.pipe(take(2), toArray()));
     expect(update).to.deep.include({ kind: 'updateWorkload', deleted: [] });
     expect((update as Extract<FromServer, { kind: 'updateWorkload' }>).added.map((s) => s.instanceName.workloadName)).to.deep.equal(['good']);
-    expect(states).to.deep.equal({ kind: 'updateWorkloadState', states: [{ instanceName: { workloadName: 'idle', agentName: '', id: 'x' }, executionState: ExecutionState.notScheduled() }] });
+    expect(states).to.deep.equal({
+      kind: 'updateWorkloadState',
+      states: [{ instanceName: { workloadName: 'idle', agentName: '', id: 'x' }, executionState: ExecutionState.notScheduled() }],
+    });
   });
 
   it('reconnects after the server goes away and comes back, says hello again and sends the greeting', async () => {
@@ -113,7 +160,8 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     await second.waitFor((m) => m.ToServerEnum.case === 'updateWorkloadState');
   });
 
-  it('swdd~grpc-agent-connection-sends-agent-gone~1: when stopped, cancels the stream (the server sees it fail, no Goodbye) and stops reconnecting', async () => {
+  // swdd~grpc-agent-connection-sends-agent-gone~1
+  it('when stopped, cancels the stream (the server sees it fail, no Goodbye) and stops reconnecting', async () => {
     const stop$ = new Subject<void>();
     const l = open({ stop$ });
     const stream = await server.nextStream();
@@ -127,7 +175,7 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     expect(l.completed()).to.equal(true);
   });
 
-  it('fails with the server\'s message when the server refuses the protocol version (FAILED_PRECONDITION)', async () => {
+  it("fails with the server's message when the server refuses the protocol version (FAILED_PRECONDITION)", async () => {
     const l = open();
     const stream = await server.nextStream();
     await stream.waitFor(() => true);
@@ -137,16 +185,22 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     expect((l.errors[0] as Error).message).to.include("Unsupported protocol version '0.8.0'");
   });
 
-  it('issue 14: a server that takes the connection but never answers (as if blackholed) fails the connection at its timeout, with the reason', async () => {
-    const silent = net.createServer(() => undefined);
+  it('a server that takes the connection but never answers (as if blackholed) fails the connection at its timeout, with the reason', async () => {
+    const accepted: net.Socket[] = [];
+    const silent = net.createServer((socket) => accepted.push(socket));
     const port = await new Promise<number>((resolve) => silent.listen(0, '127.0.0.1', () => resolve((silent.address() as net.AddressInfo).port)));
     try {
-      const error = await firstValueFrom(connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure, connectTimeoutMs: 500 }, new Subject<never>()))
-        .then(() => undefined, (e: Error & { code?: number }) => e);
+      const error = await firstValueFrom(
+        connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure, connectTimeoutMs: 500 }, new Subject<never>()),
+      ).then(
+        () => undefined,
+        (e: Error & { code?: number }) => e,
+      );
       expect(error?.message).to.equal(`the server did not answer within 0.5 s (http://127.0.0.1:${port})`);
       expect(error?.code).to.equal(grpc.status.UNAVAILABLE);
     } finally {
       silent.close();
+      accepted.forEach((socket) => socket.destroy());
     }
   });
 
@@ -158,7 +212,10 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
       const upstream = net.connect(server.port, '127.0.0.1');
       client.on('data', (d) => !frozen.has(client) && upstream.write(d));
       upstream.on('data', (d) => !frozen.has(client) && client.write(d));
-      for (const [a, b] of [[client, upstream], [upstream, client]]) {
+      for (const [a, b] of [
+        [client, upstream],
+        [upstream, client],
+      ]) {
         a.on('error', () => b.destroy());
         a.on('close', () => b.destroy());
       }
@@ -170,7 +227,8 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     proxy.on('connected', (s: net.Socket) => sockets.push(s));
     const out$ = new Subject<ToServer>();
     const sub = serverLink((o$) => connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure, keepaliveMs: 1000 }, o$), out$, {
-      agentName: AGENT, log: silentLogger,
+      agentName: AGENT,
+      log: silentLogger,
     }).subscribe();
     subscriptions.push(sub);
     try {
@@ -191,7 +249,8 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     before(() => execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), dir]));
     const pem = (name: string) => readFileSync(path.join(dir, name));
 
-    it('swdd~agent-provides-file-paths-to-communication-middleware~1: connects with the agent certificate, checking the server certificate against the name ank-server', async () => {
+    // swdd~agent-provides-file-paths-to-communication-middleware~1
+    it('connects with the agent certificate, checking the server certificate against the name ank-server', async () => {
       server.stop();
       server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert: pem('server.pem'), key: pem('server-key.pem') } });
       open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
@@ -204,12 +263,22 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
         const raw = tls.createServer({ cert: pem('server.pem'), key: pem('server-key.pem'), requestCert: true, rejectUnauthorized: false }, (socket) => {
           // Without a CA of its own the server's view of the chain is exactly what the client sent.
           const chain: string[] = [];
-          for (let c: tls.DetailedPeerCertificate | undefined = socket.getPeerCertificate(true); c?.raw && !chain.includes(c.fingerprint256); c = c.issuerCertificate) chain.push(c.fingerprint256);
+          for (
+            let c: tls.DetailedPeerCertificate | undefined = socket.getPeerCertificate(true);
+            c?.raw && !chain.includes(c.fingerprint256);
+            c = c.issuerCertificate
+          )
+            chain.push(c.fingerprint256);
           resolve(chain.length);
           socket.destroy();
           raw.close();
         });
-        raw.listen(0, '127.0.0.1', () => open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } }, `https://127.0.0.1:${(raw.address() as net.AddressInfo).port}`));
+        raw.listen(0, '127.0.0.1', () =>
+          open(
+            { security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } },
+            `https://127.0.0.1:${(raw.address() as net.AddressInfo).port}`,
+          ),
+        );
       });
       expect(await presented).to.equal(1);
     });
@@ -226,7 +295,9 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
       const other = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
       execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), other]);
       server.stop();
-      server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert: readFileSync(path.join(other, 'server.pem')), key: readFileSync(path.join(other, 'server-key.pem')) } });
+      server = await FakeAnkaiosServer.start({
+        tls: { ca: pem('ca.pem'), cert: readFileSync(path.join(other, 'server.pem')), key: readFileSync(path.join(other, 'server-key.pem')) },
+      });
       open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
       await new Promise((r) => setTimeout(r, 1500));
       expect(server.streams).to.have.length(0);

@@ -7,17 +7,27 @@ import { testScheduler } from '../helpers/virtual-time.js';
 const shown = (s: ExecutionState) => formatState(s);
 
 describe('the state checker of the podman runtime', () => {
-  it('swdd~generic-state-checker-sends-workload-state~2, swdd~agent-provides-generic-state-checker-implementation~1, swdd~podman-state-getter-uses-podmancli~1: emits only changes; `stopped` is reported only once it lasted a second', () => {
+  // swdd~generic-state-checker-sends-workload-state~2, swdd~agent-provides-generic-state-checker-implementation~1, swdd~podman-state-getter-uses-podmancli~1
+  it('emits only changes; `stopped` is reported only once it lasted a second', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const snap = (poll: number, State: string, ExitCode = 0) => ({ poll, containers: [{ Id: 'id1', State, ExitCode }] });
       const cache = {
-        fresh: () => cold('a-b-c-d-e 999ms f-g', {
-          a: snap(1, 'running'), b: snap(2, 'running'), c: snap(3, 'stopped', 3), d: snap(4, 'exited', 3),
-          e: snap(5, 'stopped'), f: snap(6, 'stopped'), g: { poll: 7 },
-        }),
+        fresh: () =>
+          cold('a-b-c-d-e 999ms f-g', {
+            a: snap(1, 'running'),
+            b: snap(2, 'running'),
+            c: snap(3, 'stopped', 3),
+            d: snap(4, 'exited', 3),
+            e: snap(5, 'stopped'),
+            f: snap(6, 'stopped'),
+            g: { poll: 7 },
+          }),
       };
       expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map(shown))).toBe('a-----d 1001ms f-g', {
-        a: 'Running(Ok)', d: "Failed(ExecFailed): Exit code: '3'", f: 'Stopping(Stopping): stopped', g: 'Failed(Unknown): Podman could not be asked for the container states.',
+        a: 'Running(Ok)',
+        d: "Failed(ExecFailed): Exit code: '3'",
+        f: 'Stopping(Stopping): stopped',
+        g: 'Failed(Unknown): Podman could not be asked for the container states.',
       });
     });
   });
@@ -27,11 +37,13 @@ describe('the state checker and quick polls', () => {
   it('two quick polls that both see an exiting container `stopped` (events died + cleanup) do not report Stopping', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const snap = (poll: number, State: string, ExitCode = 0) => ({ poll, containers: [{ Id: 'id1', State, ExitCode }] });
-      const cache = { fresh: () => cold('a 100ms s 50ms t 100ms x', { a: snap(1, 'running'), s: snap(2, 'stopped', 3), t: snap(3, 'stopped', 3), x: snap(4, 'exited', 3) }) };
+      const cache = {
+        fresh: () => cold('a 100ms s 50ms t 100ms x', { a: snap(1, 'running'), s: snap(2, 'stopped', 3), t: snap(3, 'stopped', 3), x: snap(4, 'exited', 3) }),
+      };
       expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map(shown))).toBe('a 252ms x', {
-        a: 'Running(Ok)', x: "Failed(ExecFailed): Exit code: '3'",
+        a: 'Running(Ok)',
+        x: "Failed(ExecFailed): Exit code: '3'",
       });
     });
   });
 });
-
