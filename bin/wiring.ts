@@ -9,7 +9,15 @@ import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.j
 import { stateChecker } from '../streams/state-checker.js';
 
 /** `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one state checker. */
-export function builtInRuntimes(log: Logger, cli = new PodmanCli({ log }), { events = true, verifyMs = VERIFY_INTERVAL_MS } = {}): Map<string, RuntimeConnector> {
-  const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, { verifyMs, exits$: events ? conmonExits() : EMPTY });
+export function builtInRuntimes(
+  log: Logger,
+  cli = new PodmanCli({ log }),
+  { events = true, verifyMs = VERIFY_INTERVAL_MS } = {},
+): Map<string, RuntimeConnector> {
+  const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, {
+    verifyMs,
+    exits$: events ? conmonExits() : EMPTY,
+    log,
+  });
   return podmanRuntimes(cli, stateChecker(cache), log);
 }

@@ -2,7 +2,7 @@
 // neither side imports the other.
 import type { Observable } from 'rxjs';
 import type { ExecutionState } from './execution-state.js';
-import type { Container } from './podman/container-state.js';
+import type { Container } from './podman/container.js';
 import type { ControlInterfaceAccess } from './workload.js';
 
 /** One look at all containers of the runtime. */

@@ -2,7 +2,7 @@
 import { Observable, type Subscription, map, of } from 'rxjs';
 import { LogLines } from '../log-lines.js';
 import type { Logger } from '../logger.js';
-import type { Container } from '../podman/container-state.js';
+import type { Container } from '../podman/container.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
 export class PodmanError extends Error {}
@@ -16,9 +16,12 @@ function withSubprocess<T>(start: (execa: typeof import('execa')['execa'], subsc
   return new Observable<T>((subscriber) => {
     let kill: (() => void) | undefined;
     let cancelled = false;
-    loadExeca().then(({ execa }) => {
-      if (!cancelled) kill = start(execa, subscriber).kill;
-    }, (err: unknown) => subscriber.error(new PodmanError(`Cannot load execa: ${String(err)}`)));
+    loadExeca().then(
+      ({ execa }) => {
+        if (!cancelled) kill = start(execa, subscriber).kill;
+      },
+      (err: unknown) => subscriber.error(new PodmanError(`Cannot load execa: ${String(err)}`)),
+    );
     return () => {
       cancelled = true;
       kill?.();
@@ -100,37 +103,42 @@ export class PodmanCli {
    */
   run(args: readonly string[], input?: string, kind: 'query' | 'command' = 'command'): Observable<string> {
     const deadline = this.deadlines[kind];
-    return this.slots.run(withSubprocess<string>((execa, subscriber) => {
-      this.calls += 1;
-      const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
-      // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
-      const timer = setTimeout(() => {
-        const message = `podman ${args.find((a) => !a.startsWith('-')) ?? ''} did not finish within ${deadline / 1000} s and was killed.`;
-        this.options.log?.warn(message);
-        child.kill('SIGKILL');
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-        subscriber.error(new PodmanError(message));
-      }, deadline);
-      child.then((result) => {
-        clearTimeout(timer);
-        if (subscriber.closed) return;
-        if (!result.failed) {
-          subscriber.next(result.stdout);
-          subscriber.complete();
-        } else if (result.exitCode === undefined && !result.isTerminated) {
-          subscriber.error(new PodmanError(`Cannot run podman: ${result.shortMessage ?? 'unknown error'}`));
-        } else {
-          subscriber.error(new PodmanError((String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '')));
-        }
-      }, (err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
-      return {
-        kill: () => {
-          clearTimeout(timer);
-          if (child.exitCode === null) child.kill();
-        },
-      };
-    }));
+    return this.slots.run(
+      withSubprocess<string>((execa, subscriber) => {
+        this.calls += 1;
+        const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
+        // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
+        const timer = setTimeout(() => {
+          const message = `podman ${args.find((a) => !a.startsWith('-')) ?? ''} did not finish within ${deadline / 1000} s and was killed.`;
+          this.options.log?.warn(message);
+          child.kill('SIGKILL');
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+          subscriber.error(new PodmanError(message));
+        }, deadline);
+        child.then(
+          (result) => {
+            clearTimeout(timer);
+            if (subscriber.closed) return;
+            if (!result.failed) {
+              subscriber.next(result.stdout);
+              subscriber.complete();
+            } else if (result.exitCode === undefined && !result.isTerminated) {
+              subscriber.error(new PodmanError(`Cannot run podman: ${result.shortMessage ?? 'unknown error'}`));
+            } else {
+              subscriber.error(new PodmanError((String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '')));
+            }
+          },
+          (err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)),
+        );
+        return {
+          kill: () => {
+            clearTimeout(timer);
+            if (child.exitCode === null) child.kill();
+          },
+        };
+      }),
+    );
   }
 
   /**

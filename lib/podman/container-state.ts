@@ -1,31 +1,29 @@
-// From Podman's container states to execution states (the state getter tables of seed 000).
+// From Podman's container states to execution states (swdd~podman-state-getter-maps-state~3).
 import { ExecutionState } from '../execution-state.js';
 import type { StateReading } from '../ports.js';
+import type { Container } from './container.js';
 
-/** The fields of `podman ps --all --format=json` the agent reads. */
-export interface Container {
-  readonly Id: string;
-  readonly Names?: readonly string[];
-  readonly State?: string;
-  readonly ExitCode?: number;
-  readonly Labels?: Readonly<Record<string, string>> | null;
-  readonly Pod?: string;
-  readonly IsInfra?: boolean;
-}
-
-const exited = (c: Container): ExecutionState =>
-  (c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`);
+const exited = (c: Container): ExecutionState => ((c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`));
 
 type Kind = 'starting' | 'running' | 'exited' | 'stopping' | 'unknown';
 
 /** What a Podman container state means, as both state getters read it. */
 function kindOf(state: string): Kind {
   switch (state) {
-    case 'created': case 'configured': case 'initialized': return 'starting';
-    case 'running': return 'running';
-    case 'exited': return 'exited';
-    case 'stopping': case 'stopped': case 'removing': return 'stopping';
-    default: return 'unknown';
+    case 'created':
+    case 'configured':
+    case 'initialized':
+      return 'starting';
+    case 'running':
+      return 'running';
+    case 'exited':
+      return 'exited';
+    case 'stopping':
+    case 'stopped':
+    case 'removing':
+      return 'stopping';
+    default:
+      return 'unknown';
   }
 }
 
@@ -33,22 +31,32 @@ function kindOf(state: string): Kind {
 export function podmanState(c: Container): ExecutionState {
   const state = (c.State ?? '').toLowerCase();
   switch (kindOf(state)) {
-    case 'starting': return ExecutionState.starting(state);
-    case 'running': return ExecutionState.running();
-    case 'exited': return exited(c);
-    case 'stopping': return ExecutionState.stopping(state);
-    case 'unknown': return ExecutionState.unknown(state);
+    case 'starting':
+      return ExecutionState.starting(state);
+    case 'running':
+      return ExecutionState.running();
+    case 'exited':
+      return exited(c);
+    case 'stopping':
+      return ExecutionState.stopping(state);
+    case 'unknown':
+      return ExecutionState.unknown(state);
   }
 }
 
 /** swdd~podman-kube-state-getter-maps-state~2 */
 export function kubeContainerState(c: Container): ExecutionState {
   switch (kindOf((c.State ?? '').toLowerCase())) {
-    case 'starting': return ExecutionState.starting('starting container');
-    case 'running': return ExecutionState.running();
-    case 'exited': return exited(c);
-    case 'stopping': return ExecutionState.stopping('stopping container');
-    case 'unknown': return ExecutionState.unknown('unknown container state');
+    case 'starting':
+      return ExecutionState.starting('starting container');
+    case 'running':
+      return ExecutionState.running();
+    case 'exited':
+      return exited(c);
+    case 'stopping':
+      return ExecutionState.stopping('stopping container');
+    case 'unknown':
+      return ExecutionState.unknown('unknown container state');
   }
 }
 
@@ -85,11 +93,17 @@ export const containersOf = (pods: readonly string[], containers: readonly Conta
 const isTransient = (c: Container) => c.State === 'stopped';
 
 /** swdd~podman-state-getter-uses-podmancli~1, swdd~podman-state-getter-returns-lost-state~1: the state getter of the podman runtime. */
-export const podmanReading = (id: string) => (containers: readonly Container[]): StateReading => {
-  const c = containers.find((x) => x.Id === id);
-  return c ? { state: podmanState(c), transient: isTransient(c) } : { state: ExecutionState.lost(), transient: false };
-};
+export const podmanReading =
+  (id: string) =>
+  (containers: readonly Container[]): StateReading => {
+    const c = containers.find((x) => x.Id === id);
+    return c ? { state: podmanState(c), transient: isTransient(c) } : { state: ExecutionState.lost(), transient: false };
+  };
 
 /** swdd~podman-kube-state-getter-uses-container-states~1: the state getter of the podman-kube runtime. */
-export const kubeReading = (pods: readonly string[]) => (containers: readonly Container[]): StateReading =>
-  ({ state: kubeWorkloadState(pods, containers), transient: containersOf(pods, containers).some(isTransient) });
+export const kubeReading =
+  (pods: readonly string[]) =>
+  (containers: readonly Container[]): StateReading => ({
+    state: kubeWorkloadState(pods, containers),
+    transient: containersOf(pods, containers).some(isTransient),
+  });

@@ -1,38 +1,66 @@
 import { expect } from 'chai';
 import { fromBase64, toBase64 } from '../../lib/drivers/podman-runtime.js';
-import { ExecutionState, formatState } from '../../lib/execution-state.js';
-import { type Container, kubeContainerState, kubeWorkloadState, podmanState } from '../../lib/podman/container-state.js';
+import { type ExecutionState, formatState } from '../../lib/execution-state.js';
+import type { Container } from '../../lib/podman/container.js';
+import { kubeContainerState, kubeWorkloadState, podmanState } from '../../lib/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
 import {
-  NO_CONTROL_INTERFACE_TARGET, RuntimeConfigError, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface,
+  NO_CONTROL_INTERFACE_TARGET,
+  RuntimeConfigError,
+  parseKubeConfig,
+  parsePodmanConfig,
+  podmanRunArgs,
+  withControlInterface,
 } from '../../lib/podman/runtime-config.js';
 
 const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
 const shown = (s: ExecutionState) => formatState(s);
 
 describe('Podman state tables', () => {
-  it('swdd~podman-state-getter-maps-state~3: maps container states and exit codes, Podman\'s state word as the additional info', () => {
+  // swdd~podman-state-getter-maps-state~3
+  it("maps container states and exit codes, Podman's state word as the additional info", () => {
     const table: Array<[string, number, string]> = [
-      ['created', 0, 'Pending(Starting): created'], ['configured', 0, 'Pending(Starting): configured'], ['initialized', 0, 'Pending(Starting): initialized'],
-      ['paused', 0, 'Failed(Unknown): paused'], ['running', 0, 'Running(Ok)'], ['exited', 0, 'Succeeded(Ok)'],
-      ['exited', 7, "Failed(ExecFailed): Exit code: '7'"], ['stopping', 0, 'Stopping(Stopping): stopping'], ['stopped', 0, 'Stopping(Stopping): stopped'],
-      ['removing', 0, 'Stopping(Stopping): removing'], ['dead', 0, 'Failed(Unknown): dead'],
+      ['created', 0, 'Pending(Starting): created'],
+      ['configured', 0, 'Pending(Starting): configured'],
+      ['initialized', 0, 'Pending(Starting): initialized'],
+      ['paused', 0, 'Failed(Unknown): paused'],
+      ['running', 0, 'Running(Ok)'],
+      ['exited', 0, 'Succeeded(Ok)'],
+      ['exited', 7, "Failed(ExecFailed): Exit code: '7'"],
+      ['stopping', 0, 'Stopping(Stopping): stopping'],
+      ['stopped', 0, 'Stopping(Stopping): stopped'],
+      ['removing', 0, 'Stopping(Stopping): removing'],
+      ['dead', 0, 'Failed(Unknown): dead'],
     ];
     for (const [state, code, expected] of table) expect(shown(podmanState(c(state, code))), state).to.equal(expected);
   });
 
-  it('swdd~podman-kube-state-getter-maps-state~2: maps kube container states, with the released agent\'s texts', () => {
+  // swdd~podman-kube-state-getter-maps-state~2
+  it("maps kube container states, with the released agent's texts", () => {
     const table: Array<[string, number, string]> = [
-      ['created', 0, 'Pending(Starting): starting container'], ['configured', 0, 'Pending(Starting): starting container'],
-      ['initialized', 0, 'Pending(Starting): starting container'], ['paused', 0, 'Failed(Unknown): unknown container state'], ['running', 0, 'Running(Ok)'],
-      ['exited', 0, 'Succeeded(Ok)'], ['exited', 2, "Failed(ExecFailed): Exit code: '2'"], ['stopping', 0, 'Stopping(Stopping): stopping container'],
-      ['stopped', 0, 'Stopping(Stopping): stopping container'], ['removing', 0, 'Stopping(Stopping): stopping container'],
+      ['created', 0, 'Pending(Starting): starting container'],
+      ['configured', 0, 'Pending(Starting): starting container'],
+      ['initialized', 0, 'Pending(Starting): starting container'],
+      ['paused', 0, 'Failed(Unknown): unknown container state'],
+      ['running', 0, 'Running(Ok)'],
+      ['exited', 0, 'Succeeded(Ok)'],
+      ['exited', 2, "Failed(ExecFailed): Exit code: '2'"],
+      ['stopping', 0, 'Stopping(Stopping): stopping container'],
+      ['stopped', 0, 'Stopping(Stopping): stopping container'],
+      ['removing', 0, 'Stopping(Stopping): stopping container'],
     ];
     for (const [state, code, expected] of table) expect(shown(kubeContainerState(c(state, code))), state).to.equal(expected);
   });
 
-  it('swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-uses-container-states~1: the lowest priority wins: Failed < Starting < Unknown < Running < Stopping < Succeeded', () => {
-    const combine = (...states: Array<[string, number?]>) => shown(kubeWorkloadState(['p1'], states.map(([s, code]) => c(s, code, 'p1'))));
+  // swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-state-getter-uses-container-states~1
+  it('the lowest priority wins: Failed < Starting < Unknown < Running < Stopping < Succeeded', () => {
+    const combine = (...states: Array<[string, number?]>) =>
+      shown(
+        kubeWorkloadState(
+          ['p1'],
+          states.map(([s, code]) => c(s, code, 'p1')),
+        ),
+      );
     expect(combine(['exited', 0], ['running'], ['exited', 1])).to.equal("Failed(ExecFailed): Exit code: '1'");
     expect(combine(['exited', 0], ['running'], ['created'])).to.equal('Pending(Starting): starting container');
     expect(combine(['running'], ['paused'])).to.equal('Failed(Unknown): unknown container state');
@@ -41,7 +69,8 @@ describe('Podman state tables', () => {
     expect(combine(['exited', 0], ['exited', 0])).to.equal('Succeeded(Ok)');
   });
 
-  it('swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1: a missing pod is one unknown container, so pods gone from outside are Failed(Unknown), never Removed; a workload without any pod is Failed(Lost); the infra container counts like any other', () => {
+  // swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1
+  it('a missing pod is one unknown container, so pods gone from outside are Failed(Unknown), never Removed; a workload without any pod is Failed(Lost); the infra container counts like any other', () => {
     expect(shown(kubeWorkloadState(['p1', 'p2'], [c('exited', 0, 'p1')]))).to.equal('Failed(Unknown): unknown container state');
     expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Failed(Unknown): unknown container state');
     expect(shown(kubeWorkloadState([], []))).to.equal('Failed(Lost)');
@@ -51,18 +80,39 @@ describe('Podman state tables', () => {
 });
 
 describe('runtime configs', () => {
-  it('swdd~podman-create-workload-mounts-fifo-files~1: builds `podman run` as the wire facts give it, mounting the Control Interface at /run/ankaios/control_interface', () => {
+  // swdd~podman-create-workload-mounts-fifo-files~1
+  it('builds `podman run` as the wire facts give it, mounting the Control Interface at /run/ankaios/control_interface', () => {
     const config = parsePodmanConfig('image: img\ngeneralOptions: ["--log-level", "info"]\ncommandOptions: ["-e", "A=1"]\ncommandArgs: ["sh", "-c", "true"]');
     expect(podmanRunArgs(config, 'w.h.a', 'a', { controlInterfacePath: '/run/x', fileMounts: [{ hostPath: '/h/f', mountPoint: '/etc/f' }] })).to.deep.equal([
-      '--log-level', 'info', 'run', '--detach', '--name', 'w.h.a', '-e', 'A=1',
+      '--log-level',
+      'info',
+      'run',
+      '--detach',
+      '--name',
+      'w.h.a',
+      '-e',
+      'A=1',
       '--mount=type=bind,source=/run/x,destination=/run/ankaios/control_interface',
       '--mount=type=bind,source=/h/f,destination=/etc/f,readonly=true',
-      '--label=name=w.h.a', '--label=agent=a', 'img', 'sh', '-c', 'true',
+      '--label=name=w.h.a',
+      '--label=agent=a',
+      'img',
+      'sh',
+      '-c',
+      'true',
     ]);
   });
 
   it('names the field that is wrong', () => {
-    const error = (f: () => unknown) => { try { f(); } catch (e) { expect(e).to.be.instanceOf(RuntimeConfigError); return (e as Error).message; } return 'no error'; };
+    const error = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        expect(e).to.be.instanceOf(RuntimeConfigError);
+        return (e as Error).message;
+      }
+      return 'no error';
+    };
     expect(error(() => parsePodmanConfig('commandArgs: []'))).to.equal("The runtime config field 'image' is missing.");
     expect(error(() => parsePodmanConfig('image: 3'))).to.equal("The runtime config field 'image' must be a string.");
     expect(error(() => parsePodmanConfig('image: x\ncommandOptions: {a: 1}'))).to.equal("The runtime config field 'commandOptions' must be a list of strings.");
@@ -73,26 +123,42 @@ describe('runtime configs', () => {
 });
 
 describe('podman-kube: the Control Interface target', () => {
-  const pod = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - name: app\n    image: x\n  - name: proxy\n    image: y\n';
+  const pod =
+    'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - name: app\n    image: x\n  - name: proxy\n    image: y\n';
 
-  it('swdd~podman-kube-injects-control-interface-volume~1, swdd~podman-kube-injects-control-interface-volume-mount~1, swdd~podman-kube-mounts-control-interface~2: adds a hostPath volume "control-interface-volume" of the folder and mounts it at /run/ankaios/control_interface in the target container only', () => {
+  // swdd~podman-kube-injects-control-interface-volume~1, swdd~podman-kube-injects-control-interface-volume-mount~1, swdd~podman-kube-mounts-control-interface~2
+  it('adds a hostPath volume "control-interface-volume" of the folder and mounts it at /run/ankaios/control_interface in the target container only', () => {
     const doc = parseYaml(withControlInterface(pod, 'web/proxy', '/run/io/w.1/control_interface'));
-    expect(doc.spec.volumes).to.deep.equal([{ name: 'data', emptyDir: {} }, { name: 'control-interface-volume', hostPath: { path: '/run/io/w.1/control_interface', type: 'Directory' } }]);
+    expect(doc.spec.volumes).to.deep.equal([
+      { name: 'data', emptyDir: {} },
+      { name: 'control-interface-volume', hostPath: { path: '/run/io/w.1/control_interface', type: 'Directory' } },
+    ]);
     expect(doc.spec.containers[1].volumeMounts).to.deep.equal([{ name: 'control-interface-volume', mountPath: '/run/ankaios/control_interface' }]);
     expect(doc.spec.containers[0].volumeMounts).to.equal(undefined);
   });
 
-  it('swdd~podman-kube-mounts-control-interface~2: a Deployment\'s pod is named as Podman names it, <deployment>-pod', () => {
-    const deployment = 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: mydep\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: x\n';
+  // swdd~podman-kube-mounts-control-interface~2
+  it("a Deployment's pod is named as Podman names it, <deployment>-pod", () => {
+    const deployment =
+      'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: mydep\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: x\n';
     const doc = parseYaml(withControlInterface(deployment, 'mydep-pod/app', '/run/io/w.1/control_interface'));
-    expect(doc.spec.template.spec.containers[0].volumeMounts).to.deep.equal([{ name: 'control-interface-volume', mountPath: '/run/ankaios/control_interface' }]);
-    expect(() => withControlInterface(deployment, 'mydep/app', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target pod not found 'mydep'");
+    expect(doc.spec.template.spec.containers[0].volumeMounts).to.deep.equal([
+      { name: 'control-interface-volume', mountPath: '/run/ankaios/control_interface' },
+    ]);
+    expect(() => withControlInterface(deployment, 'mydep/app', '/x')).to.throw(
+      RuntimeConfigError,
+      "Cannot add Control Interface. Target pod not found 'mydep'",
+    );
   });
 
-  it('swdd~podman-kube-validates-target-path-format~1: refuses no target, a malformed one, and one whose pod or container is not there, in the released agent\'s words', () => {
+  // swdd~podman-kube-validates-target-path-format~1
+  it("refuses no target, a malformed one, and one whose pod or container is not there, in the released agent's words", () => {
     expect(() => withControlInterface(pod, undefined, '/x')).to.throw(RuntimeConfigError, NO_CONTROL_INTERFACE_TARGET);
     for (const malformed of ['web', 'web/app/x', '/app', 'web/']) {
-      expect(() => withControlInterface(pod, malformed, '/x')).to.throw(RuntimeConfigError, `Invalid control interface target format: '${malformed}'. Expected format: '<pod_name>/<container_name>'`);
+      expect(() => withControlInterface(pod, malformed, '/x')).to.throw(
+        RuntimeConfigError,
+        `Invalid control interface target format: '${malformed}'. Expected format: '<pod_name>/<container_name>'`,
+      );
     }
     expect(() => withControlInterface(pod, 'web/db', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target container 'db' not found.");
     expect(() => withControlInterface(pod, 'other/app', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target pod not found 'other'");

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { Observable, Subscription, defer, throwError } from 'rxjs';
-import type { Container } from '../../lib/podman/container-state.js';
+import { type Observable, type Subscription, defer, throwError } from 'rxjs';
+import type { Container } from '../../lib/podman/container.js';
 import type { ContainerEvent, Snapshot } from '../../lib/ports.js';
 import { containerCache } from '../../streams/container-cache.js';
 import { testScheduler } from '../helpers/virtual-time.js';
@@ -8,15 +8,17 @@ import { testScheduler } from '../helpers/virtual-time.js';
 /** A `podman ps` that takes `duration` frames and counts its calls. */
 function fakePs(cold: (marbles: string, values?: Record<string, Container[]>) => Observable<Container[]>, duration = 10) {
   const counter = { calls: 0 };
-  const list = () => defer(() => {
-    counter.calls += 1;
-    return cold(`${'-'.repeat(duration)}(a|)`, { a: [{ Id: `c${counter.calls}`, State: 'running' }] });
-  });
+  const list = () =>
+    defer(() => {
+      counter.calls += 1;
+      return cold(`${'-'.repeat(duration)}(a|)`, { a: [{ Id: `c${counter.calls}`, State: 'running' }] });
+    });
   return { list, counter };
 }
 
 describe('containerCache (the PodmanCli container state cache)', () => {
-  it('swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1: polls at most about once a second however many watch', () => {
+  // swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1
+  it('polls at most about once a second however many watch', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const { list, counter } = fakePs(cold);
@@ -45,7 +47,8 @@ describe('containerCache (the PodmanCli container state cache)', () => {
     });
   });
 
-  it('swdd~podman-state-getter-reset-cache~1, swdd~podman-kube-state-getter-reset-cache~1: a new watcher triggers a poll and never sees a snapshot taken before it started', () => {
+  // swdd~podman-state-getter-reset-cache~1, swdd~podman-kube-state-getter-reset-cache~1
+  it('a new watcher triggers a poll and never sees a snapshot taken before it started', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const { list } = fakePs(cold);
@@ -58,7 +61,10 @@ describe('containerCache (the PodmanCli container state cache)', () => {
       scheduler.schedule(() => subs.push(cache.fresh().subscribe(record(second))), 500);
       scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 3_000);
       flush();
-      expect(first.slice(0, 2)).to.deep.equal([[10, 'c1'], [510, 'c2']]);
+      expect(first.slice(0, 2)).to.deep.equal([
+        [10, 'c1'],
+        [510, 'c2'],
+      ]);
       expect(second[0]).to.deep.equal([510, 'c2']);
     });
   });
@@ -77,7 +83,8 @@ describe('containerCache (the PodmanCli container state cache)', () => {
     });
   });
 
-  it('swdd~podman-state-getter-returns-unknown-state~1: a failed poll gives a snapshot without containers, saying why (issue 14)', () => {
+  // swdd~podman-state-getter-returns-unknown-state~1
+  it('a failed poll gives a snapshot without containers, saying why', () => {
     const scheduler = testScheduler();
     scheduler.run(({ flush }) => {
       const cache = containerCache(() => throwError(() => new Error('podman: not found')));
@@ -85,18 +92,29 @@ describe('containerCache (the PodmanCli container state cache)', () => {
       const sub = cache.fresh().subscribe((s) => seen.push(s));
       scheduler.schedule(() => sub.unsubscribe(), 1_500);
       flush();
-      expect(seen).to.deep.equal([{ poll: 1, error: 'podman: not found' }, { poll: 2, error: 'podman: not found' }]);
+      expect(seen).to.deep.equal([
+        { poll: 1, error: 'podman: not found' },
+        { poll: 2, error: 'podman: not found' },
+      ]);
     });
   });
 });
 
-describe('containerCache kept by Podman\'s events (issue 15)', () => {
+describe("containerCache kept by Podman's events", () => {
   /** A `podman ps` of 10 frames that shows `truth` as it is when it starts. */
   const podman = (cold: (m: string, v?: Record<string, Container[]>) => Observable<Container[]>, truth: () => Container[]) => {
     const counter = { calls: 0 };
-    return { counter, list: () => defer(() => (counter.calls += 1, cold('----------(a|)', { a: truth() }))) };
+    return {
+      counter,
+      list: () =>
+        defer(() => {
+          counter.calls += 1;
+          return cold('----------(a|)', { a: truth() });
+        }),
+    };
   };
-  const state = (s: Snapshot | undefined) => (s?.containers ? s.containers.map((c) => `${c.Id}:${c.State}${c.State === 'exited' ? `(${c.ExitCode})` : ''}`).join(',') : s?.error ?? 'none');
+  const state = (s: Snapshot | undefined) =>
+    s?.containers ? s.containers.map((c) => `${c.Id}:${c.State}${c.State === 'exited' ? `(${c.ExitCode})` : ''}`).join(',') : (s?.error ?? 'none');
 
   it('a died event updates the snapshot at once with its exit code; podman ps only verifies, every 10 s', () => {
     const scheduler = testScheduler();
@@ -104,10 +122,15 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
       const { list, counter } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
       const events$ = hot<ContainerEvent>('500ms d', { d: { id: 'a', status: 'died', exitCode: 3 } });
       const seen: Array<[number, string]> = [];
-      const sub = containerCache(list, events$).fresh().subscribe((s) => seen.push([scheduler.now(), state(s)]));
+      const sub = containerCache(list, events$)
+        .fresh()
+        .subscribe((s) => seen.push([scheduler.now(), state(s)]));
       scheduler.schedule(() => sub.unsubscribe(), 30_500);
       flush();
-      expect(seen.slice(0, 2)).to.deep.equal([[10, 'a:running'], [500, 'a:exited(3)']]);
+      expect(seen.slice(0, 2)).to.deep.equal([
+        [10, 'a:running'],
+        [500, 'a:exited(3)'],
+      ]);
       expect(counter.calls, 'the first poll, its verification, and one each 10 s').to.be.within(3, 5);
     });
   });
@@ -125,13 +148,13 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
       scheduler.schedule(() => sub.unsubscribe(), 23_500);
       flush();
       expect(starts, 'started again after it ended').to.equal(2);
-      expect(callsAt[1_999], 'while healthy: the first watcher\'s poll').to.equal(1);
+      expect(callsAt[1_999], "while healthy: the first watcher's poll").to.equal(1);
       expect(callsAt[3_001] - callsAt[1_999], 'the fallback polls at once (2 s), the restarted stream is verified at once (3 s)').to.equal(2);
       expect(callsAt[23_001] - callsAt[13_001], 'back on events: one verification per 10 s').to.equal(1);
     });
   });
 
-  it('events of containers it does not show (the host\'s other containers churning) cause no poll and no snapshot; a `stopped` container whose died event came is exited', () => {
+  it("events of containers it does not show (the host's other containers churning) cause no poll and no snapshot; a `stopped` container whose died event came is exited", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       let truth: Container[] = [{ Id: 'a', State: 'running' }];
@@ -142,20 +165,24 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
       const statuses = ['create', 'init', 'start', 'died', 'cleanup', 'remove'];
       let marbles = '1000ms d';
       for (let i = 0; i < 200; i++) {
-        statuses.forEach((status, j) => (noise[`${String.fromCharCode(0x100 + i * 6 + j)}`] = { id: `other${i}`, status, exitCode: status === 'died' ? 0 : undefined }));
+        statuses.forEach(
+          (status, j) => (noise[`${String.fromCharCode(0x100 + i * 6 + j)}`] = { id: `other${i}`, status, exitCode: status === 'died' ? 0 : undefined }),
+        );
         marbles += ` 9ms (${statuses.map((_, j) => String.fromCharCode(0x100 + i * 6 + j)).join('')})`;
       }
       const events$ = hot<ContainerEvent>(marbles, noise);
       const seen: string[] = [];
-      const sub = containerCache(list, events$).fresh().subscribe((s) => seen.push(state(s)));
+      const sub = containerCache(list, events$)
+        .fresh()
+        .subscribe((s) => seen.push(state(s)));
       scheduler.schedule(() => sub.unsubscribe(), 9_000);
       flush();
       expect(seen).to.deep.equal(['a:running', 'a:exited(7)']);
-      expect(counter.calls, 'the first watcher\'s poll and its verification, none for the noise').to.be.at.most(2);
+      expect(counter.calls, "the first watcher's poll and its verification, none for the noise").to.be.at.most(2);
     });
   });
 
-  it('a poll that still sees `running` after conmon told the exit does not undo it; Podman\'s own died event confirms it', () => {
+  it("a poll that still sees `running` after conmon told the exit does not undo it; Podman's own died event confirms it", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
@@ -175,7 +202,10 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
   it('a watcher never gets a picture older than itself: an event on another container before its own poll is not fresh for it', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      let truth: Container[] = [{ Id: 'a', State: 'exited', ExitCode: 0 }, { Id: 'b', State: 'exited', ExitCode: 0 }];
+      let truth: Container[] = [
+        { Id: 'a', State: 'exited', ExitCode: 0 },
+        { Id: 'b', State: 'exited', ExitCode: 0 },
+      ];
       const { list } = podman(cold, () => truth);
       const cache = containerCache(list, hot<ContainerEvent>('500ms s', { s: { id: 'b', status: 'start' } }));
       const subs = [cache.fresh().subscribe()];
@@ -191,14 +221,16 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
     });
   });
 
-  it('an exit told early (conmon\'s exit file) is not undone by Podman\'s late start event of the same run', () => {
+  it("an exit told early (conmon's exit file) is not undone by Podman's late start event of the same run", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
       const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', status: 'died', exitCode: 0 } });
       const events$ = hot<ContainerEvent>('150ms s 50ms d', { s: { id: 'a', status: 'start' }, d: { id: 'a', status: 'died', exitCode: 0 } });
       const seen: string[] = [];
-      const sub = containerCache(list, events$, { exits$ }).fresh().subscribe((s) => seen.push(state(s)));
+      const sub = containerCache(list, events$, { exits$ })
+        .fresh()
+        .subscribe((s) => seen.push(state(s)));
       scheduler.schedule(() => sub.unsubscribe(), 1_000);
       flush();
       expect(seen.filter((s, i) => s !== seen[i - 1])).to.deep.equal(['a:running', 'a:exited(0)']);
@@ -212,7 +244,10 @@ describe('containerCache kept by Podman\'s events (issue 15)', () => {
       const { list } = podman(cold, () => truth);
       scheduler.schedule(() => (truth = [{ Id: 'a', State: 'exited', ExitCode: 1 }]), 5_000);
       let starts = 0;
-      const events$ = defer(() => (starts += 1, cold<ContainerEvent>('-')));
+      const events$ = defer(() => {
+        starts += 1;
+        return cold<ContainerEvent>('-');
+      });
       const sub = containerCache(list, events$).fresh().subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 12_000);
       flush();

@@ -1,0 +1,126 @@
+// The rules of the container state cache (swdd~podmancli-uses-container-state-cache~1): how a poll of
+// `podman ps` and Podman's events make one picture of all containers. Pure: streams/container-cache.ts
+// keeps the timing (ticks, one poll at a time, the event stream) and feeds this reducer.
+import type { ContainerEvent, Snapshot } from '../ports.js';
+import type { Container } from './container.js';
+
+export interface ContainerView {
+  /** The picture of all containers, from the last poll and the events since; none before the first poll. */
+  readonly containers?: ReadonlyMap<string, Container>;
+  /** The number of the poll the picture rests on. */
+  readonly poll: number;
+  /** Exit codes the died events told, for containers Podman still shows as `stopped`. */
+  readonly exitCodes: ReadonlyMap<string, number>;
+  /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet. */
+  readonly early: ReadonlySet<string>;
+  /** Events that came while a poll ran (undefined: none runs): applied again on top of its result. */
+  readonly duringPoll?: readonly ContainerEvent[];
+}
+
+export type ViewInput =
+  /** Podman's event, or (`early`) an exit conmon's exit file told first. */
+  | { readonly kind: 'event'; readonly event: ContainerEvent; readonly early?: boolean }
+  | { readonly kind: 'pollStarted' }
+  /** `eventsHealthy`: the event stream was up, so a change it did not announce means it missed one. */
+  | { readonly kind: 'polled'; readonly poll: number; readonly containers: readonly Container[]; readonly eventsHealthy: boolean }
+  | { readonly kind: 'pollFailed'; readonly poll: number; readonly error: string };
+
+export interface ViewStep {
+  readonly view: ContainerView;
+  /** What the watchers see now, when it changed. */
+  readonly snapshot?: Snapshot;
+  /** The poll found a change the event stream did not announce: the stream is stalled. */
+  readonly missedEvent?: boolean;
+}
+
+export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Set() };
+
+export function stepView(view: ContainerView, input: ViewInput): ViewStep {
+  switch (input.kind) {
+    case 'event':
+      return onEvent(view, input.event, input.early ?? false);
+    case 'pollStarted':
+      return { view: { ...view, duringPoll: [] } };
+    case 'polled':
+      return onPoll(view, input.poll, input.containers, input.eventsHealthy);
+    case 'pollFailed':
+      return { view: { ...view, duringPoll: undefined }, snapshot: { poll: input.poll, error: input.error } };
+  }
+}
+
+const snapshotOf = (containers: ReadonlyMap<string, Container>, poll: number): Snapshot => ({ poll, containers: [...containers.values()] });
+
+/**
+ * A snapshot is numbered after the poll it rests on: an event changes a container or two, the rest is
+ * as old as that poll. Before the first poll there is nothing to apply an event to (that poll is under way).
+ */
+function onEvent(view: ContainerView, event: ContainerEvent, early: boolean): ViewStep {
+  const tracked = { exitCodes: new Map(view.exitCodes), early: new Set(view.early) };
+  if (event.status === 'died') {
+    if (early) tracked.early.add(event.id);
+    else tracked.early.delete(event.id);
+  }
+  const duringPoll = view.duringPoll && [...view.duringPoll, event];
+  const containers = view.containers && new Map(view.containers);
+  const changed = containers !== undefined && apply(event, containers, tracked);
+  const next: ContainerView = { ...view, ...tracked, duringPoll, containers: changed ? containers : view.containers };
+  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll) } : { view: next };
+}
+
+function onPoll(view: ContainerView, poll: number, listed: readonly Container[], eventsHealthy: boolean): ViewStep {
+  const tracked = { exitCodes: new Map(view.exitCodes), early: new Set(view.early) };
+  const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
+  for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
+  // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
+  const missedEvent =
+    eventsHealthy &&
+    view.containers !== undefined &&
+    [...view.containers.values()].some((c) => c.State === 'running' && containers.get(c.Id)?.State !== 'running');
+  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll), missedEvent };
+}
+
+interface Tracked {
+  readonly exitCodes: Map<string, number>;
+  readonly early: Set<string>;
+}
+
+/**
+ * Applies an event to a picture (and what is tracked of exits); true when it changed what the watchers
+ * see. A container the picture does not show yet is nobody's concern: a new workload's state checker
+ * asks for a poll of its own, so the host's other containers, however they churn, cause no poll.
+ */
+function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked): boolean {
+  const c = to.get(e.id);
+  if (e.status === 'died' || e.status === 'cleanup') {
+    if (e.exitCode !== undefined) tracked.exitCodes.set(e.id, e.exitCode);
+    if (!c) return false;
+    to.set(e.id, { ...c, State: 'exited', ExitCode: tracked.exitCodes.get(e.id) ?? c.ExitCode });
+    return true;
+  }
+  if (e.status === 'start') {
+    // Podman's stream is behind the exit files: the start it reports now is older than the exit known.
+    if (tracked.early.has(e.id)) return false;
+    tracked.exitCodes.delete(e.id);
+    if (!c) return false;
+    to.set(e.id, { ...c, State: 'running' });
+    return true;
+  }
+  if (e.status === 'remove') {
+    tracked.exitCodes.delete(e.id);
+    tracked.early.delete(e.id);
+    return to.delete(e.id);
+  }
+  // create, init (old news for a container the picture shows) and what says nothing about a state
+  return false;
+}
+
+/**
+ * Podman shows a container that died as `stopped` for a moment: with its exit code known, it has exited.
+ * Until Podman's own died event comes, `podman ps` may still show a container `running` whose exit
+ * conmon already told: that exit stands (only a newer start undoes it).
+ */
+function settled(c: Container, { exitCodes, early }: Tracked): Container {
+  const exitCode = exitCodes.get(c.Id);
+  if (exitCode === undefined) return c;
+  return c.State === 'stopped' || (c.State === 'running' && early.has(c.Id)) ? { ...c, State: 'exited', ExitCode: exitCode } : c;
+}

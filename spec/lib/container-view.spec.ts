@@ -1,0 +1,85 @@
+import { expect } from 'chai';
+import type { Container } from '../../lib/podman/container.js';
+import { type ContainerView, EMPTY_VIEW, type ViewInput, stepView } from '../../lib/podman/container-view.js';
+
+const running = (Id: string): Container => ({ Id, State: 'running' });
+const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {
+  let view = from;
+  const steps = inputs.map((input) => {
+    const step = stepView(view, input);
+    view = step.view;
+    return step;
+  });
+  return {
+    view,
+    steps,
+    states: () =>
+      Object.fromEntries([...(view.containers?.values() ?? [])].map((c) => [c.Id, `${c.State}${c.State === 'exited' ? ` ${c.ExitCode}` : ''}`])),
+  };
+};
+const polled = (poll: number, containers: Container[], eventsHealthy = true): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy });
+const died = (id: string, exitCode: number, early = false): ViewInput => ({ kind: 'event', event: { id, status: 'died', exitCode }, early });
+
+// swdd~podmancli-uses-container-state-cache~1
+describe("the container view (the cache's rules)", () => {
+  it('takes a poll as the picture and numbers its snapshot after it', () => {
+    const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a'), running('b')])]);
+    expect(steps[1].snapshot?.poll).to.equal(1);
+    expect(states()).to.deep.equal({ a: 'running', b: 'running' });
+  });
+
+  it('applies an event to the picture, as old as the poll it rests on; before the first poll an event changes nothing', () => {
+    expect(run([died('a', 3)]).steps[0].snapshot).to.equal(undefined);
+    const { steps, states } = run([{ kind: 'pollStarted' }, polled(4, [running('a')]), died('a', 3)]);
+    expect(steps[2].snapshot?.poll).to.equal(4);
+    expect(states()).to.deep.equal({ a: 'exited 3' });
+  });
+
+  it('passes over events of containers it does not show (no snapshot, no poll)', () => {
+    const { steps } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), { kind: 'event', event: { id: 'other', status: 'start' } }]);
+    expect(steps[2].snapshot).to.equal(undefined);
+  });
+
+  it('applies the events that came while a poll ran again on top of its result', () => {
+    const { states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), { kind: 'pollStarted' }, died('a', 2), polled(2, [running('a')])]);
+    expect(states()).to.deep.equal({ a: 'exited 2' });
+  });
+
+  it('takes a container Podman shows as stopped, whose exit code an event told, as exited', () => {
+    const { states } = run([
+      { kind: 'pollStarted' },
+      polled(1, [running('a')]),
+      died('a', 5),
+      { kind: 'pollStarted' },
+      polled(2, [{ Id: 'a', State: 'stopped' }]),
+    ]);
+    expect(states()).to.deep.equal({ a: 'exited 5' });
+  });
+
+  it('keeps an exit told early over a poll that still shows the container running, until a newer start', () => {
+    const early = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), died('a', 1, true), { kind: 'event', event: { id: 'a', status: 'start' } }]);
+    expect(early.states()).to.deep.equal({ a: 'exited 1' });
+    const polledAgain = run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], early.view);
+    expect(polledAgain.states()).to.deep.equal({ a: 'exited 1' });
+    const podmanCaughtUp = run([died('a', 1), { kind: 'event', event: { id: 'a', status: 'start' } }], polledAgain.view);
+    expect(podmanCaughtUp.states()).to.deep.equal({ a: 'running' });
+  });
+
+  it('says an event was missed when a poll finds a running container changed while the stream was up', () => {
+    const base = run([{ kind: 'pollStarted' }, polled(1, [running('a')])]).view;
+    expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], true)).missedEvent).to.equal(true);
+    expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], false)).missedEvent).to.equal(false);
+    expect(stepView(base, polled(2, [running('a')], true)).missedEvent).to.equal(false);
+  });
+
+  it('says why when a poll failed, and keeps the picture', () => {
+    const { steps, view } = run([
+      { kind: 'pollStarted' },
+      polled(1, [running('a')]),
+      { kind: 'pollStarted' },
+      { kind: 'pollFailed', poll: 2, error: 'podman hung' },
+    ]);
+    expect(steps[3].snapshot).to.deep.equal({ poll: 2, error: 'podman hung' });
+    expect(view.containers?.get('a')?.State).to.equal('running');
+  });
+});
