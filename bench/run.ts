@@ -1,7 +1,7 @@
 // npm run bench: scheduling throughput, Podman call economy, reaction latency, agent overhead and
 // Control Interface round trips. Prints a table and writes bench/results.json.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -21,7 +21,7 @@ import { instanceKey } from '../lib/workload.js';
 import { runWorkloads } from '../streams/run-workloads.js';
 import { ControlInterfaceClient } from '../spec/helpers/ci-client.js';
 import { FakeRuntime } from '../spec/helpers/fake-runtime.js';
-import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../spec/helpers/fake-server.js';
+import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../spec/helpers/fake-server.js';
 import { workload } from '../spec/helpers/fixtures.js';
 import { PodmanAgent, busybox, cleanup, requirePodman, uniqueAgent } from '../spec/helpers/podman.js';
 
@@ -36,7 +36,9 @@ interface Figure {
 const figures: Figure[] = [];
 const record = (f: Figure) => {
   figures.push(f);
-  console.log(`  ${f.name.padEnd(62)} ${String(Number(f.value.toFixed(2))).padStart(10)} ${f.unit.padEnd(10)} ${f.target ? `target ${f.target}` : ''}${f.note ? `  (${f.note})` : ''}`);
+  console.log(
+    `  ${f.name.padEnd(62)} ${String(Number(f.value.toFixed(2))).padStart(10)} ${f.unit.padEnd(10)} ${f.target ? `target ${f.target}` : ''}${f.note ? `  (${f.note})` : ''}`,
+  );
 };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
@@ -66,9 +68,15 @@ function scheduling(n: number): { create: number; remove: number } {
   let creates = 0;
   let deletes = 0;
   const runtime = new FakeRuntime({
-    create: (spec) => (creates++, of(`id-${spec.instanceName.workloadName}`)),
+    create: (spec) => {
+      creates++;
+      return of(`id-${spec.instanceName.workloadName}`);
+    },
     states: () => of(ExecutionState.running(), ExecutionState.succeeded()),
-    delete: () => (deletes++, EMPTY),
+    delete: () => {
+      deletes++;
+      return EMPTY;
+    },
   });
   const input = new Subject<FromServer>();
   const sub = runWorkloads(input, { agentName: 'agent_A', runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY }).subscribe();
@@ -77,8 +85,14 @@ function scheduling(n: number): { create: number; remove: number } {
   const t1 = performance.now();
   if (creates !== n) throw new Error(`only ${creates} of ${n} created`);
   const dependents = new Map<string, Record<string, 'NotPendingNorRunning'>>();
-  for (const s of specs) for (const [dep, c] of Object.entries(s.dependencies)) if (c === 'Running') dependents.set(dep, { ...dependents.get(dep), [s.instanceName.workloadName]: 'NotPendingNorRunning' });
-  input.next({ kind: 'updateWorkload', added: [], deleted: specs.map((s) => ({ instanceName: s.instanceName, dependencies: dependents.get(s.instanceName.workloadName) ?? {} })) });
+  for (const s of specs)
+    for (const [dep, c] of Object.entries(s.dependencies))
+      if (c === 'Running') dependents.set(dep, { ...dependents.get(dep), [s.instanceName.workloadName]: 'NotPendingNorRunning' });
+  input.next({
+    kind: 'updateWorkload',
+    added: [],
+    deleted: specs.map((s) => ({ instanceName: s.instanceName, dependencies: dependents.get(s.instanceName.workloadName) ?? {} })),
+  });
   const t2 = performance.now();
   if (deletes !== n) throw new Error(`only ${deletes} of ${n} deleted`);
   sub.unsubscribe();
@@ -128,7 +142,13 @@ async function benchEconomy(idleSeconds: number): Promise<void> {
           const cpu = childCpuMs();
           for (let i = 0; i < 5; i++) execFileSync('podman', ['ps', '--all', '--format=json'], { stdio: 'ignore' });
           const psMs = (childCpuMs() - cpu) / 5;
-          record({ name: `Podman CPU for watching 50 idle workloads (${how})`, value: (perSecond * psMs) / 10, unit: '% core', target: events ? '<1.5' : undefined, note: `one ps: ${psMs.toFixed(0)} ms CPU` });
+          record({
+            name: `Podman CPU for watching 50 idle workloads (${how})`,
+            value: (perSecond * psMs) / 10,
+            unit: '% core',
+            target: events ? '<1.5' : undefined,
+            note: `one ps: ${psMs.toFixed(0)} ms CPU`,
+          });
         }
       } finally {
         agent.stop();
@@ -139,16 +159,21 @@ async function benchEconomy(idleSeconds: number): Promise<void> {
 
 // 3. Reaction latency ----------------------------------------------------------------------------
 
-const finishedAt = (name: string) => Number(execFileSync('podman', ['inspect', '--format', '{{.State.FinishedAt.UnixMilli}}', name], { encoding: 'utf8' }).trim());
+const finishedAt = (name: string) =>
+  Number(execFileSync('podman', ['inspect', '--format', '{{.State.FinishedAt.UnixMilli}}', name], { encoding: 'utf8' }).trim());
 
 async function exitLatencies(events: boolean, count: number): Promise<number[]> {
   const agentName = uniqueAgent('lat');
   const input = new Subject<FromServer>();
   const seen = new Map<string, number>();
-  const sub = runWorkloads(input, { agentName, runtimes: builtInRuntimes(silentLogger, new PodmanCli(), { events }), prepare: () => of({}), release: () => EMPTY })
-    .subscribe((states) => {
-      for (const s of states) if (s.executionState.state === 'Succeeded') seen.set(s.instanceName.workloadName, Date.now());
-    });
+  const sub = runWorkloads(input, {
+    agentName,
+    runtimes: builtInRuntimes(silentLogger, new PodmanCli(), { events }),
+    prepare: () => of({}),
+    release: () => EMPTY,
+  }).subscribe((states) => {
+    for (const s of states) if (s.executionState.state === 'Succeeded') seen.set(s.instanceName.workloadName, Date.now());
+  });
   try {
     const specs = Array.from({ length: count }, (_, i) => busybox(`exit${i}`, agentName, { script: `sleep ${(2 + i * 0.37).toFixed(2)}` }));
     input.next({ kind: 'serverHello', added: specs });
@@ -164,7 +189,7 @@ async function benchLatency(): Promise<void> {
   console.log('\n3. Reaction latency (real Podman: container exit → Succeeded reported; 20 exits)');
   for (const events of [false, true]) {
     const l = await exitLatencies(events, 20);
-    const how = events ? 'Podman\'s events' : 'events off: one poll a second';
+    const how = events ? "Podman's events" : 'events off: one poll a second';
     record({ name: `exit noticed, median (${how})`, value: median(l), unit: 'ms', target: events ? '<50' : undefined });
     record({ name: `exit noticed, p95 (${how})`, value: p95(l), unit: 'ms', target: events ? '<100' : undefined });
   }
@@ -203,6 +228,20 @@ const cpuTicks = (pid: number) => {
   return Number(fields[11]) + Number(fields[12]);
 };
 
+/** The floor: Node with the gRPC client only, saying one message on a ConnectAgent stream and idling. */
+function writeBaseline(run: string): string {
+  const baseline = `import * as grpc from '@grpc/grpc-js';
+const client = new grpc.Client(process.argv[2], grpc.credentials.createInsecure());
+const call = client.makeBidiStreamRequest('/grpc_api.AgentConnection/ConnectAgent', (b) => b, (b) => b);
+call.on('error', () => undefined);
+// AgentHello{agentName: 'b', protocolVersion: '1.0.1'}
+call.write(Buffer.from([0x0a, 0x0a, 0x0a, 0x01, 0x62, 0x12, 0x05, 0x31, 0x2e, 0x30, 0x2e, 0x31]));`;
+  const file = path.join(run, 'baseline.mjs');
+  writeFileSync(file, baseline);
+  symlinkSync(path.resolve('node_modules'), path.join(run, 'node_modules'));
+  return file;
+}
+
 async function benchOverhead(idleSeconds: number): Promise<void> {
   console.log(`\n4. Agent overhead (the real agent process against a fake server; idle for ${idleSeconds} s)`);
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-'));
@@ -218,16 +257,7 @@ async function benchOverhead(idleSeconds: number): Promise<void> {
     server.stop();
   }
   record({ name: 'process start → AgentHello at the server, median', value: median(helloTimes), unit: 'ms', target: '<250' });
-  // The floor: Node with the gRPC client only, saying one message on a ConnectAgent stream and idling.
-  const baseline = `import * as grpc from '@grpc/grpc-js';
-const client = new grpc.Client(process.argv[2], grpc.credentials.createInsecure());
-const call = client.makeBidiStreamRequest('/grpc_api.AgentConnection/ConnectAgent', (b) => b, (b) => b);
-call.on('error', () => undefined);
-// AgentHello{agentName: 'b', protocolVersion: '1.0.1'}
-call.write(Buffer.from([0x0a, 0x0a, 0x0a, 0x01, 0x62, 0x12, 0x05, 0x31, 0x2e, 0x30, 0x2e, 0x31]));`;
-  const baselineFile = path.join(run, 'baseline.mjs');
-  writeFileSync(baselineFile, baseline);
-  symlinkSync(path.resolve('node_modules'), path.join(run, 'node_modules'));
+  const baselineFile = writeBaseline(run);
   const baselineTimes: number[] = [];
   let baselineRss = 0;
   let baselineCpu = 0;
@@ -374,7 +404,9 @@ async function measureAgent(label: string, start: AgentStart, idleSeconds: numbe
         await until(() => exits.every((e) => seen.has(e.instanceName.workloadName)), 60_000);
         const latencies = exits.map((e) => seen.get(e.instanceName.workloadName)! - finishedAt(instanceKey(e.instanceName)));
         record({ name: `${label}: container exit → Succeeded at the server, median`, value: median(latencies), unit: 'ms' });
-        stream.send({ FromServerEnum: { case: 'updateWorkload', value: { deletedWorkloads: exits.map((e) => ({ instanceName: e.instanceName, dependencies: {} })) } } });
+        stream.send({
+          FromServerEnum: { case: 'updateWorkload', value: { deletedWorkloads: exits.map((e) => ({ instanceName: e.instanceName, dependencies: {} })) } },
+        });
         await sleep(2000);
       }
     } finally {
@@ -388,7 +420,11 @@ async function measureAgent(label: string, start: AgentStart, idleSeconds: numbe
 async function benchReleased(idleSeconds: number): Promise<void> {
   const released = path.join(process.env.ANKAIOS_BIN ?? '', 'ank-agent');
   console.log(`\n8. Side by side with the released agent (${released}), same fake server, same workloads; idle ${idleSeconds} s`);
-  await measureAgent('ours', (url, name, run, env) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), idleSeconds);
+  await measureAgent(
+    'ours',
+    (url, name, run, env) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }),
+    idleSeconds,
+  );
   await measureAgent('released', (url, name, run, env) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), idleSeconds);
 }
 
@@ -398,9 +434,14 @@ async function benchControlInterface(count: number): Promise<void> {
   console.log('\n5. Control Interface round trip (FIFOs → agent → fake server → agent → FIFOs)');
   const io = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-ci-'));
   const hub = new ControlInterfaceHub(io, silentLogger);
-  const spec = { ...workload('bench'), controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] } };
+  const spec = {
+    ...workload('bench'),
+    controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] },
+  };
   // The fake server answers every request at once.
-  const answering = hub.requests$.subscribe((r) => hub.deliver(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'completeStateResponse', value: {} } })));
+  const answering = hub.requests$.subscribe((r) =>
+    hub.deliver(create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'completeStateResponse', value: {} } })),
+  );
   const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));
   const client = new ControlInterfaceClient(controlInterfacePath!);
   client.hello();
@@ -421,7 +462,7 @@ async function benchControlInterface(count: number): Promise<void> {
   hub.closeAll();
 }
 
-/** Issue 14: what a workload writing garbage into its Control Interface costs the agent, per MiB. */
+/** What a workload writing garbage into its Control Interface costs the agent, per MiB. */
 async function benchFraming(): Promise<void> {
   console.log('\nControl Interface framing under garbage');
   const mib = 1024 * 1024;
@@ -442,12 +483,117 @@ async function benchFraming(): Promise<void> {
 // ------------------------------------------------------------------------------------------------
 
 const quick = process.argv.includes('--quick');
+// 9. Scaling: hundreds of workloads on a file-backed fake podman (bench/fake-podman.mjs) ----------------
+
+/** The median RSS (MiB) and the CPU (% of a core) of a process over `seconds` of idle. */
+async function idleFigures(pid: number, seconds: number): Promise<{ rss: number; cpu: number }> {
+  const ticks = cpuTicks(pid);
+  const rss: number[] = [];
+  for (let s = 0; s < seconds; s++) {
+    await sleep(1000);
+    rss.push(rssKiB(pid));
+  }
+  return { rss: median(rss) / 1024, cpu: ((cpuTicks(pid) - ticks) / 100 / seconds) * 100 };
+}
+
+async function benchScaling(idleSeconds: number): Promise<void> {
+  console.log(`\n9. Scaling (the real agent process, a fake podman that keeps containers as files; idle ${idleSeconds} s)`);
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-scale-'));
+  const server0 = await FakeAnkaiosServer.start();
+  const floor = spawn(process.execPath, [writeBaseline(run), `127.0.0.1:${server0.port}`], { stdio: 'ignore' });
+  await (await server0.nextStream()).waitFor(() => true);
+  await sleep(2000);
+  const floorRss = (await idleFigures(floor.pid!, Math.min(idleSeconds, 10))).rss;
+  floor.kill('SIGKILL');
+  server0.stop();
+  record({ name: 'floor: Node + gRPC client, idle RSS, median', value: floorRss, unit: 'MiB' });
+  const byN = new Map<number, { rss: number; cpu: number; calls: number }>();
+  for (const n of [0, 50, 500, 1000]) {
+    const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fake-podman-'));
+    symlinkSync(path.resolve('bench/fake-podman.mjs'), path.join(fake, 'podman'));
+    const state = path.join(fake, 'containers');
+    execFileSync('mkdir', [state]);
+    const env = { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
+    const agentName = uniqueAgent('scale');
+    const server = await FakeAnkaiosServer.start();
+    const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore', env });
+    try {
+      const stream = await server.nextStream();
+      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      const latest = latestStates(stream);
+      const specs = Array.from({ length: n }, (_, i) => busybox(`w${i}`, agentName));
+      const t = performance.now();
+      stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
+      await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
+      if (n >= 100)
+        record({
+          name: `ServerHello → ${n} workloads Running(Ok) at the server`,
+          value: performance.now() - t,
+          unit: 'ms',
+          note: `${((performance.now() - t) / n).toFixed(1)} ms each`,
+        });
+      await sleep(3000);
+      const containers = readdirSync(state).length;
+      writeFileSync(path.join(fake, 'calls'), '');
+      const figures = await idleFigures(child.pid!, idleSeconds);
+      const calls = readFileSync(path.join(fake, 'calls'), 'utf8').length / idleSeconds;
+      byN.set(n, { ...figures, calls });
+      record({
+        name: `idle RSS with ${n} workloads, median`,
+        value: figures.rss,
+        unit: 'MiB',
+        target: n === 0 ? `≤${(1.15 * floorRss).toFixed(1)} (1.15 × floor)` : undefined,
+      });
+      record({ name: `idle CPU with ${n} workloads`, value: figures.cpu, unit: '% core', target: n === 1000 ? '≤0.5' : undefined });
+      record({ name: `podman calls per second with ${n} workloads`, value: calls, unit: '/s', note: `${containers} containers` });
+      if (n >= 100) {
+        const t2 = performance.now();
+        stream.send({
+          FromServerEnum: { case: 'updateWorkload', value: { deletedWorkloads: specs.map((s) => ({ instanceName: s.instanceName, dependencies: {} })) } },
+        });
+        await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Removed'), 300_000);
+        record({ name: `delete all → ${n} workloads Removed at the server`, value: performance.now() - t2, unit: 'ms' });
+      }
+    } finally {
+      child.kill('SIGKILL');
+      server.stop();
+    }
+  }
+  const at = (n: number) => byN.get(n)!;
+  for (const [from, to] of [
+    [50, 500],
+    [500, 1000],
+    [50, 1000],
+  ]) {
+    record({ name: `RSS per idle workload, ${from} → ${to}`, value: (at(to).rss - at(from).rss) / (to - from), unit: 'MiB', target: '≤0.05' });
+  }
+  record({ name: 'idle RSS with no workload / floor', value: at(0).rss / floorRss, unit: '×', target: '≤1.15' });
+}
+
+/** The latest reported state of each workload, read as the messages come (`reportedStates` reads them all each time). */
+function latestStates(stream: AgentStream): Map<string, string> {
+  const latest = new Map<string, string>();
+  let read = 0;
+  stream.events.on('message', () => {
+    for (const [workload, , state] of reportedStates({ received: stream.received.slice(read) } as AgentStream)) latest.set(workload, state);
+    read = stream.received.length;
+  });
+  return latest;
+}
+
 const machine = {
-  cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version,
-  podman: execFileSync('podman', ['--version'], { encoding: 'utf8' }).trim(), date: new Date().toISOString(),
+  cpus: os.cpus().length,
+  model: os.cpus()[0]?.model,
+  memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+  node: process.version,
+  podman: execFileSync('podman', ['--version'], { encoding: 'utf8' }).trim(),
+  date: new Date().toISOString(),
 };
 console.log(`ank-agent-rx benchmarks on ${machine.cpus} × ${machine.model}, ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.podman}`);
-const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+const only = process.argv
+  .find((a) => a.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',');
 const wanted = (section: string) => !only || only.includes(section);
 if (wanted('scheduling')) benchScheduling();
 if (['economy', 'latency', 'overhead', 'flood', 'released'].some(wanted)) requirePodman();
@@ -458,6 +604,7 @@ if (wanted('ci')) await benchControlInterface(quick ? 200 : 1000);
 if (wanted('framing')) await benchFraming();
 if (wanted('flood')) await benchLogFlood(quick ? 20 : 60);
 if (wanted('released') && process.env.ANKAIOS_BIN) await benchReleased(quick ? 10 : 60);
+if (wanted('scaling')) await benchScaling(quick ? 10 : 60);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

@@ -13,8 +13,7 @@ const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {
   return {
     view,
     steps,
-    states: () =>
-      Object.fromEntries([...(view.containers?.values() ?? [])].map((c) => [c.Id, `${c.State}${c.State === 'exited' ? ` ${c.ExitCode}` : ''}`])),
+    states: () => Object.fromEntries([...(view.containers?.values() ?? [])].map((c) => [c.Id, `${c.State}${c.State === 'exited' ? ` ${c.ExitCode}` : ''}`])),
   };
 };
 const polled = (poll: number, containers: Container[], eventsHealthy = true): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy });
