@@ -1,12 +1,10 @@
 // The complete state for the Control Interface in standalone mode, and updates of the desired state.
 // Masks address the logical structure users see (`desiredState.workloads.nginx.agent`): the state is
 // built and picked as domain objects and crosses to the wire only at the end.
-import type * as pb from '../proto/gen/ank_base_pb.js';
-import { completeStateTo, declaredStateFrom, workloadFrom } from './codec/wire.js';
 import type { ExecutionState } from './execution-state.js';
 import { type DesiredState, checkDesiredState, declaredState } from './manifest.js';
 import type { WorkloadState } from './messages.js';
-import type { ConfigValue, DeclaredState, Workload } from './workload.js';
+import { type ConfigValue, type DeclaredState, EMPTY_WORKLOAD, type Workload } from './workload.js';
 
 /** The complete state as masks address it; a mask leaves out what it does not name. */
 export interface CompleteState {
@@ -76,10 +74,6 @@ function logicalState(agentName: string, desired: DesiredState, states: Iterable
 export const maskedState = (agentName: string, desired: DesiredState, states: Iterable<WorkloadState>, fieldMask: readonly string[]): CompleteState =>
   pick(logicalState(agentName, desired, states), fieldMask);
 
-/** swdd~api-object-serialization~1: the CompleteState a CompleteStateRequest with these field masks gets, on the wire. */
-export const completeState = (agentName: string, desired: DesiredState, states: Iterable<WorkloadState>, fieldMask: readonly string[]): pb.CompleteState =>
-  completeStateTo(maskedState(agentName, desired, states, fieldMask));
-
 /** Which paths of a state an event reports as added, updated and removed. */
 export interface AlteredFields {
   readonly addedFields: string[];
@@ -113,13 +107,15 @@ export function alteredFields(before: object, after: object): AlteredFields {
   return out;
 }
 
+/** The desired state of an UpdateStateRequest's new state, as the codec reads it. */
+export type IncomingDesiredState = NonNullable<CompleteState['desiredState']>;
+
 /**
  * The desired state after an UpdateStateRequest: each update mask path under `desiredState` takes what
  * the new state has there, or goes when it has nothing; no mask replaces the whole desired state.
- * Throws (ManifestError, MalformedMessage) when the result is not a valid desired state.
+ * Throws ManifestError when the result is not a valid desired state.
  */
-export function applyUpdate(desired: DesiredState, newState: pb.CompleteState | undefined, updateMask: readonly string[]): DesiredState {
-  const incoming = declaredStateFrom(newState);
+export function applyUpdate(desired: DesiredState, incoming: IncomingDesiredState, updateMask: readonly string[]): DesiredState {
   const state: Tree = structuredClone(declaredState(desired)) as unknown as Tree;
   const masks = updateMask.length > 0 ? updateMask : ['desiredState'];
   for (const mask of masks) {
@@ -145,7 +141,7 @@ export function applyUpdate(desired: DesiredState, newState: pb.CompleteState | 
   const workloads = isTree(state.workloads) ? state.workloads : {};
   return checkDesiredState({
     apiVersion: String(state.apiVersion ?? desired.apiVersion),
-    workloads: Object.fromEntries(Object.entries(workloads).map(([name, w]) => [name, { ...workloadFrom(undefined), ...(w as Partial<Workload>) }])),
+    workloads: Object.fromEntries(Object.entries(workloads).map(([name, w]) => [name, { ...EMPTY_WORKLOAD, ...(w as Partial<Workload>) }])),
     configs: (isTree(state.configs) ? state.configs : {}) as DeclaredState['configs'],
   });
 }

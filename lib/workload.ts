@@ -96,6 +96,19 @@ export const needsControlInterface = (spec: WorkloadSpec): boolean => spec.contr
 
 export const noAccess: ControlInterfaceAccess = { allowRules: [], denyRules: [] };
 
+/** A workload with every field at its default (what the wire means by a field left out). */
+export const EMPTY_WORKLOAD: Workload = {
+  agent: '',
+  runtime: '',
+  runtimeConfig: '',
+  restartPolicy: 'Never',
+  dependencies: {},
+  tags: {},
+  controlInterfaceAccess: noAccess,
+  configs: {},
+  files: [],
+};
+
 /** A config item of the desired state: a string, a list or a mapping of them. */
 export type ConfigValue = string | ConfigValue[] | { [key: string]: ConfigValue };
 

@@ -41,7 +41,45 @@ function sourcesUnder(folder: string): Source[] {
     .map((file) => ({ file, text: readFileSync(path.join(ROOT, file), 'utf8') }));
 }
 
+/** Every cycle of imports (type-only ones too), as `a -> b -> a`. */
+function importCycles(sources: readonly Source[]): string[] {
+  const files = new Set(sources.map((s) => s.file));
+  const edges = new Map(
+    sources.map(({ file, text }) => [
+      file,
+      importsOf(text)
+        .filter((t) => t.startsWith('.'))
+        .map((t) => path.posix.join(path.posix.dirname(file), t).replace(/\.js$/, '.ts'))
+        .filter((t) => files.has(t)),
+    ]),
+  );
+  const cycles = new Set<string>();
+  const done = new Set<string>();
+  const visit = (file: string, trail: string[]) => {
+    const at = trail.indexOf(file);
+    if (at >= 0) {
+      cycles.add([...trail.slice(at), file].join(' -> '));
+      return;
+    }
+    if (done.has(file)) return;
+    for (const next of edges.get(file) ?? []) visit(next, [...trail, file]);
+    done.add(file);
+  };
+  for (const file of files) visit(file, []);
+  return [...cycles];
+}
+
 describe('the boundaries of the code', () => {
+  it('no two modules import each other, not even for types', () => {
+    expect(importCycles([...sourcesUnder('lib'), ...sourcesUnder('streams'), ...sourcesUnder('bin')])).to.deep.equal([]);
+    expect(
+      importCycles([
+        { file: 'lib/a.ts', text: "import type { B } from './b.js';" },
+        { file: 'lib/b.ts', text: "import { a } from './a.js';" },
+      ]),
+    ).to.deep.equal(['lib/a.ts -> lib/b.ts -> lib/a.ts']);
+  });
+
   it('the core imports no I/O and reads no clock; drivers import nothing from streams/', () => {
     const sources = [...sourcesUnder('lib'), ...sourcesUnder('streams')];
     expect(sources.length).to.be.greaterThan(30);

@@ -2,7 +2,7 @@
 import { type Observable, defer, filter, map, merge, mergeMap, scan } from 'rxjs';
 import { type MessageInitShape, create } from '@bufbuild/protobuf';
 import { type Request, ResponseSchema } from '../proto/gen/ank_base_pb.js';
-import { completeStateTo } from '../lib/codec/wire.js';
+import { completeStateTo, declaredStateFrom } from '../lib/codec/wire.js';
 import { type AlteredFields, type CompleteState, alteredFields, applyUpdate, maskedState } from '../lib/complete-state.js';
 import { keepLatest } from '../lib/execution-state.js';
 import type { Logger } from '../lib/logger.js';
@@ -127,7 +127,7 @@ function answer(agentName: string, state: LocalState, desired: DesiredState, req
     case 'updateStateRequest': {
       let next: DesiredState;
       try {
-        next = applyUpdate(desired, c.value.newState, c.value.updateMask);
+        next = applyUpdate(desired, declaredStateFrom(c.value.newState), c.value.updateMask);
       } catch (err) {
         return only(respond(id, { case: 'error', value: { message: `The update is invalid: ${(err as Error).message}` } }));
       }

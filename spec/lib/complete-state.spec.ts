@@ -1,10 +1,16 @@
 import { create } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { CompleteStateSchema, RequestSchema } from '../../proto/gen/ank_base_pb.js';
-import { applyUpdate, completeState, pick } from '../../lib/complete-state.js';
+import { completeStateTo, declaredStateFrom } from '../../lib/codec/wire.js';
+import { applyUpdate as applyDomainUpdate, maskedState, pick } from '../../lib/complete-state.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { ManifestError, parseManifest, specsFor } from '../../lib/manifest.js';
 import type { FromServer } from '../../lib/messages.js';
+
+// As the local server uses them: the state and the update cross the codec at the edge.
+const completeState = (...args: Parameters<typeof maskedState>) => completeStateTo(maskedState(...args));
+const applyUpdate = (desired: Parameters<typeof applyDomainUpdate>[0], newState: Parameters<typeof declaredStateFrom>[0], mask: readonly string[]) =>
+  applyDomainUpdate(desired, declaredStateFrom(newState), mask);
 import { localServerStep } from '../../streams/local-server.js';
 
 const desired = parseManifest(`apiVersion: v1
