@@ -73,21 +73,23 @@ export function splitBySize(entries: readonly LogEntry[], maxBytes = MAX_RESPONS
   return groups;
 }
 
+/** A workload this agent runs, with the runtime that runs it and the runtime's own id of it (a container id, a kube id). */
+interface Found {
+  readonly runtime: RuntimeConnector;
+  readonly id: unknown;
+}
+
 /** The runtime and id of a workload instance this agent runs, if any. */
-function findWorkload(
-  name: WorkloadInstanceName,
-  runtimes: ReadonlyMap<string, RuntimeConnector>,
-): Observable<{ runtime: RuntimeConnector; id: string } | undefined> {
+function findWorkload(name: WorkloadInstanceName, runtimes: ReadonlyMap<string, RuntimeConnector>): Observable<Found | undefined> {
   const all = [...runtimes.values()];
   if (all.length === 0) return of(undefined);
-  return forkJoin(
-    all.map((runtime) =>
-      runtime.getWorkloadId(name).pipe(
-        catchError(() => of(undefined)),
-        map((id) => ({ runtime, id })),
-      ),
+  const lookups = all.map((runtime) =>
+    runtime.getWorkloadId(name).pipe(
+      catchError(() => of(undefined)),
+      map((id): Found | undefined => (id === undefined ? undefined : { runtime, id })),
     ),
-  ).pipe(map((found) => found.find((f) => f.id !== undefined) as { runtime: RuntimeConnector; id: string } | undefined));
+  );
+  return forkJoin(lookups).pipe(map((found) => found.find((f) => f !== undefined)));
 }
 
 /** One workload's logs for one request: batches of entries, then the stop response. */
