@@ -1,13 +1,11 @@
 // The WorkloadControlLoop: executes the commands for one workload strictly in order and watches
 // the workload's state in between, restarting it by its restart policy and retrying failed creates.
 import {
-  BehaviorSubject,
   EMPTY,
   type Observable,
   Subject,
   catchError,
   concat,
-  concatMap,
   concatWith,
   defer,
   endWith,
@@ -17,7 +15,6 @@ import {
   merge,
   mergeMap,
   of,
-  takeUntil,
   takeWhile,
   tap,
   timer,
@@ -27,6 +24,7 @@ import type { WorkloadState } from '../lib/messages.js';
 import { needsRestart } from '../lib/restart-policy.js';
 import { ConfigurationError, type CreateOptions, type ExistingWorkload, type RuntimeConnector } from '../lib/runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, sameInstance } from '../lib/workload.js';
+import { runThenFollow } from './run-then-follow.js';
 
 export type WorkloadCommand =
   | { readonly kind: 'create'; readonly spec: WorkloadSpec }
@@ -81,13 +79,11 @@ export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: Co
   return defer(() => {
     const loop = new ControlLoop(deps);
     const internal$ = new Subject<WorkloadCommand>();
-    const arrivals$ = new BehaviorSubject(0);
     return merge(commands$, internal$).pipe(
-      tap(() => arrivals$.next(arrivals$.value + 1)),
-      concatMap((command, index) => {
-        const superseded$ = arrivals$.pipe(filter((n) => n > index + 1));
-        return concat(loop.execute(command), defer(() => loop.follow()).pipe(takeUntil(superseded$)));
-      }),
+      runThenFollow(
+        (command) => loop.execute(command),
+        () => loop.follow(),
+      ),
       takeWhile((out): out is Output => out !== END),
       tap((out) => 'command' in out && internal$.next(out.command)),
       filter((out): out is WorkloadState => !('command' in out)),
