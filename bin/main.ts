@@ -93,9 +93,18 @@ const cli = meow(HELP, {
 // meow hands the `--ca_pem` style flags over camel-cased.
 const flags = cli.flags as typeof cli.flags & { caPem?: string; crtPem?: string; keyPem?: string };
 
+/** What the run holds that must be let go before the process ends (the Control Interfaces). */
+const disposers: Array<() => void> = [];
+
+/** The one way out: what the run holds is let go, then the process ends with `code`. */
+function shutdown(code: number): never {
+  for (const dispose of disposers.splice(0)) dispose();
+  process.exit(code);
+}
+
 function fail(message: string, showHelp = false): never {
   process.stderr.write(`ank-agent: error: ${message}\n${showHelp ? HELP : ''}`);
-  process.exit(1);
+  shutdown(1);
 }
 
 /** Runs `body`, turning the user's mistakes into a clear message and exit code 1. */
@@ -127,6 +136,7 @@ function readConfigFile(log: Logger): ConfigFile {
  */
 function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: () => void, extra: Partial<AgentDeps> = {}): void {
   const pipes = new ControlInterfacePipes(ioFolder, log);
+  disposers.push(() => pipes.closeAll());
   const host = hostSide(ioFolder, pipes, new WorkloadFiles(ioFolder));
   const deps: AgentDeps = {
     agentName: name,
@@ -145,9 +155,9 @@ function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: 
   merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({
     error: (err: unknown) => {
       log.error(err instanceof ServerRefused ? err.message : `The agent failed: ${String(err)}`);
-      process.exit(1);
+      shutdown(1);
     },
-    complete: () => process.exit(0),
+    complete: () => shutdown(0),
   });
   // A lasting listener (not `once`): execa's exit cleanup re-raises signals nobody else listens to.
   let stopping = false;
@@ -212,7 +222,7 @@ function connected(): void {
       // The stream is cancelled, so the server marks the agent gone; the workloads keep running and
       // are resumed at the next start.
       stop$.next();
-      setTimeout(() => process.exit(0), 3000).unref();
+      setTimeout(() => shutdown(0), 3000).unref();
     },
     { sampleMachine, runtimes, serverFull$ },
   );
@@ -259,18 +269,18 @@ function standalone(manifestFile: string): void {
         },
       }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES })),
     () => {
-      if (!flags.deleteOnExit) process.exit(0);
+      if (!flags.deleteOnExit) shutdown(0);
       log.info('Deleting the workloads before stopping (--delete-on-exit).');
       stop$.next();
       const check = timer(0, 200).subscribe(() => {
         if (snapshot.states.size === 0) {
           check.unsubscribe();
-          process.exit(0);
+          shutdown(0);
         }
       });
       setTimeout(() => {
         log.error('Not every workload was deleted within 60 s.');
-        process.exit(1);
+        shutdown(1);
       }, 60_000).unref();
     },
   );
@@ -278,7 +288,7 @@ function standalone(manifestFile: string): void {
 
 if (flags.version) {
   process.stdout.write(`ank-agent ${cli.pkg.version ?? ''}\nprotocol lines: ${PROTOCOL_LINES.map((l) => `${l.name} (says ${l.version})`).join(', ')}\n`);
-  process.exit(0);
+  shutdown(0);
 }
 if (flags.manifest !== undefined) standalone(flags.manifest);
 else connected();
