@@ -1,4 +1,4 @@
-// Execution states of workloads (seed 001 `swdd~api-workload-states-supported-states~1`).
+// Execution states of workloads (`swdd~api-workload-states-supported-states~1`).
 
 type Variant<S extends string, Sub extends string> = { readonly state: S; readonly substate: Sub };
 

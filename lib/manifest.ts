@@ -291,7 +291,7 @@ function render(name: string, w: Workload, configs: Readonly<Record<string, Conf
 }
 
 /**
- * Implicit inter-workload dependencies (seed 002): a workload others depend on with ADD_COND_RUNNING is deleted
+ * Implicit inter-workload dependencies (the Ankaios dependencies guide): a workload others depend on with ADD_COND_RUNNING is deleted
  * only when each of them is neither pending nor running.
  */
 export function deleteConditionsOf(name: string, state: DesiredState): Record<string, DeleteCondition> {

@@ -1,7 +1,7 @@
 // npm run trace: which spec checks which requirement of the agent.
 //   npm run trace                         report; exits 1 when a requirement that needs a test has none
 //   npm run trace -- --quiet              only what is missing, and the summary
-//   npm run trace -- --extract <seeds> <released design folder>
+//   npm run trace -- --extract <folder of the older designs> <folder of the released design>
 //                                         refresh spec/requirements.json from the design documents
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -19,7 +19,7 @@ interface Requirement {
 
 const REQUIREMENTS = path.resolve('spec/requirements.json');
 
-/** Where the requirements come from: the design seeds, and the released agent's design, which decides where they differ. */
+/** Where the requirements come from: the older designs, and the released agent's design, which decides where they differ. */
 const SOURCES = [
   { label: '000', file: /^000_.*\.txt$/ },
   { label: '001', file: /^001_.*\.txt$/ },
@@ -82,7 +82,7 @@ function extractFile(file: string, label: string): Requirement[] {
 }
 
 /**
- * Every requirement of the seeds and of the released design; a seed requirement that the released
+ * Every requirement of the older designs and of the released design; an older requirement that the released
  * design has in a newer version (or the same) is kept once, as superseded by the released one.
  */
 function extract(seedsDir: string, releasedDir: string): Requirement[] {

@@ -1,4 +1,4 @@
-// The protocol lines the agent speaks: the 1.x line of released Ankaios and the 0.8 line of the seeds.
+// The protocol lines the agent speaks: the 1.x line of released Ankaios and the 0.8 line of Ankaios 0.8.
 // The agent reads and writes the 1.x messages; for a peer of the 0.8 line the one field that differs
 // (Response field 4: a bare CompleteState instead of a CompleteStateResponse) is converted in the bytes,
 // at the edge, so nothing else needs to know which line a peer speaks.

@@ -41,8 +41,9 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     cluster.startTheirs();
     await cluster.until(async () => (await cluster.agents()).length === 2, 'both agents to be listed');
     expect(await cluster.agents()).to.deep.equal([cluster.ours, cluster.theirs].sort());
-    const table = await cluster.ank('get', 'agents');
-    expect(table).to.match(new RegExp(`${cluster.ours}\\s+0\\s+\\d+%\\s+\\d+B`));
+    // the load comes with the agent's first AgentLoadStatus, right after its hello
+    const withLoad = new RegExp(`${cluster.ours}\\s+0\\s+\\d+%\\s+\\d+B`);
+    await cluster.until(async () => withLoad.test(await cluster.ank('get', 'agents')), 'our agent listed with its load');
   });
 
   // swdd~agent-handles-workloads-with-fulfilled-dependencies~1

@@ -54,7 +54,7 @@ describe('ank-agent --manifest (standalone mode)', function () {
     }
   });
 
-  it('runs the dependency example in the order its dependencies demand (seed 002)', async () => {
+  it('runs the dependency example in the order its dependencies demand', async () => {
     const name = uniqueAgent('deps');
     const agent = start(manifestFor(name, 'dependencies.yaml'));
     agents.push([agent, name]);

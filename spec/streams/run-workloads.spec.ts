@@ -26,7 +26,7 @@ function run(scheduler: TestScheduler, messages$: Observable<FromServer>, behavi
   return { out, runtime };
 }
 
-// The dependency example of seed 002, on one agent.
+// The dependency example of the Ankaios dependencies guide (examples/dependencies.yaml), on one agent.
 const init = workload('init_storage');
 const storage = workload('storage_provider', { dependencies: { init_storage: 'Succeeded' } });
 const logger = workload('logger', { dependencies: { storage_provider: 'Running' } });
