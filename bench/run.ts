@@ -228,6 +228,17 @@ const cpuTicks = (pid: number) => {
   return Number(fields[11]) + Number(fields[12]);
 };
 
+/** The median RSS (MiB) and the CPU (% of a core) of a process over `seconds` of idle. */
+async function idleFigures(pid: number, seconds: number): Promise<{ rss: number; cpu: number }> {
+  const ticks = cpuTicks(pid);
+  const rss: number[] = [];
+  for (let s = 0; s < seconds; s++) {
+    await sleep(1000);
+    rss.push(rssKiB(pid));
+  }
+  return { rss: median(rss) / 1024, cpu: ((cpuTicks(pid) - ticks) / 100 / seconds) * 100 };
+}
+
 /** The floor: Node with the gRPC client only, saying one message on a ConnectAgent stream and idling. */
 function writeBaseline(run: string): string {
   const baseline = `import * as grpc from '@grpc/grpc-js';
@@ -270,10 +281,7 @@ async function benchOverhead(idleSeconds: number): Promise<void> {
     baselineTimes.push(performance.now() - t);
     if (i === 0) {
       await sleep(2000);
-      const ticks = cpuTicks(child.pid!);
-      await sleep(idleSeconds * 1000);
-      baselineCpu = ((cpuTicks(child.pid!) - ticks) / 100 / idleSeconds) * 100;
-      baselineRss = rssKiB(child.pid!) / 1024;
+      ({ rss: baselineRss, cpu: baselineCpu } = await idleFigures(child.pid!, idleSeconds));
     }
     child.kill('SIGKILL');
     server.stop();
@@ -291,14 +299,8 @@ async function benchOverhead(idleSeconds: number): Promise<void> {
       stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
       await until(() => specs.every((s) => reportedStates(stream).some(([w, , st]) => w === s.instanceName.workloadName && st === 'Running(Ok)')));
       await sleep(2000);
-      const ticks = cpuTicks(child.pid!);
-      const rss: number[] = [];
-      for (let s = 0; s < idleSeconds; s++) {
-        await sleep(1000);
-        rss.push(rssKiB(child.pid!));
-      }
-      const cpu = ((cpuTicks(child.pid!) - ticks) / 100 / idleSeconds) * 100;
-      record({ name: `idle RSS with ${n} workloads, median`, value: median(rss) / 1024, unit: 'MiB', target: n === 50 ? '<75' : undefined });
+      const { rss, cpu } = await idleFigures(child.pid!, idleSeconds);
+      record({ name: `idle RSS with ${n} workloads, median`, value: rss, unit: 'MiB', target: n === 50 ? '<75' : undefined });
       record({ name: `idle CPU with ${n} workloads (podman children not counted)`, value: cpu, unit: '% core', target: n === 50 ? '<0.4' : undefined });
     } finally {
       child.kill('SIGKILL');
@@ -384,14 +386,10 @@ async function measureAgent(label: string, start: AgentStart, idleSeconds: numbe
       stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
       await until(() => specs.every((s) => reportedStates(stream).some(([w, , st]) => w === s.instanceName.workloadName && st === 'Running(Ok)')));
       await sleep(2000);
-      const [ticks, calls] = [cpuTicks(child.pid!), wrapper.calls()];
-      const rss: number[] = [];
-      for (let s = 0; s < idleSeconds; s++) {
-        await sleep(1000);
-        rss.push(rssKiB(child.pid!));
-      }
-      record({ name: `${label}: idle RSS with ${n} workloads, median`, value: median(rss) / 1024, unit: 'MiB' });
-      record({ name: `${label}: idle CPU with ${n} workloads`, value: ((cpuTicks(child.pid!) - ticks) / 100 / idleSeconds) * 100, unit: '% core' });
+      const calls = wrapper.calls();
+      const { rss, cpu } = await idleFigures(child.pid!, idleSeconds);
+      record({ name: `${label}: idle RSS with ${n} workloads, median`, value: rss, unit: 'MiB' });
+      record({ name: `${label}: idle CPU with ${n} workloads`, value: cpu, unit: '% core' });
       record({ name: `${label}: podman calls per second with ${n} workloads`, value: (wrapper.calls() - calls) / idleSeconds, unit: '/s' });
       if (n === 0) {
         // Exits: ten workloads that end one after another; exit → Succeeded at the server.
@@ -484,17 +482,6 @@ async function benchFraming(): Promise<void> {
 
 const quick = process.argv.includes('--quick');
 // 9. Scaling: hundreds of workloads on a file-backed fake podman (bench/fake-podman.mjs) ----------------
-
-/** The median RSS (MiB) and the CPU (% of a core) of a process over `seconds` of idle. */
-async function idleFigures(pid: number, seconds: number): Promise<{ rss: number; cpu: number }> {
-  const ticks = cpuTicks(pid);
-  const rss: number[] = [];
-  for (let s = 0; s < seconds; s++) {
-    await sleep(1000);
-    rss.push(rssKiB(pid));
-  }
-  return { rss: median(rss) / 1024, cpu: ((cpuTicks(pid) - ticks) / 100 / seconds) * 100 };
-}
 
 async function benchScaling(idleSeconds: number): Promise<void> {
   console.log(`\n9. Scaling (the real agent process, a fake podman that keeps containers as files; idle ${idleSeconds} s)`);

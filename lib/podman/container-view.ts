@@ -61,8 +61,10 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean): Vi
     else tracked.early.delete(event.id);
   }
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
-  const containers = view.containers && new Map(view.containers);
-  const changed = containers !== undefined && apply(event, containers, tracked);
+  if (view.containers === undefined) return { view: { ...view, ...tracked, duringPoll } };
+  // The picture is copied only for an event of a container it shows (the host's others change nothing).
+  const containers = view.containers.has(event.id) ? new Map(view.containers) : undefined;
+  const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
   const next: ContainerView = { ...view, ...tracked, duringPoll, containers: changed ? containers : view.containers };
   return changed ? { view: next, snapshot: snapshotOf(containers, view.poll) } : { view: next };
 }

@@ -24,6 +24,11 @@ const create = (spec: WorkloadSpec = nginx): WorkloadCommand => ({ kind: 'create
 const update = (spec?: WorkloadSpec): WorkloadCommand => ({ kind: 'update', spec });
 const del = (spec: WorkloadSpec = nginx): WorkloadCommand => ({ kind: 'delete', instanceName: spec.instanceName });
 const boom = () => throwError(() => new Error('boom'));
+/** A runtime call that fails the first time (with `message`) and succeeds after. */
+const failingOnce = (message = 'boom') => {
+  let calls = 0;
+  return () => (++calls === 1 ? throwError(() => new Error(message)) : EMPTY);
+};
 
 describe('controlWorkload (the WorkloadControlLoop)', () => {
   // swdd~agent-workload-control-loop-updates-internal-state~1, swdd~agent-workload-control-loop-executes-create~4, swdd~agent-create-workload~2, swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-sends-workload-states~2
@@ -177,8 +182,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     it('is reported once as Stopping(DeleteFailed); the loop watches nothing and waits for the next command, which may delete it', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
-        let deletes = 0;
-        const runtime = new FakeRuntime({ states: () => cold('r', { r: ExecutionState.running() }), delete: () => (++deletes < 2 ? boom() : EMPTY) });
+        const runtime = new FakeRuntime({ states: () => cold('r', { r: ExecutionState.running() }), delete: failingOnce() });
         const out = record(controlWorkload(cold('a 9ms d 4999ms e', { a: create(), d: del(), e: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
         flush();
         expect(out.values.map(([t, v]) => [t, v.replace(/^nginx@\w+: /, '')])).to.deep.equal([
@@ -197,8 +201,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     it('is not tried again by itself; an update that comes deletes and creates', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
-        let deletes = 0;
-        const runtime = new FakeRuntime({ states: () => NEVER, delete: () => (++deletes < 2 ? boom() : EMPTY) });
+        const runtime = new FakeRuntime({ states: () => NEVER, delete: failingOnce() });
         controlWorkload(cold('a 9ms d 9999ms u', { a: create(), d: del(), u: update(nginx2) }), depsFor(runtime)).subscribe();
         flush();
         expect(runtime.calls.filter((c) => c.startsWith('delete') || c.startsWith('create'))).to.deep.equal([
@@ -345,8 +348,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     // swdd~agent-workload-control-loop-delete-failed-allows-retry~1
     it('a failed delete reports Stopping(DeleteFailed) and the next delete is tried', () => {
       testScheduler().run(({ cold, expectObservable }) => {
-        let deletes = 0;
-        const runtime = new FakeRuntime({ delete: () => (++deletes === 1 ? throwError(() => new Error('busy')) : EMPTY) });
+        const runtime = new FakeRuntime({ delete: failingOnce('busy') });
         expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: { kind: 'update' }, c: del() }), depsFor(runtime)).pipe(map(show))).toBe(
           'a-(bc)-(de|)',
           {
@@ -391,8 +393,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     // swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1
     it('no create while the old workload could not be deleted; a later update tries again', () => {
       testScheduler().run(({ cold, expectObservable }) => {
-        let deletes = 0;
-        const runtime = new FakeRuntime({ delete: () => (++deletes === 1 ? throwError(() => new Error('busy')) : EMPTY) });
+        const runtime = new FakeRuntime({ delete: failingOnce('busy') });
         expectObservable(controlWorkload(cold('a-b----c', { a: create(), b: update(nginx2), c: update(nginx2) }), depsFor(runtime)).pipe(map(show))).toBe(
           'a-(bc)-(def)',
           {
