@@ -6,7 +6,7 @@ import {
   Subject,
   catchError,
   concat,
-  concatWith,
+  concatMap,
   defer,
   endWith,
   filter,
@@ -63,87 +63,100 @@ export interface ControlDeps {
 }
 
 type Output = WorkloadState | { readonly command: WorkloadCommand };
-const END = Symbol('end of loop');
 
+/** What one control loop knows of its workload; it changes only by the `become` steps the loop emits. */
+export type LoopState =
+  /** Nothing managed: before the first command, and after a removal. */
+  | { readonly kind: 'idle' }
+  /** A workload of an earlier run that exited well, kept for the next create to start again in place (not watched). */
+  | { readonly kind: 'adopted'; readonly existing: ExistingWorkload }
+  /** Managed, with nothing known on the runtime: being created, refused, or not found to resume. */
+  | { readonly kind: 'absent'; readonly spec: WorkloadSpec }
+  /** Created or resumed under `id`: its state is watched. */
+  | { readonly kind: 'created'; readonly spec: WorkloadSpec; readonly id: unknown }
+  /** Create attempt `retries + 1` failed: the next one is due after a backoff. */
+  | { readonly kind: 'retrying'; readonly spec: WorkloadSpec; readonly retries: number }
+  /** Its removal failed: nothing is watched until the next command, which may try again. */
+  | { readonly kind: 'deleteFailed'; readonly spec: WorkloadSpec; readonly id: unknown };
+
+/** A step of the loop: a state to report, a command to itself, its next state, or its end. */
+type Step = Output | { readonly become: LoopState } | typeof END;
+const END = Symbol('end of loop');
+const IDLE: LoopState = { kind: 'idle' };
+
+const become = (state: LoopState): Step => ({ become: state });
 const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState => ({ instanceName, executionState });
 const causeOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+/** What an action that emits nothing came to: `undefined` when it completed, else why it failed. */
+const failureOf = (action$: Observable<unknown>): Observable<string | undefined> =>
+  action$.pipe(
+    ignoreElements(),
+    endWith(undefined),
+    catchError((err: unknown) => of(causeOf(err))),
+  );
 /** swdd~agent-skips-unknown-runtime~2: a runtime the agent does not have (or has not enabled), in the released agent's words. */
 const unknownRuntime = (spec: WorkloadSpec) => report(spec.instanceName, ExecutionState.startingFailed('Unsupported Runtime'));
+const starting = (spec: WorkloadSpec) => of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.')));
 
 /**
  * swdd~agent-create-workload~2, swdd~agent-resume-workload~2: one loop per workload, fed by `commands$`.
  * Each command runs to its end before the next starts; what follows it (watching the state, waiting
- * for a retry) lasts until the next command arrives.
+ * for a retry) lasts until the next command arrives. The loop's state changes in one place: here.
  */
 export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: ControlDeps): Observable<WorkloadState> {
   return defer(() => {
-    const loop = new ControlLoop(deps);
+    const steps = new LoopSteps(deps);
     const internal$ = new Subject<WorkloadCommand>();
+    let state: LoopState = IDLE;
     return merge(commands$, internal$).pipe(
       runThenFollow(
-        (command) => loop.execute(command),
-        () => loop.follow(),
+        (command) => defer(() => steps.execute(state, command)),
+        () => steps.follow(state),
       ),
-      takeWhile((out): out is Output => out !== END),
-      tap((out) => 'command' in out && internal$.next(out.command)),
-      filter((out): out is WorkloadState => !('command' in out)),
+      takeWhile((step): step is Exclude<Step, typeof END> => step !== END),
+      tap((step) => {
+        if ('become' in step) state = step.become;
+        else if ('command' in step) internal$.next(step.command);
+      }),
+      filter((step): step is WorkloadState => 'executionState' in step),
     );
   });
 }
 
-/** The workload one loop manages, and the steps it can take on it. */
-class ControlLoop {
-  /** The config the loop manages (used for retries and restarts). */
-  private spec?: WorkloadSpec;
-  /** The runtime's id of the workload, once created or resumed. */
-  private id?: unknown;
-  private retries = 0;
-  /** Why the last create failed, while a retry is due. */
-  private failure?: string;
-  private ended = false;
-  /** A workload of an earlier run, kept for the next create to start again (not watched until then). */
-  private reusable?: ExistingWorkload;
-  /** The last delete failed: the loop waits for the next command and watches nothing meanwhile. */
-  private deleteFailed = false;
-
+/** The steps a loop can take on its workload, each a function of the loop's state when it starts. */
+class LoopSteps {
   constructor(private readonly deps: ControlDeps) {}
 
-  execute(command: WorkloadCommand): Observable<Output | typeof END> {
-    this.deleteFailed = false;
+  execute(state: LoopState, command: WorkloadCommand): Observable<Step> {
     switch (command.kind) {
       case 'create':
-        return this.create(command.spec);
+        return this.create(state, command.spec);
       case 'resume':
         return this.resume(command.spec);
       case 'update':
-        return this.update(command.spec);
+        return this.update(state, command.spec);
       case 'delete':
-        return this.delete(command.instanceName);
+        return this.delete(state, command.instanceName);
       case 'removeExisting':
-        return this.removeExisting(command.existing, command.final);
+        return concat(this.removeExisting(command.existing), command.final ? of(END) : EMPTY);
       case 'adopt':
-        this.reusable = command.existing;
-        return EMPTY;
+        return of(become({ kind: 'adopted', existing: command.existing }));
       case 'retry':
-        return this.retry();
+        // swdd~agent-workload-control-loop-executes-retry~1: retries have no limit; only another command ends them.
+        return state.kind === 'retrying' ? this.attempt(state.spec, state.retries + 1) : EMPTY;
       case 'restart':
-        return this.restart(command.succeeded);
+        return state.kind === 'created' ? this.restart(state, command.succeeded) : EMPTY;
     }
   }
 
   /** What runs until the next command: the state watch, or the wait for the next retry. */
-  follow(): Observable<Output | typeof END> {
-    const { spec, id } = this;
-    if (this.ended) return of(END);
-    if (this.deleteFailed) return EMPTY;
-    if (spec && id !== undefined) return this.watch(spec, id);
-    if (spec && this.failure !== undefined) {
-      // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1,
-      // swdd~agent-workload-control-loop-exponential-backoff-retries~1
-      const wait = createBackoffMs(this.retries, this.deps.jitter?.() ?? 1);
-      return timer(wait).pipe(map(() => ({ command: { kind: 'retry' } as const })));
-    }
-    return EMPTY;
+  follow(state: LoopState): Observable<Step> {
+    if (state.kind === 'created') return this.watch(state);
+    if (state.kind !== 'retrying') return EMPTY;
+    // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1,
+    // swdd~agent-workload-control-loop-exponential-backoff-retries~1
+    const wait = createBackoffMs(state.retries, this.deps.jitter?.() ?? 1);
+    return timer(wait).pipe(map(() => ({ command: { kind: 'retry' } as const })));
   }
 
   /**
@@ -151,109 +164,80 @@ class ControlLoop {
    * of an earlier run with the same config is started again in place (a new one is created when that
    * fails); one of another config is deleted first.
    */
-  private create(spec: WorkloadSpec): Observable<Output> {
-    const reusable = this.reusable;
-    this.reusable = undefined;
-    this.spec = spec;
-    this.retries = 0;
+  private create(state: LoopState, spec: WorkloadSpec): Observable<Step> {
+    const reusable = state.kind === 'adopted' ? state.existing : undefined;
     const runtime = this.deps.runtimes.get(spec.runtime);
-    const starting = of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.')));
-    if (reusable && runtime?.startAgain && sameInstance(reusable.instanceName, spec.instanceName)) {
-      const startAgain = runtime.startAgain.bind(runtime);
-      return concat(
-        starting,
-        concat(
-          this.deps.prepare(spec).pipe(ignoreElements()),
-          startAgain(reusable.id, spec).pipe(ignoreElements()),
-          defer(() => {
-            this.id = reusable.id;
-            return EMPTY;
-          }),
-        ).pipe(catchError(() => concat(this.removeExisting(reusable, false), starting, this.attempt(spec)))),
-      );
+    if (!reusable) return concat(starting(spec), this.attempt(spec, 0));
+    if (!runtime?.startAgain || !sameInstance(reusable.instanceName, spec.instanceName)) {
+      return concat(this.removeExisting(reusable), starting(spec), this.attempt(spec, 0));
     }
-    const dropped = reusable ? this.removeExisting(reusable, false) : EMPTY;
-    if (!runtime) return concat(dropped, starting, of(unknownRuntime(spec)));
-    return concat(dropped, starting, this.attempt(spec));
-  }
-
-  /** swdd~agent-workload-control-loop-executes-retry~1: retries have no limit; only another command ends them. */
-  private retry(): Observable<Output> {
-    if (!this.spec || this.failure === undefined) return EMPTY;
-    this.retries += 1;
-    return this.attempt(this.spec);
-  }
-
-  private attempt(spec: WorkloadSpec): Observable<Output> {
-    this.failure = undefined;
-    const runtime = this.deps.runtimes.get(spec.runtime);
-    if (!runtime) return of(unknownRuntime(spec));
-    return this.deps.prepare(spec).pipe(
-      mergeMap((options) => runtime.createWorkload(spec, options)),
-      tap((id) => (this.id = id)),
-      ignoreElements(),
-      catchError((err: unknown) =>
-        of(err instanceof ConfigurationError ? report(spec.instanceName, ExecutionState.startingFailed(err.message)) : this.createFailed(spec, causeOf(err))),
+    const startAgain$ = concat(this.deps.prepare(spec), runtime.startAgain(reusable.id, spec)).pipe(ignoreElements());
+    return concat(
+      of(become({ kind: 'absent', spec })),
+      starting(spec),
+      startAgain$.pipe(
+        endWith(become({ kind: 'created', spec, id: reusable.id })),
+        catchError(() => concat(this.removeExisting(reusable), starting(spec), this.attempt(spec, 0))),
       ),
     );
   }
 
   /**
-   * swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1,
-   * swdd~agent-workload-control-loop-handles-failed-workload-creation~1: Pending(Starting) "Retry <n>: <cause>".
+   * Create attempt `retries + 1`. swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1,
+   * swdd~agent-workload-control-loop-handles-failed-workload-creation~1: a failure is reported
+   * Pending(Starting) "Retry <n>: <cause>" and retried; a config the runtime refuses is not.
    */
-  private createFailed(spec: WorkloadSpec, cause: string): WorkloadState {
-    this.failure = cause;
-    return report(spec.instanceName, ExecutionState.starting(`Retry ${this.retries + 1}: ${cause}`));
+  private attempt(spec: WorkloadSpec, retries: number): Observable<Step> {
+    const runtime = this.deps.runtimes.get(spec.runtime);
+    const absent = become({ kind: 'absent', spec });
+    if (!runtime) return of(absent, unknownRuntime(spec));
+    const created$ = this.deps.prepare(spec).pipe(
+      mergeMap((options) => runtime.createWorkload(spec, options)),
+      map((id) => become({ kind: 'created', spec, id })),
+      catchError((err: unknown) =>
+        err instanceof ConfigurationError
+          ? of(report(spec.instanceName, ExecutionState.startingFailed(err.message)))
+          : of(become({ kind: 'retrying', spec, retries }), report(spec.instanceName, ExecutionState.starting(`Retry ${retries + 1}: ${causeOf(err)}`))),
+      ),
+    );
+    return concat(of(absent), created$);
   }
 
-  /** swdd~agent-workload-control-loop-executes-resume~1 */
-  private resume(spec: WorkloadSpec): Observable<Output> {
-    this.spec = spec;
+  /** swdd~agent-workload-control-loop-executes-resume~1: a resumed workload gets a new Control Interface instance on its existing pipes. */
+  private resume(spec: WorkloadSpec): Observable<Step> {
     const runtime = this.deps.runtimes.get(spec.runtime);
-    if (!runtime) return of(unknownRuntime(spec));
-    // A resumed workload gets a new Control Interface instance on its existing pipes.
+    const absent = become({ kind: 'absent', spec });
+    if (!runtime) return of(absent, unknownRuntime(spec));
     return this.deps.prepare(spec).pipe(
       mergeMap(() => runtime.getWorkloadId(spec.instanceName)),
       catchError(() => of(undefined)),
-      mergeMap((id) => {
-        this.id = id;
-        return id === undefined ? of(report(spec.instanceName, ExecutionState.lost('The workload to resume was not found.'))) : EMPTY;
-      }),
+      mergeMap((id) =>
+        id === undefined
+          ? of(absent, report(spec.instanceName, ExecutionState.lost('The workload to resume was not found.')))
+          : of(become({ kind: 'created', spec, id })),
+      ),
     );
   }
 
   /**
    * swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-control-loop-executes-update-delete-only~1,
    * swdd~agent-workload-control-loop-reset-backoff-on-update~1,
-   * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2
+   * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2,
+   * swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there.
    */
-  private update(next: WorkloadSpec | undefined): Observable<Output> {
-    this.failure = undefined;
-    return concat(this.removeCurrent({ report: true }), this.thenCreate(next));
+  private update(state: LoopState, next: WorkloadSpec | undefined): Observable<Step> {
+    return this.removeCurrent(state, (after) => (next ? this.create(after, next) : EMPTY));
   }
 
   /**
    * swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-control-loop-delete-broken-allowed~1:
    * a delete that fails is reported once (Stopping(DeleteFailed)) and the loop waits for the next command.
    */
-  private delete(instanceName: WorkloadInstanceName): Observable<Output> {
-    this.failure = undefined;
-    const { reusable } = this;
-    if (reusable) {
-      this.reusable = undefined;
-      return this.removeExisting(reusable, true);
-    }
-    const managed = this.spec !== undefined;
-    return concat(
-      this.removeCurrent({ report: true }),
-      defer(() => {
-        if (this.spec !== undefined) return EMPTY;
-        this.ended = true;
-        // Never created (its create was still waiting): say so, so its pending state goes away.
-        return managed ? EMPTY : of(report(instanceName, ExecutionState.removed()));
-      }),
-    );
+  private delete(state: LoopState, instanceName: WorkloadInstanceName): Observable<Step> {
+    if (state.kind === 'adopted') return concat(this.removeExisting(state.existing), of(END));
+    // Never created (its create was still waiting): say so, so its pending state goes away.
+    if (state.kind === 'idle') return of(report(instanceName, ExecutionState.removed()), END);
+    return this.removeCurrent(state, () => of(END));
   }
 
   /**
@@ -262,14 +246,13 @@ class ControlLoop {
    * sees it happen. A workload that succeeded is started again in place where its runtime can (as the
    * 1.x agent does), and re-created when that fails.
    */
-  private restart(succeeded: boolean): Observable<Output> {
-    const { spec, id } = this;
-    if (!spec) return EMPTY;
-    const recreate = defer(() => concat(this.removeCurrent({ report: true }), this.thenCreate(spec)));
+  private restart(state: LoopState & { kind: 'created' }, succeeded: boolean): Observable<Step> {
+    const { spec, id } = state;
+    const recreate = defer(() => this.update(state, spec));
     const runtime = this.deps.runtimes.get(spec.runtime)!;
-    if (!succeeded || id === undefined || !runtime.startAgain) return recreate;
+    if (!succeeded || !runtime.startAgain) return recreate;
     return concat(
-      of(report(spec.instanceName, ExecutionState.starting('Triggered at runtime.'))),
+      starting(spec),
       runtime.startAgain(id, spec).pipe(
         ignoreElements(),
         catchError(() => recreate),
@@ -277,64 +260,44 @@ class ControlLoop {
     );
   }
 
-  /** swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there. */
-  private thenCreate(spec: WorkloadSpec | undefined): Observable<Output> {
-    return defer(() => (spec && this.id === undefined ? this.create(spec) : EMPTY));
-  }
-
   /**
-   * Deletes the managed workload (when there is one) and releases its host side. On failure the
-   * loop keeps the workload so the next command can try again
-   * (swdd~agent-workload-control-loop-delete-failed-allows-retry~1).
+   * Deletes the managed workload (when there is one) and releases its host side, then goes on with
+   * `then` on the state that leaves. On failure the loop keeps the workload so the next command can
+   * try again (swdd~agent-workload-control-loop-delete-failed-allows-retry~1).
+   * swdd~agent-workload-control-loop-update-broken-allowed~1: with no id nothing is known on the
+   * runtime; what may run under the name all the same (a create cut short) goes by name.
    */
-  private removeCurrent({ report: reporting }: { report: boolean }): Observable<Output> {
-    const { spec, id } = this;
-    if (!spec) return EMPTY;
-    const gone$ = defer(() => {
-      this.spec = undefined;
-      this.id = undefined;
-      return concat(this.deps.release(spec), reporting ? of(report(spec.instanceName, ExecutionState.removed())) : EMPTY);
-    });
+  private removeCurrent(state: LoopState, then: (after: LoopState) => Observable<Step>): Observable<Step> {
+    if (state.kind === 'idle' || state.kind === 'adopted') return then(state);
+    const { spec } = state;
+    const id = state.kind === 'created' || state.kind === 'deleteFailed' ? state.id : undefined;
     const runtime = this.deps.runtimes.get(spec.runtime);
-    // swdd~agent-workload-control-loop-update-broken-allowed~1: no id, nothing known on the runtime; what
-    // may run under the name all the same (a create cut short) goes by name.
-    const stopping$ = reporting ? of(report(spec.instanceName, ExecutionState.stoppingRequested())) : EMPTY;
-    if (id === undefined || !runtime) {
-      const byName$ = runtime?.deleteByName
-        ? runtime.deleteByName(spec.instanceName).pipe(
-            ignoreElements(),
-            catchError(() => EMPTY),
-          )
-        : EMPTY;
-      return concat(stopping$, byName$, gone$);
-    }
+    const remove$ =
+      id !== undefined && runtime ? runtime.deleteWorkload(id) : (runtime?.deleteByName?.(spec.instanceName).pipe(catchError(() => EMPTY)) ?? EMPTY);
     return concat(
-      stopping$,
-      runtime.deleteWorkload(id).pipe(
-        ignoreElements(),
-        concatWith(gone$),
-        catchError((err: unknown) =>
-          defer(() => {
-            this.deleteFailed = true;
-            return of(report(spec.instanceName, ExecutionState.deleteFailed(causeOf(err))));
-          }),
+      of(report(spec.instanceName, ExecutionState.stoppingRequested())),
+      failureOf(concat(remove$, this.deps.release(spec))).pipe(
+        concatMap((failure) =>
+          failure === undefined
+            ? concat(
+                of(become(IDLE), report(spec.instanceName, ExecutionState.removed())),
+                defer(() => then(IDLE)),
+              )
+            : of(become({ kind: 'deleteFailed', spec, id }), report(spec.instanceName, ExecutionState.deleteFailed(failure))),
         ),
       ),
     );
   }
 
   /** swdd~agent-delete-old-workload~3: a workload of an earlier run, deleted by its id. */
-  private removeExisting(existing: ExistingWorkload, final: boolean): Observable<Output> {
+  private removeExisting(existing: ExistingWorkload): Observable<Step> {
     const runtime = this.deps.runtimes.get(existing.runtime);
     const name = existing.instanceName;
     const deleted$ = runtime
-      ? runtime.deleteWorkload(existing.id).pipe(
-          ignoreElements(),
-          endWith(report(name, ExecutionState.removed())),
-          catchError((err: unknown) => of(report(name, ExecutionState.deleteFailed(causeOf(err))))),
+      ? failureOf(runtime.deleteWorkload(existing.id)).pipe(
+          map((failure) => report(name, failure === undefined ? ExecutionState.removed() : ExecutionState.deleteFailed(failure))),
         )
       : of(report(name, ExecutionState.deleteFailed(`Unknown runtime '${existing.runtime}'`)));
-    if (final) this.ended = true;
     return concat(of(report(name, ExecutionState.stoppingRequested())), deleted$);
   }
 
@@ -342,10 +305,9 @@ class ControlLoop {
    * swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-checks-workload-state-validity~1,
    * swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~workload-control-loop-handles-workload-restarts~2
    */
-  private watch(spec: WorkloadSpec, id: unknown): Observable<Output> {
+  private watch({ spec, id }: LoopState & { kind: 'created' }): Observable<Step> {
     const runtime = this.deps.runtimes.get(spec.runtime)!;
     return runtime.checkState(id, spec.instanceName).pipe(
-      filter(() => this.spec !== undefined && sameInstance(this.spec.instanceName, spec.instanceName)),
       mergeMap((state): Output[] => {
         const reported = report(spec.instanceName, state);
         return needsRestart(spec.restartPolicy, state) ? [reported, { command: { kind: 'restart', succeeded: state.state === 'Succeeded' } }] : [reported];

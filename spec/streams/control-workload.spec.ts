@@ -362,6 +362,21 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // swdd~agent-workload-control-loop-delete-failed-allows-retry~1
+    it('a host side that cannot be released is a failed delete too: reported, kept, and tried again by the next delete', () => {
+      testScheduler().run(({ cold, expectObservable }) => {
+        const runtime = new FakeRuntime({ create: boom });
+        const deps = { ...depsFor(runtime), release: failingOnce('folder busy') };
+        expectObservable(controlWorkload(cold('a 9ms b 9ms c', { a: create(), b: del(), c: del() }), deps).pipe(map(show))).toBe('(ab) 6ms (cd) 6ms (ef|)', {
+          a: at(nginx, ExecutionState.starting('Triggered at runtime.')),
+          b: at(nginx, ExecutionState.starting('Retry 1: boom')),
+          c: at(nginx, ExecutionState.stoppingRequested()),
+          d: at(nginx, ExecutionState.deleteFailed('folder busy')),
+          e: at(nginx, ExecutionState.stoppingRequested()),
+          f: at(nginx, ExecutionState.removed()),
+        });
+      });
+    });
     // swdd~agent-workload-control-loop-delete-broken-allowed~1
     it('a delete with nothing on the runtime ends the loop, reporting Removed', () => {
       const runtime = new FakeRuntime();
