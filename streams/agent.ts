@@ -1,7 +1,7 @@
 // The whole agent as one function from what it hears to what it says: server messages and Control
 // Interface pipes in; messages to the server and frames to the workloads out.
-import { BehaviorSubject, EMPTY, type Observable, Subject, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
-import { PROTOCOL_LINES, type ProtocolLine } from '../lib/codec/lines.js';
+import { BehaviorSubject, EMPTY, type Observable, endWith, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
+import { NOT_CONNECTED, nextConnection } from '../lib/connection.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { ControlInterfacePipe, MachineSample, WorkloadFrame } from '../lib/ports.js';
@@ -49,25 +49,22 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   // The agent's own current states, sent again after each reconnect so the server forgets
   // that it had marked them disconnected.
   const current = new WorkloadStateStore();
-  // Told by the link's end, not by a subscription of its own: a first subscriber would take what a
-  // synchronous source (the local server) says at once.
-  const closed$ = new Subject<void>();
-  // The protocol lines a workload may speak: every line the agent speaks until a server accepted it
-  // (standalone mode stays so: the workload's Hello decides), then the server's; a session of another
-  // line is closed then.
-  const lines$ = new BehaviorSubject<readonly ProtocolLine[]>(PROTOCOL_LINES);
-  const online$ = new BehaviorSubject(false);
+  // The connection is kept as the messages pass, not by a subscription of its own: a first subscriber
+  // would take what a synchronous source (the local server) says at once. It ends with the link.
+  const connection$ = new BehaviorSubject(NOT_CONNECTED);
+  const closed$ = connection$.pipe(ignoreElements(), endWith(null));
   const fromServer$ = sources.fromServer$.pipe(
     trace('server.in'),
     tap({
       next: (m) => {
-        if (m.kind === 'connected') lines$.next(m.lines);
-        if (m.kind === 'connected' || m.kind === 'disconnected') online$.next(m.kind === 'connected');
+        const next = nextConnection(connection$.value, m);
+        if (next !== connection$.value) connection$.next(next);
       },
-      complete: () => closed$.next(),
+      complete: () => connection$.complete(),
     }),
     share(),
   );
+  const online$ = connection$.pipe(map((c) => c.online));
 
   const states$ = runWorkloads(fromServer$, deps).pipe(
     trace('workloads.states'),
@@ -79,7 +76,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     map((m) => m.response),
     trace('control-interface.responses'),
   );
-  const ci$ = controlInterfaces({ pipes$: sources.controlInterfaces$, responses$, lines$, online$, undelivered$: sources.undelivered$ ?? EMPTY }).pipe(share());
+  const ci$ = controlInterfaces({ pipes$: sources.controlInterfaces$, responses$, connection$, undelivered$: sources.undelivered$ ?? EMPTY }).pipe(share());
   const requests$ = ci$.pipe(
     only('toServer'),
     map((o) => o.request),

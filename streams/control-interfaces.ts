@@ -2,10 +2,11 @@
 // requests to the server; the server's responses go back to the workload named before the `@` of
 // their request id, written as the line that workload's session speaks writes them.
 import { create } from '@bufbuild/protobuf';
-import { type Observable, catchError, defer, endWith, finalize, merge, mergeMap, of } from 'rxjs';
+import { type Observable, catchError, defer, distinctUntilChanged, endWith, finalize, map, merge, mergeMap, of } from 'rxjs';
 import { RequestSchema } from '../proto/gen/ank_base_pb.js';
 import { CONTROL_API_FRAMES, type FromAnkaios, FromAnkaiosMessage, type Request, type Response, encodeFromAnkaios } from '../lib/codec/control-api.js';
 import type { ProtocolLine } from '../lib/codec/lines.js';
+import type { Connection } from '../lib/connection.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../lib/ports.js';
 import { controlSession } from './control-interface-session.js';
 import { decodeFrames, encodeFrame } from './length-delimited.js';
@@ -41,10 +42,8 @@ export interface ControlInterfaceSources {
   readonly pipes$: Observable<ControlInterfacePipe>;
   /** The server's responses to the workloads' requests (prefixed request ids). */
   readonly responses$: Observable<Response>;
-  /** Which protocol lines a workload may speak (replays the latest). */
-  readonly lines$: Observable<readonly ProtocolLine[]>;
-  /** Whether the server is connected (replays the latest). */
-  readonly online$: Observable<boolean>;
+  /** The server connection: whether it is up, and which protocol lines a workload may speak (replays the latest). */
+  readonly connection$: Observable<Connection>;
   /** Frames the pipes could not deliver: the workload is gone from its Control Interface. */
   readonly undelivered$: Observable<WorkloadFrame>;
 }
@@ -54,7 +53,7 @@ export interface ControlInterfaceSources {
  * (swdd~agent-forward-responses-to-control-interface-pipe~1). Requests made while the server is not
  * connected are kept, at most MAX_HELD_REQUESTS per workload, and sent when it is again.
  */
-export function controlInterfaces({ pipes$, responses$, lines$, online$, undelivered$ }: ControlInterfaceSources): Observable<ControlInterfaceOutput> {
+export function controlInterfaces({ pipes$, responses$, connection$, undelivered$ }: ControlInterfaceSources): Observable<ControlInterfaceOutput> {
   return defer(() => {
     /** The pipe each workload reads now: a response for any other name has nobody to go to. */
     const open = new Map<string, Open>();
@@ -87,7 +86,13 @@ export function controlInterfaces({ pipes$, responses$, lines$, online$, undeliv
       }
       return [toWorkload(workloadName, FromAnkaiosMessage.error(request.requestId.slice(workloadName.length + 1), SERVER_UNREACHABLE), line)];
     };
-    const connection$ = online$.pipe(
+    const lines$ = connection$.pipe(
+      map((c) => c.lines),
+      distinctUntilChanged(),
+    );
+    const online$ = connection$.pipe(
+      map((c) => c.online),
+      distinctUntilChanged(),
       mergeMap((now) => {
         online = now;
         return now ? held.splice(0).map((h) => toServer(h.request)) : [];
@@ -139,7 +144,7 @@ export function controlInterfaces({ pipes$, responses$, lines$, online$, undeliv
       }),
     );
     const gone$ = undelivered$.pipe(mergeMap((frame) => (frame.logStream ? cancelLogs(frame.logStream) : [])));
-    return merge(connection$, sessions$, routed$, gone$);
+    return merge(online$, sessions$, routed$, gone$);
   });
 }
 

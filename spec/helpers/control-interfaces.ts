@@ -27,8 +27,7 @@ export class ControlInterfaceHub {
     controlInterfaces({
       pipes$: this.pipes.opened$,
       responses$: this.responses,
-      lines$: of(lines),
-      online$: of(true),
+      connection$: of({ online: true, lines }),
       undelivered$: this.pipes.undelivered$,
     }).subscribe((out) => {
       if (out.kind === 'toServer') this.requests.next(out.request);
