@@ -92,11 +92,23 @@ export const containersOf = (pods: readonly string[], containers: readonly Conta
 /** A Podman container is `stopped` for a moment (~150 ms) on its way to `exited`. */
 const isTransient = (c: Container) => c.State === 'stopped';
 
+/** Each snapshot's containers by id, made once however many workloads read that snapshot. */
+const indexes = new WeakMap<readonly Container[], ReadonlyMap<string, Container>>();
+function containerWithId(containers: readonly Container[], id: string): Container | undefined {
+  let index = indexes.get(containers);
+  if (!index) {
+    // The first of a duplicated id wins, as a search from the front would find it.
+    index = new Map([...containers].reverse().map((c) => [c.Id, c]));
+    indexes.set(containers, index);
+  }
+  return index.get(id);
+}
+
 /** swdd~podman-state-getter-uses-podmancli~1, swdd~podman-state-getter-returns-lost-state~1: the state getter of the podman runtime. */
 export const podmanReading =
   (id: string) =>
   (containers: readonly Container[]): StateReading => {
-    const c = containers.find((x) => x.Id === id);
+    const c = containerWithId(containers, id);
     return c ? { state: podmanState(c), transient: isTransient(c) } : { state: ExecutionState.lost(), transient: false };
   };
 

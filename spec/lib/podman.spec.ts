@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { fromBase64, toBase64 } from '../../lib/drivers/podman-runtime.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { Container } from '../../lib/podman/container.js';
-import { kubeContainerState, kubeWorkloadState, podmanState } from '../../lib/podman/container-state.js';
+import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
 import {
   NO_CONTROL_INTERFACE_TARGET,
@@ -76,6 +76,17 @@ describe('Podman state tables', () => {
     expect(shown(kubeWorkloadState([], []))).to.equal('Failed(Lost)');
     expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Running(Ok)');
     expect(shown(kubeWorkloadState(['p1'], [{ ...c('exited', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
+  });
+
+  // swdd~podman-state-getter-uses-podmancli~1, swdd~podman-state-getter-returns-lost-state~1
+  it('reads a workload out of a snapshot by its container id; a container not in it is Failed(Lost)', () => {
+    const snapshot = Array.from({ length: 1000 }, (_, i): Container => ({ Id: `id${i}`, State: i % 2 ? 'running' : 'exited', ExitCode: 0 }));
+    expect(shown(podmanReading('id999')(snapshot).state)).to.equal('Running(Ok)');
+    expect(shown(podmanReading('id998')(snapshot).state)).to.equal('Succeeded(Ok)');
+    expect(shown(podmanReading('id1000')(snapshot).state)).to.equal('Failed(Lost)');
+    expect(shown(podmanReading('id1')([...snapshot.slice(0, 1), { Id: 'id1', State: 'exited', ExitCode: 0 }, ...snapshot.slice(1)]).state)).to.equal(
+      'Succeeded(Ok)',
+    );
   });
 });
 
