@@ -7,6 +7,9 @@ import v8 from 'node:v8';
 // Keeps the heap near what is live: without it, the young generation a burst of work (hundreds of
 // workloads created at once) grew to stays resident for good (npm run bench -- --only=scaling).
 v8.setFlagsFromString('--optimize-for-size');
+// The agent waits on I/O; V8's optimizing compiler would keep ~6 MiB of code and compiler memory
+// for start-up code that never runs hot again.
+v8.setFlagsFromString('--no-opt');
 
 const built = ['../dist/bin/ank-agent.mjs', '../dist/bin/main.js'].map((file) => new URL(file, import.meta.url)).find((url) => existsSync(url));
 if (!built) {
