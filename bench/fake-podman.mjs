@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A stand-in for `podman` that keeps its containers as files in $FAKE_PODMAN_DIR, so the bench can run
-// an agent with hundreds of workloads in seconds. It knows what the agent asks of Podman: run, ps (with
-// label and name filters), start, stop, rm, volume ls, logs and a quiet events stream.
+// an agent with hundreds of workloads in seconds. It knows what this agent and the released one ask of
+// Podman: run, ps (with label and name filters), start, stop, rm, volume ls, logs and a quiet events stream.
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -36,7 +36,8 @@ const [command, ...rest] = args;
 if (command !== 'events') writeFileSync(path.join(dir, '..', 'calls'), 'x', { flag: 'a' });
 switch (command) {
   case 'ps': {
-    const filters = rest.filter((a) => a.startsWith('--filter=')).map((a) => a.slice('--filter='.length));
+    // `--filter=<f>` (this agent) or `--filter <f>` (the released agent).
+    const filters = rest.flatMap((a, i) => (a.startsWith('--filter=') ? [a.slice('--filter='.length)] : rest[i - 1] === '--filter' ? [a] : []));
     process.stdout.write(JSON.stringify(all().filter((c) => filters.every((f) => matches(c, f)))));
     break;
   }
@@ -51,21 +52,21 @@ switch (command) {
       }
     }
     const Id = randomBytes(32).toString('hex');
-    save({ Id, Names: [name ?? Id.slice(0, 12)], State: 'running', Labels });
+    save({ Id, Names: [name ?? Id.slice(0, 12)], State: 'running', ExitCode: 0, Pod: '', Labels });
     process.stdout.write(`${Id}\n`);
     break;
   }
   case 'start':
   case 'stop': {
     const c = find(rest.at(-1));
-    if (!c) process.exit(125);
+    if (!c) process.exit(rest.includes('--ignore') ? 0 : 125);
     save({ ...c, State: command === 'start' ? 'running' : 'exited', ExitCode: 0 });
     break;
   }
   case 'rm': {
     const c = find(rest.at(-1));
     if (c) rmSync(file(c.Id));
-    else if (!rest.includes('--force')) process.exit(1);
+    else if (!rest.includes('--force') && !rest.includes('--ignore')) process.exit(1);
     break;
   }
   case 'volume':

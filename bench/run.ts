@@ -484,7 +484,11 @@ const quick = process.argv.includes('--quick');
 // 9. Scaling: hundreds of workloads on a file-backed fake podman (bench/fake-podman.mjs) ----------------
 
 async function benchScaling(idleSeconds: number): Promise<void> {
-  console.log(`\n9. Scaling (the real agent process, a fake podman that keeps containers as files; idle ${idleSeconds} s)`);
+  const released = process.env.ANKAIOS_BIN && path.join(process.env.ANKAIOS_BIN, 'ank-agent');
+  console.log(
+    `\n9. Scaling (the real agent process${released ? ', then the released one' : ''}, a fake podman that keeps containers as files; ` +
+      `settled ${SETTLE_MS / 1000} s, then idle ${idleSeconds} s)`,
+  );
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-scale-'));
   const server0 = await FakeAnkaiosServer.start();
   const floor = spawn(process.execPath, [writeBaseline(run), `127.0.0.1:${server0.port}`], { stdio: 'ignore' });
@@ -494,7 +498,25 @@ async function benchScaling(idleSeconds: number): Promise<void> {
   floor.kill('SIGKILL');
   server0.stop();
   record({ name: 'floor: Node + gRPC client, idle RSS, median', value: floorRss, unit: 'MiB' });
-  const byN = new Map<number, { rss: number; cpu: number; calls: number }>();
+  const ours = await scaleAgent('ours', (url, name, env) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), {
+    idleSeconds,
+    floorRss,
+  });
+  record({ name: 'ours: idle RSS with no workload / floor', value: ours.get(0)!.rss / floorRss, unit: '×', target: '≤1.15' });
+  if (released)
+    await scaleAgent('released', (url, name, env) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), { idleSeconds });
+}
+
+/** How long after the last workload runs (or the agent started) the idle figures begin: the burst's garbage is collected by then. */
+const SETTLE_MS = 15_000;
+
+/** One agent at 0 / 50 / 500 / 1 000 workloads on the fake podman: idle figures, and the times of the bursts. */
+async function scaleAgent(
+  label: string,
+  start: (url: string, name: string, env: NodeJS.ProcessEnv) => ChildProcess,
+  { idleSeconds, floorRss }: { idleSeconds: number; floorRss?: number },
+): Promise<Map<number, { rss: number; cpu: number }>> {
+  const byN = new Map<number, { rss: number; cpu: number }>();
   for (const n of [0, 50, 500, 1000]) {
     const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fake-podman-'));
     symlinkSync(path.resolve('bench/fake-podman.mjs'), path.join(fake, 'podman'));
@@ -503,7 +525,7 @@ async function benchScaling(idleSeconds: number): Promise<void> {
     const env = { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
     const agentName = uniqueAgent('scale');
     const server = await FakeAnkaiosServer.start();
-    const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore', env });
+    const child = start(server.url, agentName, env);
     try {
       const stream = await server.nextStream();
       await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
@@ -512,49 +534,43 @@ async function benchScaling(idleSeconds: number): Promise<void> {
       const t = performance.now();
       stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
       await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
-      if (n >= 100)
-        record({
-          name: `ServerHello → ${n} workloads Running(Ok) at the server`,
-          value: performance.now() - t,
-          unit: 'ms',
-          note: `${((performance.now() - t) / n).toFixed(1)} ms each`,
-        });
-      await sleep(3000);
+      if (n >= 100) {
+        const ms = performance.now() - t;
+        record({ name: `${label}: ServerHello → ${n} workloads Running(Ok) at the server`, value: ms, unit: 'ms', note: `${(ms / n).toFixed(1)} ms each` });
+      }
+      await sleep(SETTLE_MS);
       const containers = readdirSync(state).length;
       writeFileSync(path.join(fake, 'calls'), '');
       const figures = await idleFigures(child.pid!, idleSeconds);
       const calls = readFileSync(path.join(fake, 'calls'), 'utf8').length / idleSeconds;
-      byN.set(n, { ...figures, calls });
-      record({
-        name: `idle RSS with ${n} workloads, median`,
-        value: figures.rss,
-        unit: 'MiB',
-        target: n === 0 ? `≤${(1.15 * floorRss).toFixed(1)} (1.15 × floor)` : undefined,
-      });
-      record({ name: `idle CPU with ${n} workloads`, value: figures.cpu, unit: '% core', target: n === 1000 ? '≤0.5' : undefined });
-      record({ name: `podman calls per second with ${n} workloads`, value: calls, unit: '/s', note: `${containers} containers` });
+      byN.set(n, figures);
+      const rssTarget = n === 0 && floorRss ? `≤${(1.15 * floorRss).toFixed(1)} (1.15 × floor)` : undefined;
+      record({ name: `${label}: idle RSS with ${n} workloads, median`, value: figures.rss, unit: 'MiB', target: rssTarget });
+      record({ name: `${label}: idle CPU with ${n} workloads`, value: figures.cpu, unit: '% core', target: n === 1000 && floorRss ? '≤0.5' : undefined });
+      record({ name: `${label}: podman calls per second with ${n} workloads`, value: calls, unit: '/s', note: `${containers} containers` });
       if (n >= 100) {
         const t2 = performance.now();
         stream.send({
           FromServerEnum: { case: 'updateWorkload', value: { deletedWorkloads: specs.map((s) => ({ instanceName: s.instanceName, dependencies: {} })) } },
         });
         await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Removed'), 300_000);
-        record({ name: `delete all → ${n} workloads Removed at the server`, value: performance.now() - t2, unit: 'ms' });
+        record({ name: `${label}: delete all → ${n} workloads Removed at the server`, value: performance.now() - t2, unit: 'ms' });
       }
     } finally {
       child.kill('SIGKILL');
       server.stop();
     }
   }
-  const at = (n: number) => byN.get(n)!;
+  const rss = (n: number) => byN.get(n)!.rss;
   for (const [from, to] of [
     [50, 500],
     [500, 1000],
     [50, 1000],
   ]) {
-    record({ name: `RSS per idle workload, ${from} → ${to}`, value: (at(to).rss - at(from).rss) / (to - from), unit: 'MiB', target: '≤0.05' });
+    const target = floorRss ? '≤0.05' : undefined;
+    record({ name: `${label}: RSS per idle workload, ${from} → ${to}`, value: (rss(to) - rss(from)) / (to - from), unit: 'MiB', target });
   }
-  record({ name: 'idle RSS with no workload / floor', value: at(0).rss / floorRss, unit: '×', target: '≤1.15' });
+  return byN;
 }
 
 /** The latest reported state of each workload, read as the messages come (`reportedStates` reads them all each time). */
