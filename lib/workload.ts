@@ -22,7 +22,7 @@ const ID = /^[0-9a-f]{64}$/;
 
 /**
  * Why an instance name from outside cannot be used, or undefined when it can: the names become container
- * names and folder names, so nothing but the seed's characters gets through (swdd~api-workload-naming-convention~1,
+ * names and folder names, so nothing but the allowed characters gets through (swdd~api-workload-naming-convention~1,
  * swdd~api-agent-naming-convention~1, swdd~api-workload-execution-instance-naming~1).
  */
 export function instanceNameProblem(n: WorkloadInstanceName): string | undefined {

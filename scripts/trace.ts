@@ -9,7 +9,7 @@ import path from 'node:path';
 interface Requirement {
   readonly id: string;
   readonly title: string;
-  readonly seed: string;
+  readonly design: string;
   readonly needs: string[];
   /** Why the agent does not have to meet it, when it does not. */
   readonly notForAgent?: string;
@@ -76,7 +76,7 @@ function extractFile(file: string, label: string): Requirement[] {
       break;
     }
     const notForAgent = NOT_FOR_AGENT[m[1]] ?? AS_RELEASED[m[1]] ?? (/^swdd~containerd-|containerd~/.test(m[1]) ? CONTAINERD : undefined);
-    found.push({ id: m[1], title, seed: label, needs, ...(notForAgent ? { notForAgent } : {}) });
+    found.push({ id: m[1], title, design: label, needs, ...(notForAgent ? { notForAgent } : {}) });
   });
   return found;
 }
@@ -85,21 +85,21 @@ function extractFile(file: string, label: string): Requirement[] {
  * Every requirement of the older designs and of the released design; an older requirement that the released
  * design has in a newer version (or the same) is kept once, as superseded by the released one.
  */
-function extract(seedsDir: string, releasedDir: string): Requirement[] {
+function extract(olderDir: string, releasedDir: string): Requirement[] {
   const all = SOURCES.flatMap(({ label, file }) => {
-    const dir = label === 'v1.0.1' ? releasedDir : seedsDir;
+    const dir = label === 'v1.0.1' ? releasedDir : olderDir;
     return readdirSync(dir)
       .filter((f) => file.test(f))
       .sort()
       .flatMap((f) => extractFile(path.join(dir, f), label));
   });
-  const released = new Map(all.filter((r) => r.seed === 'v1.0.1').map((r) => [baseOf(r.id), r]));
+  const released = new Map(all.filter((r) => r.design === 'v1.0.1').map((r) => [baseOf(r.id), r]));
   return all.flatMap((r): Requirement[] => {
     const newer = released.get(baseOf(r.id));
-    if (r.seed !== 'v1.0.1' && newer && newer.id === r.id) return [];
-    if (r.seed === '000' && newer && versionOf(newer.id) > versionOf(r.id)) return [{ ...r, supersededBy: newer.id }];
-    if (r.seed === '000' && !newer && SUPERSEDED[r.id]) return [{ ...r, supersededBy: SUPERSEDED[r.id] }];
-    if (r.seed === '000' && !newer) throw new Error(`${r.id} of the older agent design is not in the released design: say in SUPERSEDED what replaced it`);
+    if (r.design !== 'v1.0.1' && newer && newer.id === r.id) return [];
+    if (r.design === '000' && newer && versionOf(newer.id) > versionOf(r.id)) return [{ ...r, supersededBy: newer.id }];
+    if (r.design === '000' && !newer && SUPERSEDED[r.id]) return [{ ...r, supersededBy: SUPERSEDED[r.id] }];
+    if (r.design === '000' && !newer) throw new Error(`${r.id} of the older agent design is not in the released design: say in SUPERSEDED what replaced it`);
     return [r];
   });
 }
@@ -144,8 +144,8 @@ for (const r of requirements) {
   if (where.length > 3) console.log(`          … and ${where.length - 3} more`);
 }
 const agentRequirements = requirements.filter((r) => !r.notForAgent && !r.supersededBy);
-const released = agentRequirements.filter((r) => r.seed === 'v1.0.1');
+const released = agentRequirements.filter((r) => r.design === 'v1.0.1');
 console.log(
-  `${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} seed requirements superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`,
+  `${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} requirements of the older designs superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`,
 );
 process.exit(untested > 0 ? 1 : 0);
