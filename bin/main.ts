@@ -1,6 +1,5 @@
 // ank-agent: flags and config → drivers → agent → subscribe. The only subscribe of the program.
 import { existsSync, readFileSync } from 'node:fs';
-import meow from 'meow';
 import { BehaviorSubject, type Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
 import {
   AGENT_NAME_PATTERN,
@@ -8,7 +7,6 @@ import {
   ConfigError,
   type ConfigFile,
   DEFAULT_CONFIG_PATH,
-  DEFAULT_SERVER_URL,
   defaultRunFolder,
   parseConfigFile,
   resolveConfig,
@@ -34,64 +32,11 @@ import { type AgentDeps, type AgentSinks, agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
 import { ServerRefused, serverLink } from '../streams/server-link.js';
 import { noTrace, tracer } from '../streams/trace.js';
+import { HELP, packageVersion, readCommandLine } from './command-line.js';
 import { builtInRuntimes } from './wiring.js';
 
 /** Where the server's messages come from: the gRPC server link, or the local server of standalone mode. */
 type Link = (toServer$: Observable<ToServer>, greeting: () => ToServer[]) => Observable<FromServer>;
-
-const HELP = `
-  Usage
-    $ ank-agent -n <name> (-k | --ca_pem <file> --crt_pem <file> --key_pem <file>) [options]
-    $ ank-agent --manifest <file.yaml> [-n <name>] [options]
-
-  The Ankaios agent: runs the workloads an Ankaios server assigns to this node, or,
-  with --manifest, the workloads of an Ankaios manifest without a server.
-
-  Options
-    -n, --name <name>            Agent name (letters, digits, '-' and '_')
-    -s, --server-url <url>       Server URL (default ${DEFAULT_SERVER_URL})
-    -r, --run-folder <folder>    Working folder (default $TMPDIR/ankaios/, /tmp/ankaios/ without TMPDIR)
-    -t, --tag <key=value>        A tag of this agent, said to 1.x servers (repeatable)
-    -x, --agent-config <file>    TOML config file (default ${DEFAULT_CONFIG_PATH}, when it exists)
-    -k, --insecure               Talk to the server in plain text      (env ANKAGENT_INSECURE)
-        --ca_pem <file>          CA certificate for mTLS               (env ANKAGENT_CA_PEM)
-        --crt_pem <file>         Agent certificate for mTLS            (env ANKAGENT_CRT_PEM)
-        --key_pem <file>         Agent private key for mTLS            (env ANKAGENT_KEY_PEM)
-    -m, --manifest <file>        Standalone: run this manifest, no server; edits are applied
-        --delete-on-exit         Standalone: delete the workloads when the agent stops
-        --debug                  Trace the pipelines on stderr
-        --help                   Show this help
-        --version                Show the version and the protocol lines
-
-  Flags override environment variables, which override the config file.
-
-  Examples
-    $ ank-agent -n agent_A -s http://127.0.0.1:25551 -k
-    $ ank-agent --manifest examples/dependencies.yaml
-`;
-
-const cli = meow(HELP, {
-  importMeta: import.meta,
-  allowUnknownFlags: false,
-  autoVersion: false,
-  flags: {
-    name: { type: 'string', shortFlag: 'n' },
-    serverUrl: { type: 'string', shortFlag: 's' },
-    runFolder: { type: 'string', shortFlag: 'r' },
-    tag: { type: 'string', shortFlag: 't', isMultiple: true },
-    version: { type: 'boolean', default: false },
-    agentConfig: { type: 'string', shortFlag: 'x' },
-    insecure: { type: 'boolean', shortFlag: 'k' },
-    ca_pem: { type: 'string' },
-    crt_pem: { type: 'string' },
-    key_pem: { type: 'string' },
-    manifest: { type: 'string', shortFlag: 'm' },
-    deleteOnExit: { type: 'boolean', default: false },
-    debug: { type: 'boolean', default: false },
-  },
-});
-// meow hands the `--ca_pem` style flags over camel-cased.
-const flags = cli.flags as typeof cli.flags & { caPem?: string; crtPem?: string; keyPem?: string };
 
 /** What the run holds that must be let go before the process ends (the Control Interfaces). */
 const disposers: Array<() => void> = [];
@@ -117,6 +62,15 @@ function userErrors<T>(body: () => T): T {
     throw err;
   }
 }
+
+/** The flags; a command line Node's parser refuses ends the process with its reason and the help. */
+const flags = (() => {
+  try {
+    return readCommandLine(process.argv.slice(2));
+  } catch (err) {
+    return fail((err as Error).message, true);
+  }
+})();
 
 function readConfigFile(log: Logger): ConfigFile {
   const file = flags.agentConfig ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
@@ -184,7 +138,7 @@ function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined): Ma
 function connected(): void {
   const log = createLogger(flags.debug);
   const { config, security } = userErrors(() => {
-    if (cli.input.length > 0) throw new ConfigError(`Unexpected argument '${cli.input[0]}'.`, true);
+    if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
     const config = resolveConfig(
       {
         name: flags.name,
@@ -286,8 +240,12 @@ function standalone(manifestFile: string): void {
   );
 }
 
+if (flags.help) {
+  process.stdout.write(HELP);
+  shutdown(0);
+}
 if (flags.version) {
-  process.stdout.write(`ank-agent ${cli.pkg.version ?? ''}\nprotocol lines: ${PROTOCOL_LINES.map((l) => `${l.name} (says ${l.version})`).join(', ')}\n`);
+  process.stdout.write(`ank-agent ${packageVersion()}\nprotocol lines: ${PROTOCOL_LINES.map((l) => `${l.name} (says ${l.version})`).join(', ')}\n`);
   shutdown(0);
 }
 if (flags.manifest !== undefined) standalone(flags.manifest);

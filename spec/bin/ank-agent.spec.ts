@@ -142,10 +142,12 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'a', '-k', '-s', 'http://127.0.0.1:0']), "Invalid server URL 'http://127.0.0.1:0'");
   });
 
-  it('rejects unknown flags', async () => {
-    const run = await runToEnd(['-n', 'agent_A', '-k', '--frobnicate']);
-    expect(run.code).not.to.equal(0);
-    expect(run.stderr).to.include('--frobnicate');
+  it('rejects unknown flags, a flag without its value and a value given to a switch, naming the flag, with the usage', async () => {
+    const unknown = await runToEnd(['-n', 'agent_A', '-k', '--frobnicate']);
+    expectFailure(unknown, "Unknown option '--frobnicate'");
+    expect(unknown.stderr).to.include('Usage');
+    expectFailure(await runToEnd(['-k', '-n']), "Option '-n, --name <value>' argument missing");
+    expectFailure(await runToEnd(['-n', 'agent_A', '--insecure=yes']), "Option '-k, --insecure' does not take an argument");
   });
 
   describe('the agent config file (-x)', () => {
