@@ -5,6 +5,7 @@ import type { ExecutionState } from './execution-state.js';
 import { type DesiredState, checkDesiredState, declaredState } from './manifest.js';
 import type { WorkloadState } from './messages.js';
 import { type ConfigValue, type DeclaredState, EMPTY_WORKLOAD, type Workload } from './workload.js';
+import { isRecord } from './record.js';
 
 /** The complete state as masks address it; a mask leaves out what it does not name. */
 export interface CompleteState {
@@ -19,12 +20,11 @@ export interface CompleteState {
 }
 
 type Tree = Record<string, unknown>;
-const isTree = (v: unknown): v is Tree => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** The tree under `key`, made (replacing a leaf) when there is none. */
 function subtree(tree: Tree, key: string): Tree {
   const child = tree[key];
-  if (isTree(child)) return child;
+  if (isRecord(child)) return child;
   const made: Tree = {};
   tree[key] = made;
   return made;
@@ -37,7 +37,7 @@ function sorted<T extends object>(t: T): T {
       .sort()
       .map((k) => {
         const v = (t as Tree)[k];
-        return [k, isTree(v) ? sorted(v) : v];
+        return [k, isRecord(v) ? sorted(v) : v];
       }),
   ) as T;
 }
@@ -50,7 +50,7 @@ export function pick<T extends object>(tree: T, masks: readonly string[]): T {
     const [head, ...rest] = parts;
     for (const key of head === '*' ? Object.keys(from) : [head]) {
       if (!(key in from)) continue;
-      if (rest.length === 0 || !isTree(from[key])) into[key] = from[key];
+      if (rest.length === 0 || !isRecord(from[key])) into[key] = from[key];
       else copy(from[key] as Tree, subtree(into, key), rest);
     }
   };
@@ -82,7 +82,7 @@ export interface AlteredFields {
 }
 
 /** An execution state is one value: below it there is nothing to address. */
-const isLeaf = (v: unknown) => !isTree(v) || ('state' in v && 'substate' in v);
+const isLeaf = (v: unknown) => !isRecord(v) || ('state' in v && 'substate' in v);
 /** What comes or goes as a whole: a value, an execution state, a workload, an agent. */
 const isUnit = (v: unknown) => isLeaf(v) || 'runtime' in (v as Tree) || Object.keys(v as Tree).length === 0;
 
@@ -128,7 +128,7 @@ export function applyUpdate(desired: DesiredState, incoming: IncomingDesiredStat
     let from: unknown = incoming;
     let into = state;
     for (const [i, key] of path.entries()) {
-      from = isTree(from) ? from[key] : undefined;
+      from = isRecord(from) ? from[key] : undefined;
       if (i === path.length - 1) {
         if (from === undefined) delete into[key];
         else into[key] = structuredClone(from);
@@ -138,10 +138,10 @@ export function applyUpdate(desired: DesiredState, incoming: IncomingDesiredStat
     }
   }
   // What a mask left partial is completed with the wire's defaults (a workload without runtime is refused).
-  const workloads = isTree(state.workloads) ? state.workloads : {};
+  const workloads = isRecord(state.workloads) ? state.workloads : {};
   return checkDesiredState({
     apiVersion: String(state.apiVersion ?? desired.apiVersion),
     workloads: Object.fromEntries(Object.entries(workloads).map(([name, w]) => [name, { ...EMPTY_WORKLOAD, ...(w as Partial<Workload>) }])),
-    configs: (isTree(state.configs) ? state.configs : {}) as DeclaredState['configs'],
+    configs: (isRecord(state.configs) ? state.configs : {}) as DeclaredState['configs'],
   });
 }

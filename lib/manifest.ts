@@ -14,6 +14,7 @@ import {
   NAME,
   instanceId,
 } from './workload.js';
+import { isRecord } from './record.js';
 
 /** A manifest the agent cannot use; the message says where and why. */
 export class ManifestError extends Error {}
@@ -42,7 +43,6 @@ const MASK_SEGMENT = /^(\*|[a-zA-Z0-9_-]+)$/;
 const LOG_NAME = /^[a-zA-Z0-9_*-]{1,64}$/;
 
 type Doc = Record<string, unknown>;
-const isMap = (v: unknown): v is Doc => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function fail(where: string, message: string): never {
   throw new ManifestError(`${where}: ${message}`);
@@ -63,7 +63,7 @@ function stringList(v: unknown, where: string, field: string): string[] {
 }
 
 function accessRule(v: unknown, where: string): AccessRule {
-  if (!isMap(v)) fail(where, 'an access rule must be a mapping');
+  if (!isRecord(v)) fail(where, 'an access rule must be a mapping');
   if (v.type === 'StateRule') {
     const operation = READ_WRITE.fromText(String(v.operation)) ?? fail(where, `unknown operation '${String(v.operation)}' (${READ_WRITE.texts})`);
     return { kind: 'state', operation, filterMasks: stringList(v.filterMask ?? v.filterMasks, where, 'filterMask') };
@@ -76,16 +76,16 @@ function tagsOf(v: unknown, where: string): Record<string, string> {
   if (v === undefined || v === null) return {};
   if (Array.isArray(v)) {
     return Object.fromEntries(
-      v.map((t) => (isMap(t) ? [stringOf(t.key, where, 'tags.key'), stringOf(t.value, where, 'tags.value')] : fail(where, 'a tag must have key and value'))),
+      v.map((t) => (isRecord(t) ? [stringOf(t.key, where, 'tags.key'), stringOf(t.value, where, 'tags.value')] : fail(where, 'a tag must have key and value'))),
     );
   }
-  if (isMap(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, stringOf(x, where, `tags.${k}`)]));
+  if (isRecord(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, stringOf(x, where, `tags.${k}`)]));
   return fail(where, "'tags' must be a mapping");
 }
 
 function filesOf(v: unknown, where: string): WorkloadFile[] {
   return (v === undefined || v === null ? [] : Array.isArray(v) ? v : fail(where, "'files' must be a list")).map((f: unknown) => {
-    if (!isMap(f)) fail(where, 'a file must be a mapping with mountPoint and data or binaryData');
+    if (!isRecord(f)) fail(where, 'a file must be a mapping with mountPoint and data or binaryData');
     const mountPoint = stringOf(f.mountPoint, where, 'files.mountPoint');
     if ((f.data === undefined) === (f.binaryData === undefined)) fail(where, `the file '${mountPoint}' needs either 'data' or 'binaryData'`);
     return f.data !== undefined
@@ -96,7 +96,7 @@ function filesOf(v: unknown, where: string): WorkloadFile[] {
 
 function configValue(v: unknown, where: string): ConfigValue {
   if (Array.isArray(v)) return v.map((x) => configValue(x, where));
-  if (isMap(v)) {
+  if (isRecord(v)) {
     return Object.fromEntries(
       Object.entries(v).map(([k, x]) => {
         // swdd~api-config-item-key-naming-convention~1
@@ -110,12 +110,12 @@ function configValue(v: unknown, where: string): ConfigValue {
 
 function mapping(v: unknown, where: string, field: string): Doc {
   if (v === undefined || v === null) return {};
-  return isMap(v) ? v : fail(where, field);
+  return isRecord(v) ? v : fail(where, field);
 }
 
 function workloadOf(name: string, v: unknown): Workload {
   const where = `workload '${name}'`;
-  if (!isMap(v)) fail(where, 'must be a mapping');
+  if (!isRecord(v)) fail(where, 'must be a mapping');
   const runtime = v.runtime === undefined ? fail(where, "'runtime' is missing") : stringOf(v.runtime, where, 'runtime');
   const restart = v.restartPolicy === undefined ? RESTART_POLICY.toText('Never') : String(v.restartPolicy);
   const restartPolicy = RESTART_POLICY.fromText(restart) ?? fail(where, `unknown restartPolicy '${restart}' (${RESTART_POLICY.texts})`);
@@ -131,7 +131,7 @@ function workloadOf(name: string, v: unknown): Workload {
       stringOf(key, where, `configs.${alias}`),
     ]),
   );
-  const access = isMap(v.controlInterfaceAccess) ? v.controlInterfaceAccess : {};
+  const access = isRecord(v.controlInterfaceAccess) ? v.controlInterfaceAccess : {};
   const rules = (field: 'allowRules' | 'denyRules') =>
     (access[field] === undefined
       ? []
@@ -160,7 +160,7 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
   } catch (err) {
     throw new ManifestError(`not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
-  if (!isMap(doc)) throw new ManifestError('a manifest must be a YAML mapping with apiVersion and workloads');
+  if (!isRecord(doc)) throw new ManifestError('a manifest must be a YAML mapping with apiVersion and workloads');
   const apiVersion = doc.apiVersion;
   if (apiVersion === undefined) throw new ManifestError(`'apiVersion' is missing (this agent reads '${API_VERSION}')`);
   if (apiVersion !== API_VERSION && !DEPRECATED_API_VERSIONS.includes(String(apiVersion))) {
@@ -170,16 +170,16 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
   for (const key of Object.keys(doc)) {
     if (!['apiVersion', 'workloads', 'configs'].includes(key)) throw new ManifestError(`unknown top-level key '${key}' (apiVersion, workloads, configs)`);
   }
-  if (doc.configs !== undefined && doc.configs !== null && !isMap(doc.configs)) throw new ManifestError("'configs' must be a mapping");
+  if (doc.configs !== undefined && doc.configs !== null && !isRecord(doc.configs)) throw new ManifestError("'configs' must be a mapping");
   const configs = Object.fromEntries(
-    Object.entries(isMap(doc.configs) ? doc.configs : {}).map(([key, value]) => {
+    Object.entries(isRecord(doc.configs) ? doc.configs : {}).map(([key, value]) => {
       if (!CONFIG_KEY.test(key)) throw new ManifestError(`invalid config key '${key}' (letters, digits, '-' and '_')`);
       return [key, configValue(value, `config '${key}'`)];
     }),
   );
-  if (doc.workloads !== undefined && doc.workloads !== null && !isMap(doc.workloads)) throw new ManifestError("'workloads' must be a mapping");
+  if (doc.workloads !== undefined && doc.workloads !== null && !isRecord(doc.workloads)) throw new ManifestError("'workloads' must be a mapping");
   const workloads = Object.fromEntries(
-    Object.entries(isMap(doc.workloads) ? doc.workloads : {}).map(([name, w]) => {
+    Object.entries(isRecord(doc.workloads) ? doc.workloads : {}).map(([name, w]) => {
       checkWorkloadName(name);
       return [name, workloadOf(name, w)];
     }),

@@ -1,6 +1,7 @@
 // The runtime configs of the `podman` and `podman-kube` runtimes (YAML strings in the workload).
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { ConfigurationError } from '../runtime-connector.js';
+import { isRecord } from '../record.js';
 
 /** A runtime config the runtime cannot use; the message names the field. */
 export class RuntimeConfigError extends ConfigurationError {}
@@ -118,7 +119,6 @@ export const NO_CONTROL_INTERFACE_TARGET = 'Control interface target not specifi
 export const CONTROL_INTERFACE_VOLUME = 'control-interface-volume';
 
 type Node = Record<string, unknown>;
-const isNode = (v: unknown): v is Node => v !== null && typeof v === 'object' && !Array.isArray(v);
 function listIn(node: Node, key: string): unknown[] {
   if (!Array.isArray(node[key])) node[key] = [];
   return node[key] as unknown[];
@@ -126,10 +126,10 @@ function listIn(node: Node, key: string): unknown[] {
 
 /** The pod a manifest document makes, as Podman names it: a Pod by its name, a Deployment `<name>-pod`. */
 function podOf(doc: Node): { readonly name: string; readonly spec: unknown } | undefined {
-  const name = isNode(doc.metadata) ? doc.metadata.name : undefined;
+  const name = isRecord(doc.metadata) ? doc.metadata.name : undefined;
   if (typeof name !== 'string') return undefined;
   if (doc.kind === 'Pod') return { name, spec: doc.spec };
-  if (doc.kind === 'Deployment') return { name: `${name}-pod`, spec: isNode(doc.spec) && isNode(doc.spec.template) ? doc.spec.template.spec : undefined };
+  if (doc.kind === 'Deployment') return { name: `${name}-pod`, spec: isRecord(doc.spec) && isRecord(doc.spec.template) ? doc.spec.template.spec : undefined };
   return undefined;
 }
 
@@ -148,10 +148,11 @@ export function withControlInterface(manifest: string, target: string | undefine
   const documents = parseAllDocuments(manifest);
   for (const document of documents) {
     const doc: unknown = document.toJS();
-    const pod = isNode(doc) ? podOf(doc) : undefined;
+    const pod = isRecord(doc) ? podOf(doc) : undefined;
     if (!pod || pod.name !== podName) continue;
-    const container = isNode(pod.spec) ? listIn(pod.spec, 'containers').find((c) => isNode(c) && c.name === containerName) : undefined;
-    if (!isNode(pod.spec) || !isNode(container)) throw new RuntimeConfigError(`Cannot add Control Interface. Target container '${containerName}' not found.`);
+    const container = isRecord(pod.spec) ? listIn(pod.spec, 'containers').find((c) => isRecord(c) && c.name === containerName) : undefined;
+    if (!isRecord(pod.spec) || !isRecord(container))
+      throw new RuntimeConfigError(`Cannot add Control Interface. Target container '${containerName}' not found.`);
     listIn(pod.spec, 'volumes').push({ name: CONTROL_INTERFACE_VOLUME, hostPath: { path: hostPath, type: 'Directory' } });
     listIn(container, 'volumeMounts').push({ name: CONTROL_INTERFACE_VOLUME, mountPath: CONTROL_INTERFACE_MOUNT_POINT });
     document.contents = document.createNode(doc) as typeof document.contents;
