@@ -2,7 +2,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { BehaviorSubject, type Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
 import {
-  AGENT_NAME_PATTERN,
   CONTAINERD_MISSING,
   ConfigError,
   type ConfigFile,
@@ -26,7 +25,7 @@ import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError } from '../lib/manifest.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
-import { NAME_RULE } from '../lib/workload.js';
+import { agentNameProblem } from '../lib/workload.js';
 import type { LocalSnapshot } from '../lib/status.js';
 import { type AgentDeps, type AgentSinks, agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
@@ -195,7 +194,8 @@ function standalone(manifestFile: string): void {
   const { name, first } = userErrors(() => {
     const first = readManifest(manifestFile, log);
     const name = flags.name ?? agentOf(first);
-    if (!AGENT_NAME_PATTERN.test(name)) throw new ConfigError(`Invalid agent name '${name}': an agent name has ${NAME_RULE}.`);
+    const problem = agentNameProblem(name);
+    if (problem) throw new ConfigError(problem);
     return { name, first };
   });
   const ioFolder = userErrors(() => prepareRunFolder(flags.runFolder ?? defaultRunFolder(process.env), name, flags.runFolder === undefined));

@@ -1,12 +1,11 @@
 // The agent's settings: command-line flags over environment variables over the config file over defaults.
 import { parse as parseToml } from 'smol-toml';
-import { NAME, NAME_RULE } from './workload.js';
+import { agentNameProblem } from './workload.js';
 
 export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
 /** `$TMPDIR/ankaios/`, `/tmp/ankaios/` when TMPDIR is unset (as the 1.x agent). */
 export const defaultRunFolder = (env: Readonly<Record<string, string | undefined>>): string => `${(env.TMPDIR || '/tmp').replace(/\/+$/, '')}/ankaios/`;
 export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
-export const AGENT_NAME_PATTERN = NAME;
 
 /** A setting the user got wrong; the message says which and how to mend it. */
 export class ConfigError extends Error {
@@ -178,9 +177,8 @@ export function resolveConfig(
 ): AgentConfig {
   const name = flags.name ?? file.name;
   if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
-  if (!AGENT_NAME_PATTERN.test(name)) {
-    throw new ConfigError(`Invalid agent name '${name}': an agent name has ${NAME_RULE}.`);
-  }
+  const nameProblem = agentNameProblem(name);
+  if (nameProblem) throw new ConfigError(nameProblem);
   const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
   checkServerUrl(serverUrl);
   const runFolder = flags.runFolder ?? file.run_folder ?? defaultRunFolder(env);

@@ -12,6 +12,7 @@ import {
   type WorkloadFile,
   type WorkloadSpec,
   NAME,
+  NAME_RULE,
   instanceId,
 } from './workload.js';
 import { isRecord } from './record.js';
@@ -35,7 +36,6 @@ export const API_VERSION = 'v1';
 /** Older manifests still accepted, with a warning (swdd~api-version-checks~1). */
 export const DEPRECATED_API_VERSIONS = ['v0.1'];
 
-const WORKLOAD_NAME = NAME;
 const CONFIG_KEY = NAME;
 /** An agent name, or none (a workload not scheduled yet). */
 const AGENT_NAME = { test: (agent: string) => agent === '' || NAME.test(agent) };
@@ -191,7 +191,7 @@ export function parseManifest(text: string, warn: (message: string) => void = ()
 
 /** swdd~api-workload-naming-convention~1 */
 function checkWorkloadName(name: string): void {
-  if (!WORKLOAD_NAME.test(name)) fail(`workload '${name}'`, "a workload name has 1 to 63 letters, digits, '-' or '_'");
+  if (!NAME.test(name)) fail(`workload '${name}'`, `a workload name has ${NAME_RULE}`);
 }
 
 /** swdd~api-access-rules-filter-mask-convention~1, swdd~api-access-rules-logs-workload-names-convention~1 */
@@ -213,7 +213,7 @@ function checkWorkload(name: string, w: Workload, configs: Readonly<Record<strin
   const where = `workload '${name}'`;
   checkWorkloadName(name);
   if (w.runtime === '') fail(where, "'runtime' is missing");
-  for (const dep of Object.keys(w.dependencies)) if (!WORKLOAD_NAME.test(dep)) fail(where, `invalid dependency name '${dep}'`);
+  for (const dep of Object.keys(w.dependencies)) if (!NAME.test(dep)) fail(where, `invalid dependency name '${dep}'`);
   for (const [alias, key] of Object.entries(w.configs)) {
     // swdd~api-config-aliases-and-config-reference-keys-naming-convention~1
     if (!CONFIG_KEY.test(alias) || !CONFIG_KEY.test(key)) fail(where, `invalid config reference '${alias}: ${key}' (letters, digits, '-' and '_')`);

@@ -27,10 +27,15 @@ const ID = /^[0-9a-f]{64}$/;
  */
 export function instanceNameProblem(n: WorkloadInstanceName): string | undefined {
   if (!NAME.test(n.workloadName)) return `Invalid workload name '${n.workloadName}': a workload name has ${NAME_RULE}.`;
-  if (!NAME.test(n.agentName)) return `Invalid agent name '${n.agentName}': an agent name has ${NAME_RULE}.`;
-  if (!ID.test(n.id)) return `Invalid instance id '${n.id}': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits.`;
-  return undefined;
+  return (
+    agentNameProblem(n.agentName) ??
+    (ID.test(n.id) ? undefined : `Invalid instance id '${n.id}': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits.`)
+  );
 }
+
+/** Why an agent name cannot be used, or undefined when it can. */
+export const agentNameProblem = (name: string): string | undefined =>
+  NAME.test(name) ? undefined : `Invalid agent name '${name}': an agent name has ${NAME_RULE}.`;
 
 /** `<workloadName>.<id>.<agentName>`: the name containers and folders carry. */
 export const instanceKey = (n: WorkloadInstanceName): string => `${n.workloadName}.${n.id}.${n.agentName}`;

@@ -90,7 +90,8 @@ export function controlInterfaces({ pipes$, responses$, connection$, undelivered
       map((c) => c.lines),
       distinctUntilChanged(),
     );
-    const online$ = connection$.pipe(
+    // What was held is sent when the server is connected again.
+    const released$ = connection$.pipe(
       map((c) => c.online),
       distinctUntilChanged(),
       mergeMap((now) => {
@@ -144,7 +145,7 @@ export function controlInterfaces({ pipes$, responses$, connection$, undelivered
       }),
     );
     const gone$ = undelivered$.pipe(mergeMap((frame) => (frame.logStream ? cancelLogs(frame.logStream) : [])));
-    return merge(online$, sessions$, routed$, gone$);
+    return merge(released$, sessions$, routed$, gone$);
   });
 }
 
