@@ -97,9 +97,11 @@ const indexes = new WeakMap<readonly Container[], ReadonlyMap<string, Container>
 function containerWithId(containers: readonly Container[], id: string): Container | undefined {
   let index = indexes.get(containers);
   if (!index) {
+    const byId = new Map<string, Container>();
     // The first of a duplicated id wins, as a search from the front would find it.
-    index = new Map([...containers].reverse().map((c) => [c.Id, c]));
-    indexes.set(containers, index);
+    for (const c of containers) if (!byId.has(c.Id)) byId.set(c.Id, c);
+    indexes.set(containers, byId);
+    index = byId;
   }
   return index.get(id);
 }
