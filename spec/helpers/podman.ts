@@ -29,10 +29,27 @@ export function podman(...args: string[]): string {
   return execFileSync('podman', args, { encoding: 'utf8' }).trim();
 }
 
+/**
+ * Removes the agent's containers. One that conmon is still cleaning up after an exit (a restart in the
+ * spec's last moment) can have its shm mount busy for a moment: Podman says so, and it is asked again.
+ */
+function removeContainers(agentName: string): void {
+  for (let attempt = 1; ; attempt++) {
+    const ids = podman('ps', '--all', '--quiet', `--filter=label=agent=${agentName}`).split('\n').filter(Boolean);
+    if (!ids.length) return;
+    try {
+      podman('rm', '--force', '--time=0', ...ids);
+      return;
+    } catch (err) {
+      if (attempt === 5 || !String(err).includes('device or resource busy')) throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+}
+
 /** Removes every container, pod and volume of the agent. */
 export function cleanup(agentName: string): void {
-  const ids = podman('ps', '--all', '--quiet', `--filter=label=agent=${agentName}`).split('\n').filter(Boolean);
-  if (ids.length) podman('rm', '--force', '--time=0', ...ids);
+  removeContainers(agentName);
   // Pods are named by their Kubernetes manifests; the specs name them after the agent, with '-' for '_'.
   const pods = [agentName, agentName.replace(/_/g, '-')].flatMap((name) => podman('pod', 'ps', '--quiet', `--filter=name=${name}`).split('\n')).filter(Boolean);
   if (pods.length) podman('pod', 'rm', '--force', ...new Set(pods));
