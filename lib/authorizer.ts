@@ -8,16 +8,19 @@ export type Access =
   | { readonly kind: 'cancelLogs' }
   | { readonly kind: 'cancelEvents' };
 
-/** What an empty field mask or update mask stands for: the whole state. */
-const WHOLE_STATE = ['desiredState', 'workloadStates', 'agents'];
-
-const segments = (path: string) => path.split('.');
+/**
+ * A mask's segments; the empty request mask (the whole state, whatever fields it has) has none.
+ * swdd~agent-authorizing-request-without-filter-mask~2: so only a lone `*` allows it, and every deny rule of
+ * the operation denies it (whatever a deny rule protects is part of the whole state).
+ */
+const segments = (path: string) => (path === '' ? [] : path.split('.'));
 const grants = (operation: ReadWrite, kind: 'read' | 'write') => operation === 'ReadWrite' || (kind === 'read' ? operation === 'Read' : operation === 'Write');
 const same = (mask: string, part: string) => mask === '*' || mask === part;
 
-/** An allow mask matches a path it is a prefix of (segment by segment, `*` matching one segment). */
+/** An allow mask matches a path it is a prefix of (segment by segment, `*` matching one segment); a lone `*` matches all. */
 export function allowMaskMatches(mask: string, path: string): boolean {
   if (mask === '') return false;
+  if (mask === '*') return true;
   const m = segments(mask);
   const p = segments(path);
   return m.length <= p.length && m.every((s, i) => same(s, p[i]));
@@ -57,7 +60,7 @@ export function isAllowed(access: ControlInterfaceAccess, request: Access): bool
       );
     case 'read':
     case 'write': {
-      const paths = request.paths.length > 0 ? request.paths : WHOLE_STATE;
+      const paths = request.paths.length > 0 ? request.paths : [''];
       return paths.every(
         (path) =>
           access.allowRules.some((r) => stateRuleMatches(r, request.kind, path, allowMaskMatches)) &&

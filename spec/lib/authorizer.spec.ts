@@ -62,10 +62,25 @@ describe('Control Interface authorization', () => {
   });
 
   // swdd~agent-authorizing-request-without-filter-mask~2
-  it('an empty field mask asks for the whole state', () => {
-    expect(isAllowed(rules([state('Read', 'desiredState')]), read())).to.equal(false);
+  it('an empty mask is allowed only by a lone `*` allow rule of its operation, and denied by any deny rule of it', () => {
     expect(isAllowed(rules([state('Read', '*')]), read())).to.equal(true);
-    expect(isAllowed(rules([state('Read', 'desiredState', 'workloadStates', 'agents')]), read())).to.equal(true);
+    expect(isAllowed(rules([state('Write', '*')]), write())).to.equal(true);
+    expect(isAllowed(rules([state('Write', '*')]), read()), 'a write rule does not grant a read').to.equal(false);
+    expect(isAllowed(rules([state('Read', 'desiredState')]), read())).to.equal(false);
+    // Naming every field the state has today is no `*`: the state may grow a field the rule does not name.
+    expect(isAllowed(rules([state('Read', 'desiredState', 'workloadStates', 'agents')]), read())).to.equal(false);
+    expect(isAllowed(rules([state('Read', '*.workloads')]), read()), 'a longer rule starting with `*`').to.equal(false);
+    expect(isAllowed(rules([state('Read', '*')], [state('Read', '*')]), read())).to.equal(false);
+    // The whole state includes what any deny rule protects.
+    expect(isAllowed(rules([state('Read', '*')], [state('Read', 'desiredState.workloads.secret')]), read())).to.equal(false);
+    expect(isAllowed(rules([state('Read', '*')], [state('Write', 'desiredState')]), read()), 'a deny rule of the other operation').to.equal(true);
+  });
+
+  // swdd~agent-authorizing-matching-allow-rules~1
+  it('a lone `*` allow rule matches every path, whatever its length', () => {
+    expect(allowMaskMatches('*', 'desiredState.workloads.nginx.agent')).to.equal(true);
+    expect(allowMaskMatches('*', 'effectiveState')).to.equal(true);
+    expect(isAllowed(rules([state('Read', '*')]), read('desiredState.workloads.nginx', 'effectiveState'))).to.equal(true);
   });
 
   // swdd~agent-authorizing-log-rules-matches-request~1, swdd~api-access-rules-logs-workload-names-convention~1
