@@ -10,7 +10,7 @@ import type { CreateOptions } from '../runtime-connector.js';
 import { type ControlInterfaceAccess, type WorkloadSpec, needsControlInterface } from '../workload.js';
 import { FifoWriter, fifoChunks, ensureFifo, openFifo } from './fifo.js';
 import type { HostSide } from './host-side.js';
-import { controlInterfaceFolder } from './run-folder.js';
+import { assertNoLinks, controlInterfaceFolder } from './run-folder.js';
 
 /** What may wait in the agent for a workload's input pipe (beyond the 64 KiB of the pipe; one frame of any size may always wait). */
 export const MAX_BACKLOG_BYTES = 1024 * 1024;
@@ -86,6 +86,7 @@ export class ControlInterfacePipes implements HostSide {
     if (current?.folder === folder && isDeepStrictEqual(current.access, spec.controlInterfaceAccess)) return folder;
     if (current) this.close(name, current);
     mkdirSync(folder, { recursive: true });
+    assertNoLinks(this.ioFolder, folder);
     await ensureFifo(path.join(folder, 'input'));
     await ensureFifo(path.join(folder, 'output'));
     // The output pipe is opened now, before anything can swap it; the input pipe each time a reader is

@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { EMPTY, type Observable, concat, defer, forkJoin, map } from 'rxjs';
 import type { CreateOptions } from '../runtime-connector.js';
 import type { WorkloadSpec } from '../workload.js';
-import { workloadFolder } from './run-folder.js';
+import { assertNoLinks, workloadFolder } from './run-folder.js';
 
 export interface HostSide {
   prepare(spec: WorkloadSpec): Observable<CreateOptions>;
@@ -17,7 +17,16 @@ export interface HostSide {
  */
 export function hostSide(ioFolder: string, ...parts: HostSide[]): HostSide {
   return {
-    prepare: (spec) => forkJoin(parts.map((p) => p.prepare(spec))).pipe(map((options) => Object.assign({}, ...options) as CreateOptions)),
+    prepare: (spec) =>
+      forkJoin(parts.map((p) => p.prepare(spec))).pipe(
+        map((options) => {
+          const merged: CreateOptions = Object.assign({}, ...options);
+          // Checked last, right before the runtime mounts them: Podman follows links.
+          const sources = [merged.controlInterfacePath, ...(merged.fileMounts ?? []).map((m) => m.hostPath)];
+          for (const source of sources) if (source !== undefined) assertNoLinks(ioFolder, source);
+          return merged;
+        }),
+      ),
     release: (spec) =>
       concat(
         ...parts.map((p) => p.release(spec)),

@@ -1,5 +1,5 @@
 // The places of a workload under the agent's folder `<run folder>/<agent>_io/`.
-import { chmodSync, existsSync, lstatSync, mkdirSync } from 'node:fs';
+import { type Stats, closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../config.js';
 import { type WorkloadInstanceName, instanceNameProblem } from '../workload.js';
@@ -25,34 +25,130 @@ export const filesFolder = (ioFolder: string, spec: { readonly instanceName: Wor
 /** The default run folder is shared by the agents of all users: everyone may write, only owners remove (as /tmp). */
 export const SHARED_RUN_FOLDER_MODE = 0o1777;
 
+const ownUid = () => process.getuid?.() ?? 0;
+/** Root and the agent's user are the only ones whose folders and links the agent follows. */
+const trusted = (stat: Stats) => stat.uid === 0 || stat.uid === ownUid();
+const othersMayWrite = (stat: Stats) => (stat.mode & 0o022) !== 0;
+const sticky = (stat: Stats) => (stat.mode & 0o1000) !== 0;
+/** Every folder from `/` down to `folder`, itself included. */
+const prefixes = (folder: string) => folder.split('/').map((_, i, parts) => parts.slice(0, i + 1).join('/') || '/');
+
+function lstatIfThere(file: string): Stats | undefined {
+  try {
+    return lstatSync(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
 /**
- * swdd~agent-prepares-dedicated-run-folder~2: makes sure `<run folder>/<agent>_io/` is there and is the
- * agent's own: both real directories (no symlinks), the io folder of the agent's user. The default run
- * folder is created when missing, with full permissions (and the sticky bit, so no other user can move
- * an agent's io folder away), and may belong to another user; a custom one must exist and be the agent's.
- * Returns the io folder; throws ConfigError naming what is wrong.
+ * Why another user could change what lies in a folder, or undefined when none can: it is a real folder
+ * of root or the agent's user, and others may not write in it (or, where they may, the sticky bit keeps
+ * them from moving what is not theirs).
+ */
+function folderProblem(stat: Stats): string | undefined {
+  if (stat.isSymbolicLink()) return 'is a symbolic link: the agent works only in a real folder';
+  if (!stat.isDirectory()) return 'is not a folder';
+  if (!trusted(stat)) return `belongs to another user (uid ${stat.uid}): it must be root's or the agent's`;
+  if (othersMayWrite(stat) && !sticky(stat)) return `may be written by other users (mode ${(stat.mode & 0o7777).toString(8)}) without the sticky bit`;
+  return undefined;
+}
+
+/**
+ * The folders above the run folder, as given and as resolved: none may let another user swap what lies
+ * below it, and a link on the way must be root's or the agent's.
+ */
+function checkAncestry(parent: string): void {
+  for (const dir of prefixes(parent)) {
+    const stat = lstatSync(dir);
+    if (stat.isSymbolicLink() && !trusted(stat)) throw new ConfigError(`The link '${dir}' above the run folder belongs to another user (uid ${stat.uid}).`);
+  }
+  for (const dir of prefixes(realpathSync(parent))) {
+    const problem = folderProblem(lstatSync(dir));
+    if (problem) throw new ConfigError(`The folder '${dir}' above the run folder ${problem}.`);
+  }
+}
+
+/**
+ * Creates the shared run folder and opens up its mode through a descriptor of the folder just made (never
+ * through a path another user could swap for a link in between). One made meanwhile by someone else is
+ * left as it is, for the checks to judge.
+ */
+function makeSharedFolder(folder: string): void {
+  try {
+    mkdirSync(folder, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
+    throw err;
+  }
+  const fd = openSync(folder, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    // Not left to the umask: the folder must be usable by agents of other users.
+    if (fstatSync(fd).uid === ownUid()) fchmodSync(fd, SHARED_RUN_FOLDER_MODE);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The io folder is the agent's user's alone. */
+function ioFolderProblem(stat: Stats): string | undefined {
+  if (folderProblem(stat)) return folderProblem(stat);
+  if (stat.uid !== ownUid()) return `belongs to another user (uid ${stat.uid})`;
+  return othersMayWrite(stat) ? "may be written by other users: it must be the agent's alone" : undefined;
+}
+
+function makeFolder(folder: string, mode: number): void {
+  try {
+    mkdirSync(folder, { mode });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
+/**
+ * swdd~agent-prepares-dedicated-run-folder~2: makes sure `<run folder>/<agent>_io/` is there and that no
+ * other user can steer a path below it. The agent runs as root and works on these paths by name (mkdir,
+ * mkfifo, rm -r, bind mounts), so every folder on the way must be one no other user can change: the
+ * folders above the run folder (checkAncestry), the run folder itself (root's or the agent's, not a link;
+ * writable by others only with the sticky bit, as the default one is made) and the io folder (the agent's
+ * user's, written by nobody else). Then nothing below the io folder is made or swapped by anyone but the
+ * agent and, inside its Control Interface folder, the workload (fifo.ts opens those with O_NOFOLLOW).
+ * The default run folder is created when missing; a custom one must exist. Nothing that exists already is
+ * chmod'ed. Returns the io folder; throws ConfigError naming the folder and what is wrong.
  */
 export function prepareRunFolder(runFolder: string, agentName: string, isDefault: boolean): string {
-  const ioFolder = path.join(runFolder, `${agentName}_io`);
-  const check = (folder: string, shared = false) => {
-    const stat = lstatSync(folder);
-    if (stat.isSymbolicLink()) throw new ConfigError(`The run folder '${folder}' is a symbolic link: the agent works only in a real folder of its own.`);
-    if (!stat.isDirectory()) throw new ConfigError(`The run folder '${folder}' is not a folder.`);
-    if (!shared && stat.uid !== process.getuid?.()) throw new ConfigError(`The run folder '${folder}' belongs to another user (uid ${stat.uid}).`);
-  };
+  // Resolved without its trailing slash: `lstat('link/')` would follow the link.
+  const folder = path.resolve(runFolder);
+  const ioFolder = path.join(folder, `${agentName}_io`);
   try {
-    if (!existsSync(runFolder)) {
-      if (!isDefault) throw new ConfigError(`The run folder '${runFolder}' does not exist: create it, or leave -r out for the default.`);
-      mkdirSync(runFolder, { recursive: true });
-      // Not left to the umask: the folder must be usable by agents of other users.
-      chmodSync(runFolder, SHARED_RUN_FOLDER_MODE);
+    checkAncestry(path.dirname(folder));
+    if (!lstatIfThere(folder)) {
+      if (!isDefault) throw new ConfigError(`The run folder '${folder}' does not exist: create it, or leave -r out for the default.`);
+      makeSharedFolder(folder);
     }
-    check(runFolder, isDefault);
-    if (!existsSync(ioFolder)) mkdirSync(ioFolder, { mode: 0o755 });
-    check(ioFolder);
+    const problem = folderProblem(lstatSync(folder));
+    if (problem) throw new ConfigError(`The run folder '${folder}' ${problem}.`);
+    makeFolder(ioFolder, 0o755);
+    const ioProblem = ioFolderProblem(lstatSync(ioFolder));
+    if (ioProblem) throw new ConfigError(`The run folder '${ioFolder}' ${ioProblem}.`);
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     throw new ConfigError(`Cannot prepare the run folder '${ioFolder}': ${(err as Error).message}`);
   }
   return ioFolder;
+}
+
+/**
+ * A path the agent hands to Podman as a bind-mount source, checked right before: every part of it below
+ * the io folder is a real file or folder (Podman follows links). Throws naming the first link.
+ */
+export function assertNoLinks(ioFolder: string, target: string): void {
+  const relative = path.relative(ioFolder, target);
+  if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative)) throw new Error(`'${target}' is not below the agent's folder.`);
+  let current = ioFolder;
+  for (const part of relative.split(path.sep)) {
+    current = path.join(current, part);
+    if (lstatSync(current).isSymbolicLink()) throw new Error(`'${current}' is a symbolic link: a mount source must not lead elsewhere.`);
+  }
 }

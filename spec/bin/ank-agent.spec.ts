@@ -103,8 +103,13 @@ describe('ank-agent (the command line)', () => {
     expect(statSync(path.join(tmp, 'ankaios', 'agent_tmp_io')).mode & 0o777).to.equal(0o755);
     agent.child.kill('SIGTERM');
     await agent.exited;
-    // Made by an agent of another user: the shared folder is used; an io folder of another user is not.
+    // Made by an agent of another user, the shared folder is not used: that user could move the io folders in it.
     chownSync(path.join(tmp, 'ankaios'), 65534, 65534);
+    expectFailure(
+      await runToEnd(['-n', 'agent_tmp2', '-k'], { TMPDIR: tmp }),
+      `The run folder '${path.join(tmp, 'ankaios')}' belongs to another user (uid 65534)`,
+    );
+    chownSync(path.join(tmp, 'ankaios'), 0, 0);
     const second = await startUntil(['-n', 'agent_tmp2', '-s', 'http://127.0.0.1:1', '-k'], /connecting/, { TMPDIR: tmp });
     second.child.kill('SIGTERM');
     await second.exited;
