@@ -5,6 +5,7 @@ import { NOT_CONNECTED, nextConnection } from '../lib/connection.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { ControlInterfacePipe, MachineSample, WorkloadFrame } from '../lib/ports.js';
+import { RunningWorkloads } from '../lib/running-workloads.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import { type ControlInterfaceOutput, controlInterfaces } from './control-interfaces.js';
 import { loadStatus } from './load-status.js';
@@ -66,7 +67,8 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   );
   const online$ = connection$.pipe(map((c) => c.online));
 
-  const states$ = runWorkloads(fromServer$, deps).pipe(
+  const running = deps.running ?? new RunningWorkloads();
+  const states$ = runWorkloads(fromServer$, { ...deps, running }).pipe(
     trace('workloads.states'),
     tap((states) => current.update(states)),
     map((states): ToServer => ({ kind: 'updateWorkloadState', states })),
@@ -91,7 +93,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   const load$ = deps.sampleMachine
     ? loadStatus(deps.sampleMachine, online$).pipe(map((l): ToServer => ({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })))
     : EMPTY;
-  const logs$ = serveLogs(fromServer$, deps).pipe(trace('logs'));
+  const logs$ = serveLogs(fromServer$, { ...deps, running }).pipe(trace('logs'));
 
   return {
     toServer$: merge(states$, requests$, load$, logs$, ciLog$).pipe(takeUntil(closed$), trace('server.out')),

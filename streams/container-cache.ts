@@ -37,10 +37,15 @@ export const CACHE_INTERVAL_MS = 1000;
 export const VERIFY_INTERVAL_MS = 10_000;
 /** How long after the event stream ended it is started again. */
 export const EVENTS_RESTART_MS = 1000;
+/**
+ * How long the cache keeps following Podman after its last watcher left: a workload's restart (its watcher
+ * leaves, the next one comes) never restarts `podman events`, while an agent with nothing to watch stops.
+ */
+export const KEEP_FOLLOWING_MS = 10_000;
 
 /**
  * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
- * while anything watches (and not when nothing does), the cache follows `events$` (a died event carries the
+ * while anything watches (and for KEEP_FOLLOWING_MS after the last watcher left), the cache follows `events$` (a died event carries the
  * exit code; start and remove say the rest) and polls `list` to verify, every second while the stream is
  * down; every new watcher triggers one extra poll (swdd~podman-state-getter-reset-cache~1,
  * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way. Without `events$` it
@@ -58,7 +63,7 @@ export function containerCache(list: () => Observable<Container[]>, events$?: Ob
   const refresh$ = new Subject<void>();
   const polls = { started: 0 };
   const snapshots$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
-    share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: true }),
+    share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: () => timer(KEEP_FOLLOWING_MS) }),
   );
   return {
     fresh: () =>

@@ -22,6 +22,7 @@ import {
 import { ExecutionState } from '../lib/execution-state.js';
 import type { WorkloadState } from '../lib/messages.js';
 import { needsRestart } from '../lib/restart-policy.js';
+import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { ConfigurationError, type CreateOptions, type ExistingWorkload, type RuntimeConnector } from '../lib/runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, sameInstance } from '../lib/workload.js';
 import { runThenFollow } from './run-then-follow.js';
@@ -60,6 +61,8 @@ export interface ControlDeps {
   readonly release: (spec: WorkloadSpec) => Observable<never>;
   /** A random fraction in [0, 1] for the jitter of create retries (the full backoff when not given). */
   readonly jitter?: () => number;
+  /** Kept up to date with the workloads the loops have created (the log requests are resolved against it). */
+  readonly running?: RunningWorkloads;
 }
 
 type Output = WorkloadState | { readonly command: WorkloadCommand };
@@ -115,12 +118,21 @@ export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: Co
       ),
       takeWhile((step): step is Exclude<Step, typeof END> => step !== END),
       tap((step) => {
-        if ('become' in step) state = step.become;
-        else if ('command' in step) internal$.next(step.command);
+        if ('become' in step) {
+          noteRunning(deps, state, step.become);
+          state = step.become;
+        } else if ('command' in step) internal$.next(step.command);
       }),
       filter((step): step is WorkloadState => 'executionState' in step),
     );
   });
+}
+
+/** Keeps `deps.running` in step with a loop whose state changes from `from` to `to`. */
+function noteRunning({ running, runtimes }: ControlDeps, from: LoopState, to: LoopState): void {
+  if (from.kind === 'created') running?.delete(from.spec.instanceName);
+  const runtime = to.kind === 'created' ? runtimes.get(to.spec.runtime) : undefined;
+  if (to.kind === 'created' && runtime) running?.set(to.spec.instanceName, { runtime, id: to.id });
 }
 
 /** The steps a loop can take on its workload, each a function of the loop's state when it starts. */

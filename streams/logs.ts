@@ -1,9 +1,9 @@
 // Workload logs for the server: a LogsRequest starts a log stream per workload of this agent, sent in
 // bounded batches, each ended by a LogsStopResponse; a LogsCancelRequest stops the streams.
-import { EMPTY, type Observable, bufferTime, catchError, concat, defer, filter, forkJoin, map, merge, mergeMap, of, share, takeUntil } from 'rxjs';
+import { EMPTY, type Observable, bufferTime, catchError, concat, defer, filter, map, merge, mergeMap, of, share, takeUntil } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, LogEntry, LogsOptions, ToServer } from '../lib/messages.js';
-import type { RuntimeConnector } from '../lib/runtime-connector.js';
+import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { type WorkloadInstanceName, instanceKey } from '../lib/workload.js';
 
 /** No response may exceed this, so a chatty workload cannot break the gRPC message limit. */
@@ -19,7 +19,8 @@ export const BATCH_LINES = 1000;
 
 export interface LogsDeps {
   readonly agentName: string;
-  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  /** The workloads this agent runs: a request is resolved against them, without asking the runtime. */
+  readonly running: RunningWorkloads;
   readonly log?: Logger;
   /**
    * True while the server connection cannot take more: the log streams are not read then, so a workload
@@ -73,48 +74,28 @@ export function splitBySize(entries: readonly LogEntry[], maxBytes = MAX_RESPONS
   return groups;
 }
 
-/** A workload this agent runs, with the runtime that runs it and the runtime's own id of it (a container id, a kube id). */
-interface Found {
-  readonly runtime: RuntimeConnector;
-  readonly id: unknown;
-}
-
-/** The runtime and id of a workload instance this agent runs, if any. */
-function findWorkload(name: WorkloadInstanceName, runtimes: ReadonlyMap<string, RuntimeConnector>): Observable<Found | undefined> {
-  const all = [...runtimes.values()];
-  if (all.length === 0) return of(undefined);
-  const lookups = all.map((runtime) =>
-    runtime.getWorkloadId(name).pipe(
-      catchError(() => of(undefined)),
-      map((id): Found | undefined => (id === undefined ? undefined : { runtime, id })),
-    ),
-  );
-  return forkJoin(lookups).pipe(map((found) => found.find((f) => f !== undefined)));
-}
-
 /** One workload's logs for one request: batches of entries, then the stop response. */
 function workloadLogs(requestId: string, instanceName: WorkloadInstanceName, options: LogsOptions, deps: LogsDeps): Observable<ToServer> {
-  return findWorkload(instanceName, deps.runtimes).pipe(
-    mergeMap((found) => {
-      if (!found) {
-        deps.log?.debug(`Logs of '${instanceKey(instanceName)}' asked for, but this agent does not run it.`);
+  return defer(() => {
+    const found = deps.running.find(instanceName);
+    if (!found) {
+      deps.log?.debug(`Logs of '${instanceKey(instanceName)}' asked for, but this agent does not run it.`);
+      return EMPTY;
+    }
+    const batches$ = found.runtime.logs(found.id, options, deps.serverFull$).pipe(
+      // A cut line and the entry after it stay in one batch.
+      map((line) => entriesOf(instanceName, line)),
+      bufferTime(BATCH_MS, null, BATCH_LINES),
+      filter((lines) => lines.length > 0),
+      map((lines) => lines.flat()),
+      mergeMap((entries) => splitBySize(entries).map((group): ToServer => ({ kind: 'logEntries', requestId, entries: group }))),
+      catchError((err: unknown) => {
+        deps.log?.warn(`The logs of '${instanceKey(instanceName)}' ended early: ${String(err)}`);
         return EMPTY;
-      }
-      const batches$ = found.runtime.logs(found.id, options, deps.serverFull$).pipe(
-        // A cut line and the entry after it stay in one batch.
-        map((line) => entriesOf(instanceName, line)),
-        bufferTime(BATCH_MS, null, BATCH_LINES),
-        filter((lines) => lines.length > 0),
-        map((lines) => lines.flat()),
-        mergeMap((entries) => splitBySize(entries).map((group): ToServer => ({ kind: 'logEntries', requestId, entries: group }))),
-        catchError((err: unknown) => {
-          deps.log?.warn(`The logs of '${instanceKey(instanceName)}' ended early: ${String(err)}`);
-          return EMPTY;
-        }),
-      );
-      return concat(batches$, of<ToServer>({ kind: 'logsStop', requestId, instanceName }));
-    }),
-  );
+      }),
+    );
+    return concat(batches$, of<ToServer>({ kind: 'logsStop', requestId, instanceName }));
+  });
 }
 
 /** Answers the server's log requests until each is cancelled, its streams end, or the connection goes (the server forgot them then). */

@@ -76,11 +76,15 @@ export interface PodmanCliOptions {
   readonly deadlines?: { readonly query: number; readonly command: number };
   /** How many podman calls may run at once; long-running streams (events, logs) are not counted. */
   readonly maxProcesses?: number;
+  /** How many output streams (`podman logs`, `podman events`) may run at once; more wait for one to end. */
+  readonly maxStreams?: number;
   readonly log?: Logger;
 }
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
 export const DEFAULT_MAX_PROCESSES = 8;
+/** Every workload of a large node can have its logs followed at once; a flood of requests cannot start thousands of podman processes. */
+export const DEFAULT_MAX_STREAMS = 256;
 /** How much of a line `lines` keeps (a log response cuts it anyway); lib/log-lines.ts says what happens to longer ones. */
 export const MAX_LINE_BYTES = 2 * 1024 * 1024;
 
@@ -90,11 +94,13 @@ export class PodmanCli {
   private readonly binary: string;
   private readonly deadlines: { readonly query: number; readonly command: number };
   private readonly slots: Slots;
+  private readonly streamSlots: Slots;
 
   constructor(private readonly options: PodmanCliOptions = {}) {
     this.binary = options.binary ?? 'podman';
     this.deadlines = options.deadlines ?? DEFAULT_DEADLINES;
     this.slots = new Slots(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
+    this.streamSlots = new Slots(options.maxStreams ?? DEFAULT_MAX_STREAMS);
   }
 
   /**
@@ -145,9 +151,14 @@ export class PodmanCli {
    * Runs `podman <args>` and emits each line it writes on stdout or stderr as it comes; completes when
    * podman ends; unsubscribing kills it. While `paused$` says true its output is not read: the pipes fill
    * and podman waits, so what it prints costs the agent nothing until it is wanted. Of a line longer than
-   * `maxLineBytes` only that much is kept: no line, however long, is held whole (lib/log-lines.ts).
+   * `maxLineBytes` only that much is kept: no line, however long, is held whole (lib/log-lines.ts). At most
+   * `maxStreams` run at once; more wait in line for one to end.
    */
   lines(args: readonly string[], paused$: Observable<boolean> = of(false), maxLineBytes = MAX_LINE_BYTES): Observable<string> {
+    return this.streamSlots.run(this.streamLines(args, paused$, maxLineBytes));
+  }
+
+  private streamLines(args: readonly string[], paused$: Observable<boolean>, maxLineBytes: number): Observable<string> {
     return withSubprocess<string>((execa, subscriber) => {
       this.calls += 1;
       const child = execa(this.binary, args, { reject: false, buffer: false, stdin: 'ignore' });

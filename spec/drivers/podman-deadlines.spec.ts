@@ -6,6 +6,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, forkJoin } from 'rxjs';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { until } from '../helpers/wait.js';
 import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/podman.js';
 
 describe('Podman calls under faults (a podman wrapper on PATH)', function () {
@@ -76,6 +77,23 @@ ${real} "$@"
     expect(counts).to.have.length(12);
     expect(Math.max(...counts)).to.be.at.most(3);
     expect(existsSync(path.join(dir, 'running'))).to.equal(true);
+  });
+
+  it('at most a bounded number of output streams (podman logs) run at once: the next starts when one ends', async () => {
+    const cli = new PodmanCli({ binary: wrapper, maxStreams: 2 });
+    writeFileSync(hang('logs'), '');
+    const lines: string[] = [];
+    const subs = Array.from({ length: 3 }, () => cli.lines(['logs', 'x']).subscribe((line) => lines.push(line)));
+    try {
+      await until(() => cli.calls === 2, 'two streams start');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(cli.calls, 'the third waits').to.equal(2);
+      subs[0].unsubscribe();
+      await until(() => cli.calls === 3, 'the third starts when the first ends');
+    } finally {
+      subs.forEach((s) => s.unsubscribe());
+      rmSync(hang('logs'));
+    }
   });
 });
 

@@ -5,8 +5,6 @@ import { BehaviorSubject, Subject, lastValueFrom, toArray } from 'rxjs';
 import { CAMPAIGN_CLOSED } from '../../lib/log-lines.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { until } from '../helpers/wait.js';
-import { builtInRuntimes } from '../../bin/wiring.js';
-import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
 import { serveLogs } from '../../streams/logs.js';
 import { PodmanAgent, busybox, containerOf, requirePodman, uniqueAgent } from '../helpers/podman.js';
@@ -38,7 +36,7 @@ describe('workload logs (real Podman)', function () {
   /** Runs one non-following request to its end. */
   const ask = (options: Partial<LogsOptions>) => {
     const messages = new Subject<FromServer>();
-    const out = lastValueFrom(serveLogs(messages, { agentName: agent.agentName, runtimes: builtInRuntimes(silentLogger) }).pipe(toArray()));
+    const out = lastValueFrom(serveLogs(messages, { agentName: agent.agentName, running: agent.running }).pipe(toArray()));
     messages.next({ kind: 'logsRequest', requestId: 'r', workloads: [chatty().instanceName], options: { follow: false, ...options } });
     setTimeout(() => messages.complete(), 3000);
     return out;
@@ -60,7 +58,7 @@ describe('workload logs (real Podman)', function () {
   it('follows until cancelled, and the cancel leaves no podman logs process', async () => {
     const messages = new Subject<FromServer>();
     const out: ToServer[] = [];
-    const sub = serveLogs(messages, { agentName: agent.agentName, runtimes: builtInRuntimes(silentLogger) }).subscribe((m) => out.push(m));
+    const sub = serveLogs(messages, { agentName: agent.agentName, running: agent.running }).subscribe((m) => out.push(m));
     messages.next({ kind: 'logsRequest', requestId: 'f', workloads: [chatty().instanceName], options: { follow: true } });
     const container = containerOf(chatty());
     for (let waited = 0; lines(out).length < 6 && waited < 10_000; waited += 100) await new Promise((r) => setTimeout(r, 100));

@@ -1,4 +1,5 @@
 // Helpers for the specs that run real Podman.
+import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { EMPTY, Subject, type Subscription, of } from 'rxjs';
@@ -91,6 +92,8 @@ export const containerOf = (w: WorkloadSpec): string => podman('ps', '--all', '-
 /** The workload core on real Podman, fed by `send`, collecting every state it reports. */
 export class PodmanAgent {
   readonly states: WorkloadState[] = [];
+  /** The workloads its control loops run (what log requests are resolved against). */
+  readonly running = new RunningWorkloads();
   private readonly input = new Subject<FromServer>();
   private readonly subscription: Subscription;
   private waiters: Array<() => void> = [];
@@ -105,6 +108,7 @@ export class PodmanAgent {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
       agentName,
+      running: this.running,
       runtimes: builtInRuntimes(silentLogger, this.cli, cache),
       prepare: (spec) => host?.prepare(spec) ?? of({}),
       release: (spec) => host?.release(spec) ?? EMPTY,

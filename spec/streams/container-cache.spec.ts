@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { type Observable, type Subscription, defer, throwError } from 'rxjs';
+import { type Observable, type Subscription, defer, finalize, throwError } from 'rxjs';
 import type { Container } from '../../lib/podman/container.js';
 import type { ContainerEvent, Snapshot } from '../../lib/ports.js';
 import { containerCache } from '../../streams/container-cache.js';
@@ -25,24 +25,26 @@ describe('containerCache (the PodmanCli container state cache)', () => {
       const cache = containerCache(list);
       const subs: Subscription[] = [];
       for (let i = 0; i < 50; i++) subs.push(cache.fresh().subscribe());
+      // the first watchers' refreshes coalesce into one or two polls, then one per second
+      scheduler.schedule(() => expect(counter.calls).to.be.within(10, 12), 10_000);
       scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 10_000);
       flush();
-      // the first watchers' refreshes coalesce into one or two polls, then one per second
-      expect(counter.calls).to.be.within(10, 12);
     });
   });
 
-  it('stops polling when nothing watches and starts again when something does', () => {
+  it('stops polling 10 s after nothing watches and starts again when something does', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const { list, counter } = fakePs(cold);
       const cache = containerCache(list);
       const sub = cache.fresh().subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 3_500);
-      scheduler.schedule(() => expect(counter.calls).to.equal(4), 9_000);
+      // Polls at 0, 1 000, …, 13 000: ten more after the watcher left at 3 500, then none.
+      scheduler.schedule(() => expect(counter.calls).to.equal(14), 13_500);
+      scheduler.schedule(() => expect(counter.calls).to.equal(14), 30_000);
       flush();
       const again = cache.fresh().subscribe();
-      expect(counter.calls).to.equal(5);
+      expect(counter.calls).to.equal(15);
       again.unsubscribe();
     });
   });
@@ -115,6 +117,30 @@ describe("containerCache kept by Podman's events", () => {
   };
   const state = (s: Snapshot | undefined) =>
     s?.containers ? s.containers.map((c) => `${c.Id}:${c.State}${c.State === 'exited' ? `(${c.ExitCode})` : ''}`).join(',') : (s?.error ?? 'none');
+
+  it("a workload's restart (its watcher leaves, the next comes) keeps the one event stream; it ends 10 s after the last watcher", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const source$ = hot<ContainerEvent>('');
+      const streams = { started: 0, ended: 0 };
+      const events$ = defer(() => {
+        streams.started += 1;
+        return source$.pipe(finalize(() => (streams.ended += 1)));
+      });
+      const cache = containerCache(list, events$);
+      // A crash loop: each cycle's watcher lives 200 ms, the next comes 50 ms later.
+      for (let cycle = 0; cycle < 20; cycle++) {
+        scheduler.schedule(() => {
+          const sub = cache.fresh().subscribe();
+          scheduler.schedule(() => sub.unsubscribe(), 200);
+        }, cycle * 250);
+      }
+      scheduler.schedule(() => expect(streams).to.deep.equal({ started: 1, ended: 0 }), 5_000 + 9_000);
+      scheduler.schedule(() => expect(streams).to.deep.equal({ started: 1, ended: 1 }), 5_000 + 10_000);
+      flush();
+    });
+  });
 
   it('a died event updates the snapshot at once with its exit code; podman ps only verifies, every 10 s', () => {
     const scheduler = testScheduler();

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import { NEVER, finalize, map, of } from 'rxjs';
+import { NEVER, finalize, map } from 'rxjs';
 import type { FromServer, ToServer } from '../../lib/messages.js';
+import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { BATCH_MS, MAX_RESPONSE_BYTES, TRUNCATED, TRUNCATED_INFO, fitLine, serveLogs, splitBySize } from '../../streams/logs.js';
 import { FakeRuntime } from '../helpers/fake-runtime.js';
 import { AGENT, workload } from '../helpers/fixtures.js';
@@ -14,6 +15,12 @@ const request = (requestId: string, ...names: Array<typeof app>): FromServer => 
   workloads: names.map((w) => w.instanceName),
   options: { follow: true },
 });
+/** The workloads the control loops run, as they would have noted them. */
+function runningOn(runtime: FakeRuntime, ...workloads: Array<typeof app>): RunningWorkloads {
+  const running = new RunningWorkloads();
+  for (const w of workloads) running.set(w.instanceName, { runtime, id: `id-${w.instanceName.workloadName}` });
+  return running;
+}
 const show = (m: ToServer) =>
   m.kind === 'logEntries'
     ? `${m.requestId}:${m.entries.map((e) => e.message).join(',')}`
@@ -26,7 +33,7 @@ describe('workload logs for the server', () => {
   it('batches lines by time (and count), then ends each workload with a LogsStopResponse', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const runtime = new FakeRuntime({ logs: () => cold('a-b 200ms c|', { a: 'one', b: 'two', c: 'three' }) });
-      const out$ = serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) });
+      const out$ = serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, running: runningOn(runtime, app) });
       expectObservable(out$.pipe(map(show))).toBe(`${BATCH_MS}ms a 103ms (bc)`, {
         a: 'r1:one,two',
         b: 'r1:three',
@@ -41,7 +48,7 @@ describe('workload logs for the server', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const runtime = new FakeRuntime({ logs: () => cold('a 150ms b', { a: 'x', b: 'y' }).pipe(finalize(() => (unsubscribed = true))) });
       const messages = hot<FromServer>('a 120ms d', { a: request('r1', app), d: { kind: 'disconnected' } });
-      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, {
+      expectObservable(serveLogs(messages, { agentName: AGENT, running: runningOn(runtime, app) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, {
         a: 'r1:x',
       });
     });
@@ -54,7 +61,7 @@ describe('workload logs for the server', () => {
     testScheduler().run(({ cold, hot, expectObservable }) => {
       const runtime = new FakeRuntime({ logs: () => cold('a 150ms b', { a: 'x', b: 'y' }).pipe(finalize(() => (unsubscribed = true))) });
       const messages = hot<FromServer>('a 120ms b', { a: request('r1', app), b: { kind: 'logsCancelRequest', requestId: 'r1' } });
-      expectObservable(serveLogs(messages, { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, {
+      expectObservable(serveLogs(messages, { agentName: AGENT, running: runningOn(runtime, app) }).pipe(map(show))).toBe(`${BATCH_MS}ms a`, {
         a: 'r1:x',
       });
     });
@@ -63,8 +70,9 @@ describe('workload logs for the server', () => {
 
   it('ignores workloads of other agents and workloads this agent does not run', () => {
     testScheduler().run(({ hot, expectObservable }) => {
-      const runtime = new FakeRuntime({ workloadId: () => of(undefined), logs: () => NEVER });
-      expectObservable(serveLogs(hot('a', { a: request('r1', app, other) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) })).toBe('');
+      const runtime = new FakeRuntime({ logs: () => NEVER });
+      expectObservable(serveLogs(hot('a', { a: request('r1', app, other) }), { agentName: AGENT, running: runningOn(runtime) })).toBe('');
+      expect(runtime.calls, 'nothing is asked of the runtime').to.deep.equal([]);
     });
   });
 
@@ -77,10 +85,10 @@ describe('workload logs for the server', () => {
         m.kind === 'logEntries'
           ? m.entries.map((e) => (e.message.length > 100 ? `${e.message.length}${e.message.endsWith(TRUNCATED) ? ' truncated' : ''}` : e.message)).join(',')
           : m.kind;
-      expectObservable(serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, runtimes: new Map([['fake', runtime]]) }).pipe(map(shown))).toBe(
-        '(ab)',
-        { a: `before,${fitLine(long).length} truncated,${TRUNCATED_INFO}`, b: 'logsStop' },
-      );
+      expectObservable(serveLogs(hot('a', { a: request('r1', app) }), { agentName: AGENT, running: runningOn(runtime, app) }).pipe(map(shown))).toBe('(ab)', {
+        a: `before,${fitLine(long).length} truncated,${TRUNCATED_INFO}`,
+        b: 'logsStop',
+      });
     });
   });
 
