@@ -347,6 +347,125 @@ async function benchLogFlood(seconds: number): Promise<void> {
   }
 }
 
+// 10. Log requests: a storm of request + cancel pairs, and a fan-out to 200 workloads -----------------
+
+const fdCount = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
+/** The children of `pid` that are zombies (exited, not yet reaped). */
+const zombies = (pid: number) =>
+  readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+        return stat[0] === 'Z' && Number(stat[1]) === pid;
+      } catch {
+        return false;
+      }
+    }).length;
+
+/**
+ * The fake podman of the scaling bench, with a `podman logs` that prints one line and waits (a shell and a
+ * sleep, so hundreds of streams cost little): the agent's own cost is what is measured.
+ */
+function fakePodmanWithLogs(): NodeJS.ProcessEnv {
+  const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fake-podman-'));
+  const state = path.join(fake, 'containers');
+  execFileSync('mkdir', [state]);
+  writeFileSync(
+    path.join(fake, 'podman'),
+    `#!/bin/sh\nif [ "$1" = logs ]; then echo "a line of $*"; exec sleep 3600; fi\nexec ${process.execPath} ${path.resolve('bench/fake-podman.mjs')} "$@"\n`,
+    { mode: 0o755 },
+  );
+  return { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
+}
+
+async function benchLogRequests(): Promise<void> {
+  console.log('\n10. Log requests (the real agent process, a fake podman whose `podman logs` prints a line and waits)');
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-logs-'));
+  const agentName = uniqueAgent('logs');
+  const server = await FakeAnkaiosServer.start();
+  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore', env: fakePodmanWithLogs() });
+  try {
+    const stream = await server.nextStream();
+    const latest = latestStates(stream);
+    const specs = Array.from({ length: 200 }, (_, i) => busybox(`w${i}`, agentName));
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
+    await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
+    await sleep(SETTLE_MS);
+    const pid = child.pid!;
+    const before = { ticks: cpuTicks(pid), fds: fdCount(pid), rss: rssKiB(pid) / 1024 };
+    let peakZombies = 0;
+    const watch = setInterval(() => (peakZombies = Math.max(peakZombies, zombies(pid))), 50);
+    // Each cancel at once after its request, then (harder) 1 000 that each stream a line first.
+    const ask = (requestId: string, i: number) =>
+      stream.send({
+        FromServerEnum: { case: 'logsRequest', value: { requestId, logsRequest: { workloadNames: [specs[i % 200].instanceName], follow: true } } },
+      });
+    const cancel = (requestId: string) => stream.send({ FromServerEnum: { case: 'logsCancelRequest', value: { requestId } } });
+    const answered = (requestId: string) =>
+      stream.received.some((m) => m.ToServerEnum.case === 'logEntriesResponse' && m.ToServerEnum.value.requestId === requestId);
+    for (let i = 0; i < 1000; i++) {
+      ask(`storm${i}`, i);
+      cancel(`storm${i}`);
+    }
+    await sleep(5000);
+    const middle = { ticks: cpuTicks(pid), fds: fdCount(pid), rss: rssKiB(pid) / 1024 };
+    record({ name: 'storm: 1 000 × (follow LogsRequest + cancel), agent CPU', value: (middle.ticks - before.ticks) / 100, unit: 's', target: '≤1' });
+    record({ name: 'storm: open fds after it settled (5 s) − before', value: middle.fds - before.fds, unit: 'fds', target: '0' });
+    record({ name: 'storm: RSS after it settled − before', value: middle.rss - before.rss, unit: 'MiB', target: '≤5' });
+    const rounds: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 1000; i += 50) {
+        const batch = Array.from({ length: 50 }, (_, j) => `late${round}.${i + j}`);
+        batch.forEach((id, j) => ask(id, i + j));
+        await until(() => batch.every(answered));
+        batch.forEach(cancel);
+      }
+      await sleep(3000);
+      rounds.push(rssKiB(pid) / 1024);
+    }
+    clearInterval(watch);
+    const after = { ticks: cpuTicks(pid), fds: fdCount(pid) };
+    record({
+      name: 'storm: 3 000 × (follow LogsRequest, a line, cancel), agent CPU each',
+      value: ((after.ticks - middle.ticks) / 100 / 3000) * 1000,
+      unit: 'ms',
+      note: 'a podman logs process started, read and killed',
+    });
+    record({ name: 'storm: open fds after them − before', value: after.fds - before.fds, unit: 'fds', target: '0' });
+    record({
+      name: 'storm: RSS after each 1 000 of them − before',
+      value: rounds.at(-1)! - before.rss,
+      unit: 'MiB',
+      note: rounds.map((r) => (r - before.rss).toFixed(1)).join(' / '),
+    });
+    record({ name: 'storm: most zombie children seen at once', value: peakZombies, unit: 'processes' });
+    const t = performance.now();
+    stream.send({
+      FromServerEnum: { case: 'logsRequest', value: { requestId: 'fan', logsRequest: { workloadNames: specs.map((s) => s.instanceName), follow: true } } },
+    });
+    const streaming = () =>
+      new Set(
+        stream.received.flatMap((m) =>
+          m.ToServerEnum.case === 'logEntriesResponse' && m.ToServerEnum.value.requestId === 'fan'
+            ? (m.ToServerEnum.value.logEntriesResponse?.logEntries ?? []).map((e) => e.workloadName?.workloadName)
+            : [],
+        ),
+      ).size;
+    await until(() => streaming() === 200, 60_000);
+    record({
+      name: 'fan-out: LogsRequest for 200 workloads → a line of each at the server',
+      value: performance.now() - t,
+      unit: 'ms',
+      target: '≤5000',
+      note: 'at most 256 streams at once',
+    });
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
+  }
+}
+
 // 8. Side by side with the released agent (ANKAIOS_BIN) ---------------------------------------------
 
 /** Starts an agent process against `url` as `name` in `run`; `env` holds the PATH with the podman wrapper. */
@@ -608,6 +727,7 @@ if (wanted('framing')) await benchFraming();
 if (wanted('flood')) await benchLogFlood(quick ? 20 : 60);
 if (wanted('released') && process.env.ANKAIOS_BIN) await benchReleased(quick ? 10 : 60);
 if (wanted('scaling')) await benchScaling(quick ? 10 : 60);
+if (wanted('logs')) await benchLogRequests();
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

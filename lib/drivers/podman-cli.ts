@@ -1,5 +1,6 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
-import { Observable, type Subscription, map, of } from 'rxjs';
+import { spawn } from 'node:child_process';
+import { Observable, type Subscriber, type Subscription, map, of } from 'rxjs';
 import { LogLines } from '../log-lines.js';
 import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container.js';
@@ -11,20 +12,35 @@ export class PodmanError extends Error {}
 let execaLoaded: Promise<typeof import('execa')> | undefined;
 const loadExeca = () => (execaLoaded ??= import('execa'));
 
-/** Subscribes `start` to a subprocess of podman once execa is loaded; the teardown kills it. */
-function withSubprocess<T>(start: (execa: typeof import('execa')['execa'], subscriber: import('rxjs').Subscriber<T>) => { kill: () => void }): Observable<T> {
+/**
+ * Starts a subprocess on the next turn of the event loop, so that a call cancelled in the turn that asked
+ * for it (a log request and its cancel read together) starts no process. Returns the teardown.
+ */
+function startSoon(start: () => { kill: () => void }): () => void {
+  let kill: (() => void) | undefined;
+  const soon = setImmediate(() => {
+    kill = start().kill;
+  });
+  return () => {
+    clearImmediate(soon);
+    kill?.();
+  };
+}
+
+/** Subscribes `start` to a subprocess of podman once execa is loaded (startSoon); the teardown kills it. */
+function withSubprocess<T>(start: (execa: typeof import('execa')['execa'], subscriber: Subscriber<T>) => { kill: () => void }): Observable<T> {
   return new Observable<T>((subscriber) => {
-    let kill: (() => void) | undefined;
+    let teardown: (() => void) | undefined;
     let cancelled = false;
     loadExeca().then(
       ({ execa }) => {
-        if (!cancelled) kill = start(execa, subscriber).kill;
+        if (!cancelled) teardown = startSoon(() => start(execa, subscriber));
       },
       (err: unknown) => subscriber.error(new PodmanError(`Cannot load execa: ${String(err)}`)),
     );
     return () => {
       cancelled = true;
-      kill?.();
+      teardown?.();
     };
   });
 }
@@ -158,42 +174,45 @@ export class PodmanCli {
     return this.streamSlots.run(this.streamLines(args, paused$, maxLineBytes));
   }
 
+  /** Spawned without execa: a stream needs only its pipes, and a log request's process costs less so. */
   private streamLines(args: readonly string[], paused$: Observable<boolean>, maxLineBytes: number): Observable<string> {
-    return withSubprocess<string>((execa, subscriber) => {
-      this.calls += 1;
-      const child = execa(this.binary, args, { reject: false, buffer: false, stdin: 'ignore' });
-      let open = 2;
-      const done = () => --open === 0 && subscriber.complete();
-      const streams = [child.stdout, child.stderr];
-      for (const stream of streams) {
-        const lines = new LogLines(maxLineBytes);
-        let ended = false;
-        const end = (last: string[]) => {
-          if (ended) return;
-          ended = true;
-          last.forEach((line) => subscriber.next(line));
-          done();
+    return new Observable<string>((subscriber) =>
+      startSoon(() => {
+        this.calls += 1;
+        const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        child.on('error', (err) => subscriber.error(new PodmanError(`Cannot run podman: ${err.message}`)));
+        let open = 2;
+        const done = () => --open === 0 && subscriber.complete();
+        const streams = [child.stdout, child.stderr];
+        for (const stream of streams) {
+          const lines = new LogLines(maxLineBytes);
+          let ended = false;
+          const end = (last: string[]) => {
+            if (ended) return;
+            ended = true;
+            last.forEach((line) => subscriber.next(line));
+            done();
+          };
+          stream.on('data', (chunk: Buffer) => {
+            lines.push(chunk).forEach((line) => subscriber.next(line));
+            if (!lines.closed) return;
+            // swdd~agent-checks-size-of-logs~1: nothing more of this output is taken.
+            stream.destroy();
+            end([]);
+          });
+          stream.on('end', () => end(lines.end()));
+        }
+        const pausing = paused$.subscribe((paused) => streams.forEach((stream) => (paused ? stream.pause() : stream.resume())));
+        return {
+          kill: () => {
+            pausing.unsubscribe();
+            // Nothing more is read, even if something podman started holds the pipes open.
+            streams.forEach((stream) => stream.destroy());
+            if (child.exitCode === null) child.kill('SIGKILL');
+          },
         };
-        stream.on('data', (chunk: Buffer) => {
-          lines.push(chunk).forEach((line) => subscriber.next(line));
-          if (!lines.closed) return;
-          // swdd~agent-checks-size-of-logs~1: nothing more of this output is taken.
-          stream.destroy();
-          end([]);
-        });
-        stream.on('end', () => end(lines.end()));
-      }
-      const pausing = paused$.subscribe((paused) => streams.forEach((stream) => (paused ? stream.pause() : stream.resume())));
-      child.catch((err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)));
-      return {
-        kill: () => {
-          pausing.unsubscribe();
-          // Nothing more is read, even if something podman started holds the pipes open.
-          streams.forEach((stream) => stream.destroy());
-          if (child.exitCode === null) child.kill('SIGKILL');
-        },
-      };
-    });
+      }),
+    );
   }
 
   /** `podman ps --all --format=json`, optionally filtered. */
