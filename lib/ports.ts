@@ -59,3 +59,14 @@ export interface WorkloadFrame {
   /** With log entries: the (prefixed) id of the log request they answer, cancelled if they cannot be delivered. */
   readonly logStream?: string;
 }
+
+/** A frame of a workload's Control Interface output, as the framing reads it (streams/length-delimited.ts). */
+export type Frame =
+  | { readonly kind: 'frame'; readonly bytes: Uint8Array }
+  /** Bytes that cannot be a frame; what was buffered is dropped and reading starts afresh with the next chunk. */
+  | { readonly kind: 'garbage'; readonly reason: string }
+  /** A frame larger than the agent takes: its bytes are passed over as they come (never held), framing goes on after it. */
+  | { readonly kind: 'oversized'; readonly size: number };
+
+/** Far above any real Control Interface message; a larger frame is passed over. */
+export const MAX_FRAME_BYTES = 4 * 1024 * 1024;

@@ -1,15 +1,7 @@
 // swdd~agent-uses-length-delimited-protobuf-for-pipes~1: a protobuf varint length, then that many bytes.
 import { type OperatorFunction, defer, mergeMap } from 'rxjs';
+import { type Frame, MAX_FRAME_BYTES } from '../lib/ports.js';
 
-export type Frame =
-  | { readonly kind: 'frame'; readonly bytes: Uint8Array }
-  /** Bytes that cannot be a frame; what was buffered is dropped and reading starts afresh with the next chunk. */
-  | { readonly kind: 'garbage'; readonly reason: string }
-  /** A frame larger than the agent takes: its bytes are passed over as they come (never held), framing goes on after it. */
-  | { readonly kind: 'oversized'; readonly size: number };
-
-/** Far above any real Control Interface message; a larger frame is passed over. */
-export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 /** A length prefix above this is taken for garbage rather than a frame to pass over (its bytes would hide what follows). */
 export const MAX_SKIPPED_FRAME_BYTES = 64 * 1024 * 1024;
 

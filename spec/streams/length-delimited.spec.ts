@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { from, lastValueFrom, toArray } from 'rxjs';
 import { CONTROL_API_FRAMES } from '../../lib/codec/control-api.js';
-import { type DecodeCounter, type Frame, decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
+import type { Frame } from '../../lib/ports.js';
+import { type DecodeCounter, decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 
 const decode = (chunks: Uint8Array[], maxFrameBytes?: number) => lastValueFrom(from(chunks).pipe(decodeFrames({ maxFrameBytes }), toArray()));
