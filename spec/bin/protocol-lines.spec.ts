@@ -2,7 +2,10 @@
 // agent to a loopback server of the 1.x line (events) and of the 0.8 line (no events reach it).
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
+import { type UnknownField, create, toBinary } from '@bufbuild/protobuf';
+import { WireType } from '@bufbuild/protobuf/wire';
 import { expect } from 'chai';
+import { RequestSchema, type Response, ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import { LINE_0_8, LINE_1 } from '../../lib/codec/lines.js';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
@@ -12,6 +15,12 @@ import { endToEnd } from '../helpers/end-to-end.js';
 import { IMAGE, busybox, podman, spec } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
+/** A length-delimited field the agent's protos do not have. */
+const unknownText = (no: number, text: string): UnknownField => ({
+  no,
+  wireType: WireType.LengthDelimited,
+  data: Uint8Array.of(text.length, ...Buffer.from(text)),
+});
 const requests = (stream: AgentStream) => stream.received.flatMap((m) => (m.ToServerEnum.case === 'request' ? [m.ToServerEnum.value] : []));
 const contentOf = (m: ControlInterfaceClient['received'][number]) => {
   const r = m.FromAnkaiosEnum.case === 'response' ? m.FromAnkaiosEnum.value : undefined;
@@ -81,6 +90,28 @@ describe('ank-agent on the 1.x and the 0.8 protocol line (end to end)', function
     expect(requests(stream)[1].RequestContent.case).to.equal('eventsCancelRequest');
     stream.send({ FromServerEnum: { case: 'response', value: { requestId: 'watcher@e1', ResponseContent: { case: 'eventsCancelAccepted', value: {} } } } });
     expect(contentOf(await client!.next())).to.deep.include({ requestId: 'e1', case: 'eventsCancelAccepted' });
+  });
+
+  it('1.x: fields the agent does not know pass through it byte for byte, in requests and in responses', async () => {
+    const { stream } = await agentWithWatcher(LINE_1);
+    client!.hello('1.0.1');
+    expect((await client!.next()).FromAnkaiosEnum.case).to.equal('controlInterfaceAccepted');
+    // A newer SDK: a signature on the request and a new field of its CompleteStateRequest.
+    const sent = create(RequestSchema, { requestId: 'u1', RequestContent: { case: 'completeStateRequest', value: { fieldMask: ['desiredState'] } } });
+    sent.$unknown = [unknownText(20, 'signature')];
+    (sent.RequestContent.value as { $unknown?: UnknownField[] }).$unknown = [unknownText(9, 'newer')];
+    client!.send({ ToAnkaiosEnum: { case: 'request', value: sent } });
+    await until(() => requests(stream).length === 1, 'the request at the server');
+    expect(toBinary(RequestSchema, requests(stream)[0])).to.deep.equal(toBinary(RequestSchema, { ...sent, requestId: 'watcher@u1' }));
+    // A newer server: the CompleteState's effectiveState (field 4) and a signature on the response.
+    const answer = create(ResponseSchema, { requestId: 'watcher@u1', ResponseContent: { case: 'completeStateResponse', value: { completeState: {} } } });
+    answer.$unknown = [unknownText(20, 'server signature')];
+    const completeState = (answer.ResponseContent.value as { completeState: { $unknown?: UnknownField[] } }).completeState;
+    completeState.$unknown = [unknownText(4, 'effective')];
+    stream.send({ FromServerEnum: { case: 'response', value: answer } });
+    const received = await client!.next();
+    expect(received.FromAnkaiosEnum.case).to.equal('response');
+    expect(toBinary(ResponseSchema, received.FromAnkaiosEnum.value as Response)).to.deep.equal(toBinary(ResponseSchema, { ...answer, requestId: 'u1' }));
   });
 
   it('0.8: events and empty requests are refused at the agent and nothing of them reaches the server; a 1.x Hello is closed', async () => {
