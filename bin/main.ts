@@ -1,6 +1,23 @@
-// ank-agent: flags and config → drivers → agent → subscribe. The only subscribe of the program.
+// ank-agent: the command line → the agent's setting (connected or standalone) → drivers → agent() →
+// one subscription. `main` is the program; importing this module does nothing.
 import { existsSync, readFileSync } from 'node:fs';
-import { BehaviorSubject, type Observable, Subject, concat, merge, of, startWith, takeUntil, tap, timer } from 'rxjs';
+import {
+  BehaviorSubject,
+  type Observable,
+  ReplaySubject,
+  Subject,
+  concat,
+  first,
+  merge,
+  of,
+  startWith,
+  switchMap,
+  takeUntil,
+  tap,
+  throwError,
+  timeout,
+} from 'rxjs';
+import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import {
   CONTAINERD_MISSING,
   ConfigError,
@@ -11,68 +28,184 @@ import {
   resolveConfig,
   selectRuntimes,
 } from '../lib/config.js';
-import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
-import { prepareRunFolder } from '../lib/drivers/run-folder.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
 import { sampleMachine } from '../lib/drivers/machine.js';
+import { prepareRunFolder } from '../lib/drivers/run-folder.js';
 import { loadSecurity } from '../lib/drivers/security.js';
 import { readManifest, statusView, watchManifest } from '../lib/drivers/standalone.js';
 import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError } from '../lib/manifest.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
+import type { MachineSample } from '../lib/ports.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
-import { agentNameProblem } from '../lib/workload.js';
 import type { LocalSnapshot } from '../lib/status.js';
-import { type AgentDeps, type AgentSinks, agent } from '../streams/agent.js';
+import { agentNameProblem } from '../lib/workload.js';
+import { agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
 import { ServerRefused, serverLink } from '../streams/server-link.js';
 import { noTrace, tracer } from '../streams/trace.js';
-import { HELP, packageVersion, readCommandLine } from './command-line.js';
+import { HELP, versionText } from './about.js';
+import { type CommandLine, readCommandLine } from './command-line.js';
 import { builtInRuntimes } from './wiring.js';
 
-/** Where the server's messages come from: the gRPC server link, or the local server of standalone mode. */
-type Link = (toServer$: Observable<ToServer>, greeting: () => ToServer[]) => Observable<FromServer>;
+/** What a setting of the agent gives the run: who it is, where it works, and its link to a server. */
+interface Setting {
+  readonly name: string;
+  readonly ioFolder: string;
+  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  /** The server's messages, given what the agent says; ends when the agent is to end. */
+  readonly link: (toServer$: Observable<ToServer>) => Observable<FromServer>;
+  /** Tells the link to end (a signal came); the process ends when it has. */
+  readonly stop: () => void;
+  readonly sampleMachine?: () => MachineSample;
+  /** True while the server connection cannot take more (nothing of the workloads is read then). */
+  readonly serverFull$?: Observable<boolean>;
+}
+
+/** A reason to end that is told as it is, without "the agent failed". */
+class Ending extends Error {}
+
+/** The program: runs the agent the command line asks for until it ends, then ends the process. */
+export function main(argv: readonly string[]): void {
+  const flags = userErrors(() => readCommandLine(argv), true);
+  if (flags.help) exit(0, HELP);
+  if (flags.version) exit(0, versionText());
+  const log = createLogger(flags.debug);
+  const setting = userErrors(() => (flags.manifest === undefined ? connected(flags, log) : standalone(flags, flags.manifest, log)));
+  run(setting, log, flags.debug);
+}
 
 /** What the run holds that must be let go before the process ends (the Control Interfaces). */
 const disposers: Array<() => void> = [];
 
-/** The one way out: what the run holds is let go, then the process ends with `code`. */
-function shutdown(code: number): never {
+/** The one way out: what the run holds is let go, what is to be said is said, then the process ends with `code`. */
+function exit(code: number, say?: string): never {
   for (const dispose of disposers.splice(0)) dispose();
+  if (say) (code === 0 ? process.stdout : process.stderr).write(say);
   process.exit(code);
 }
 
-function fail(message: string, showHelp = false): never {
-  process.stderr.write(`ank-agent: error: ${message}\n${showHelp ? HELP : ''}`);
-  shutdown(1);
-}
-
 /** Runs `body`, turning the user's mistakes into a clear message and exit code 1. */
-function userErrors<T>(body: () => T): T {
+function userErrors<T>(body: () => T, showHelp = false): T {
   try {
     return body();
   } catch (err) {
-    if (err instanceof ConfigError) fail(err.message, err.showHelp);
-    if (err instanceof ManifestError) fail(err.message);
+    const help = showHelp || (err instanceof ConfigError && err.showHelp);
+    if (err instanceof ConfigError || err instanceof ManifestError || showHelp) exit(1, `ank-agent: error: ${(err as Error).message}\n${help ? HELP : ''}`);
     throw err;
   }
 }
 
-/** The flags; a command line Node's parser refuses ends the process with its reason and the help. */
-const flags = (() => {
-  try {
-    return readCommandLine(process.argv.slice(2));
-  } catch (err) {
-    return fail((err as Error).message, true);
-  }
-})();
+/**
+ * The drivers wired to agent(), and the one subscription. The Subject closes the loop from what the agent
+ * says back into its link: the link's input is the agent's output, which no stream built before it can be.
+ */
+function run(setting: Setting, log: Logger, debug: boolean): void {
+  const pipes = new ControlInterfacePipes(setting.ioFolder, log);
+  disposers.push(() => pipes.closeAll());
+  const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
+  setting.serverFull$?.subscribe((full) => pipes.setPaused(full));
+  const toServer$ = new Subject<ToServer>();
+  const sinks = agent(
+    { fromServer$: setting.link(toServer$), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ },
+    {
+      agentName: setting.name,
+      runtimes: setting.runtimes,
+      prepare: (spec) => host.prepare(spec),
+      release: (spec) => host.release(spec),
+      log,
+      trace: debug ? tracer(log) : noTrace,
+      jitter: Math.random,
+      sampleMachine: setting.sampleMachine,
+      serverFull$: setting.serverFull$,
+    },
+  );
+  merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({
+    error: (err: unknown) => {
+      log.error(err instanceof ServerRefused || err instanceof Ending ? err.message : `The agent failed: ${String(err)}`);
+      exit(1);
+    },
+    complete: () => exit(0),
+  });
+  onSignals(log, () => {
+    pipes.closeAll();
+    setting.stop();
+  });
+}
 
-function readConfigFile(log: Logger): ConfigFile {
-  const file = flags.agentConfig ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
+/** SIGINT and SIGTERM, once. A lasting listener (not `once`): execa's exit cleanup re-raises signals nobody else listens to. */
+function onSignals(log: Logger, stop: () => void): void {
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      log.info(`${signal}: stopping.`);
+      stop();
+    });
+  }
+}
+
+/** Connected to an Ankaios server over gRPC. */
+function connected(flags: CommandLine, log: Logger): Setting {
+  if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
+  const {
+    name,
+    serverUrl,
+    runFolder,
+    tags,
+    runtimes: wanted,
+    security: paths,
+  } = resolveConfig(
+    {
+      name: flags.name,
+      serverUrl: flags.serverUrl,
+      runFolder: flags.runFolder,
+      insecure: flags.insecure,
+      caPem: flags.caPem,
+      crtPem: flags.crtPem,
+      keyPem: flags.keyPem,
+      tags: flags.tag,
+    },
+    process.env,
+    readConfigFile(flags.agentConfig, log),
+    (warning) => log.warn(warning),
+  );
+  const security = loadSecurity(paths);
+  const runtimes = enabledRuntimes(log, wanted);
+  const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
+  const stop$ = new Subject<void>();
+  // Fed by the gRPC driver's flow control: while the connection cannot take more, no workload is read.
+  const serverFull$ = new BehaviorSubject(false);
+  log.info(`Agent '${name}' connecting to ${serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
+  return {
+    name,
+    ioFolder,
+    runtimes,
+    sampleMachine,
+    serverFull$,
+    link: (toServer$) =>
+      serverLink((wire$, line) => connectAgent({ serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$), toServer$, {
+        agentName: name,
+        log,
+        stop$,
+        tags,
+      }),
+    stop: () => {
+      // The stream is cancelled, so the server marks the agent gone; the workloads keep running and are
+      // resumed at the next start.
+      stop$.next();
+      setTimeout(() => exit(0), 3000).unref();
+    },
+  };
+}
+
+function readConfigFile(given: string | undefined, log: Logger): ConfigFile {
+  const file = given ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
   if (file === undefined) return {};
   let text: string;
   try {
@@ -83,102 +216,58 @@ function readConfigFile(log: Logger): ConfigFile {
   return parseConfigFile(text, file, (warning) => log.warn(warning));
 }
 
-/**
- * Runs the agent with the given link until it ends; the signals stop it. The drivers are wired to the
- * agent's sources and sinks here, and the loop from its messages back to the link is closed here.
- */
-function run(name: string, ioFolder: string, log: Logger, link: Link, onSignal: () => void, extra: Partial<AgentDeps> = {}): void {
-  const pipes = new ControlInterfacePipes(ioFolder, log);
-  disposers.push(() => pipes.closeAll());
-  const host = hostSide(ioFolder, pipes, new WorkloadFiles(ioFolder));
-  const deps: AgentDeps = {
-    agentName: name,
-    runtimes: builtInRuntimes(log),
-    prepare: (spec) => host.prepare(spec),
-    release: (spec) => host.release(spec),
-    log,
-    trace: flags.debug ? tracer(log) : noTrace,
-    jitter: Math.random,
-    ...extra,
-  };
-  deps.serverFull$?.subscribe((full) => pipes.setPaused(full));
-  const toServer$ = new Subject<ToServer>();
-  let sinks: AgentSinks | undefined;
-  sinks = agent({ fromServer$: link(toServer$, () => sinks?.greeting() ?? []), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ }, deps);
-  merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({
-    error: (err: unknown) => {
-      log.error(err instanceof ServerRefused ? err.message : `The agent failed: ${String(err)}`);
-      shutdown(1);
-    },
-    complete: () => shutdown(0),
-  });
-  // A lasting listener (not `once`): execa's exit cleanup re-raises signals nobody else listens to.
-  let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => {
-      if (stopping) return;
-      stopping = true;
-      log.info(`${signal}: stopping.`);
-      pipes.closeAll();
-      onSignal();
-    });
-  }
-}
-
 /** The built-in runtimes the config enables (all by default); names it does not know are warned about. */
 function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined): Map<string, RuntimeConnector> {
   const all = builtInRuntimes(log);
-  const { enabled, unknown } = userErrors(() => selectRuntimes([...all.keys()], wanted));
+  const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
   for (const name of unknown)
     log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);
   return new Map(enabled.map((name) => [name, all.get(name)!]));
 }
 
-function connected(): void {
-  const log = createLogger(flags.debug);
-  const { config, security } = userErrors(() => {
-    if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
-    const config = resolveConfig(
-      {
-        name: flags.name,
-        serverUrl: flags.serverUrl,
-        runFolder: flags.runFolder,
-        insecure: flags.insecure,
-        caPem: flags.caPem,
-        crtPem: flags.crtPem,
-        keyPem: flags.keyPem,
-        tags: flags.tag,
-      },
-      process.env,
-      readConfigFile(log),
-      (warning) => log.warn(warning),
-    );
-    return { config, security: loadSecurity(config.security) };
-  });
-  const runtimes = enabledRuntimes(log, config.runtimes);
-  const ioFolder = userErrors(() => prepareRunFolder(config.runFolder, config.name, config.runFolder === defaultRunFolder(process.env)));
+/** Without a server: the local server runs the manifest, and a workload may speak either protocol line to it. */
+function standalone(flags: CommandLine, manifestFile: string, log: Logger): Setting {
+  const initial = readManifest(manifestFile, log);
+  const name = flags.name ?? agentOf(initial);
+  const problem = agentNameProblem(name);
+  if (problem) throw new ConfigError(problem);
+  const ioFolder = prepareRunFolder(flags.runFolder ?? defaultRunFolder(process.env), name, flags.runFolder === undefined);
   const stop$ = new Subject<void>();
-  // While the server connection cannot take more, neither the Control Interfaces nor the log streams are read.
-  const serverFull$ = new BehaviorSubject(false);
-  log.info(`Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
-  run(
-    config.name,
-    ioFolder,
-    log,
-    (outbound$, greeting) =>
-      serverLink(
-        (wire$, line) => connectAgent({ serverUrl: config.serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$),
-        outbound$,
-        { agentName: config.name, log, stop$, greeting, tags: config.tags },
+  const view = statusView(name, process.stdout, log);
+  // Fed by the local server as its state changes: --delete-on-exit ends the run when it holds no workload.
+  const snapshots$ = new ReplaySubject<LocalSnapshot>(1);
+  const deleted$ = stop$.pipe(
+    switchMap(() =>
+      snapshots$.pipe(
+        first((s) => s.states.size === 0),
+        timeout({ first: 60_000, with: () => throwError(() => new Ending('Not every workload was deleted within 60 s.')) }),
       ),
-    () => {
-      // The stream is cancelled, so the server marks the agent gone; the workloads keep running and
-      // are resumed at the next start.
-      stop$.next();
-      setTimeout(() => shutdown(0), 3000).unref();
-    },
-    { sampleMachine, runtimes, serverFull$ },
+    ),
   );
+  const empty: DesiredState = { apiVersion: initial.apiVersion, workloads: new Map(), configs: {} };
+  // --delete-on-exit: on stop, an empty manifest deletes every workload before the agent ends.
+  const manifests$ = flags.deleteOnExit
+    ? concat(watchManifest(manifestFile, initial, log).pipe(takeUntil(stop$)), of(empty))
+    : watchManifest(manifestFile, initial, log);
+  log.info(`Agent '${name}' running the manifest '${manifestFile}' without a server.`);
+  return {
+    name,
+    ioFolder,
+    runtimes: builtInRuntimes(log),
+    link: (toServer$) =>
+      localServer(manifests$, toServer$, {
+        agentName: name,
+        log,
+        onSnapshot: (s) => {
+          view(s);
+          snapshots$.next(s);
+        },
+      }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES }), takeUntil(flags.deleteOnExit ? deleted$ : stop$)),
+    stop: () => {
+      if (flags.deleteOnExit) log.info('Deleting the workloads before stopping (--delete-on-exit).');
+      stop$.next();
+    },
+  };
 }
 
 /** The agent a manifest is for, when -n does not say: the one agent its workloads name. */
@@ -188,65 +277,3 @@ function agentOf(desired: DesiredState): string {
   if (agents.size === 0) return 'standalone';
   throw new ConfigError(`The manifest names the agents ${[...agents].sort().join(', ')}: say which one this is with -n.`);
 }
-
-function standalone(manifestFile: string): void {
-  const log = createLogger(flags.debug);
-  const { name, first } = userErrors(() => {
-    const first = readManifest(manifestFile, log);
-    const name = flags.name ?? agentOf(first);
-    const problem = agentNameProblem(name);
-    if (problem) throw new ConfigError(problem);
-    return { name, first };
-  });
-  const ioFolder = userErrors(() => prepareRunFolder(flags.runFolder ?? defaultRunFolder(process.env), name, flags.runFolder === undefined));
-  const stop$ = new Subject<void>();
-  const view = statusView(name, process.stdout, log);
-  let snapshot: LocalSnapshot = { states: new Map() };
-  const empty: DesiredState = { apiVersion: first.apiVersion, workloads: new Map(), configs: {} };
-  // --delete-on-exit: on stop, an empty manifest deletes every workload before the agent ends.
-  const manifests$: Observable<DesiredState> = flags.deleteOnExit
-    ? concat(watchManifest(manifestFile, first, log).pipe(takeUntil(stop$)), of(empty))
-    : watchManifest(manifestFile, first, log);
-  log.info(`Agent '${name}' running the manifest '${manifestFile}' without a server.`);
-  // The local server is there from the start, and a workload may speak either protocol line to it.
-  run(
-    name,
-    ioFolder,
-    log,
-    (outbound$) =>
-      localServer(manifests$, outbound$, {
-        agentName: name,
-        log,
-        onSnapshot: (s) => {
-          snapshot = s;
-          view(s);
-        },
-      }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES })),
-    () => {
-      if (!flags.deleteOnExit) shutdown(0);
-      log.info('Deleting the workloads before stopping (--delete-on-exit).');
-      stop$.next();
-      const check = timer(0, 200).subscribe(() => {
-        if (snapshot.states.size === 0) {
-          check.unsubscribe();
-          shutdown(0);
-        }
-      });
-      setTimeout(() => {
-        log.error('Not every workload was deleted within 60 s.');
-        shutdown(1);
-      }, 60_000).unref();
-    },
-  );
-}
-
-if (flags.help) {
-  process.stdout.write(HELP);
-  shutdown(0);
-}
-if (flags.version) {
-  process.stdout.write(`ank-agent ${packageVersion()}\nprotocol lines: ${PROTOCOL_LINES.map((l) => `${l.name} (says ${l.version})`).join(', ')}\n`);
-  shutdown(0);
-}
-if (flags.manifest !== undefined) standalone(flags.manifest);
-else connected();

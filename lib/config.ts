@@ -1,11 +1,12 @@
 // The agent's settings: command-line flags over environment variables over the config file over defaults.
 import { parse as parseToml } from 'smol-toml';
+import { DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL } from './defaults.js';
 import { agentNameProblem } from './workload.js';
 
-export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
+export { DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL };
+
 /** `$TMPDIR/ankaios/`, `/tmp/ankaios/` when TMPDIR is unset (as the 1.x agent). */
 export const defaultRunFolder = (env: Readonly<Record<string, string | undefined>>): string => `${(env.TMPDIR || '/tmp').replace(/\/+$/, '')}/ankaios/`;
-export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
 
 /** A setting the user got wrong; the message says which and how to mend it. */
 export class ConfigError extends Error {

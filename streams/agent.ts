@@ -34,8 +34,6 @@ export interface AgentDeps extends WorkloadDeps {
 export interface AgentSinks {
   readonly toServer$: Observable<ToServer>;
   readonly toWorkloads$: Observable<WorkloadFrame>;
-  /** What to send right after the hello of each new connection: the current states of the agent's workloads. */
-  readonly greeting: () => ToServer[];
 }
 
 const only = <K extends ControlInterfaceOutput['kind']>(kind: K) =>
@@ -47,7 +45,7 @@ const only = <K extends ControlInterfaceOutput['kind']>(kind: K) =>
  */
 export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   const trace = deps.trace ?? noTrace;
-  // The agent's own current states, sent again after each reconnect so the server forgets
+  // The agent's own current states, sent again on each new connection so the server forgets
   // that it had marked them disconnected.
   const current = new WorkloadStateStore();
   // The connection is kept as the messages pass, not by a subscription of its own: a first subscriber
@@ -73,6 +71,14 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     tap((states) => current.update(states)),
     map((states): ToServer => ({ kind: 'updateWorkloadState', states })),
   );
+  // swdd~agent-sends-workload-states-of-its-workloads-to-server~2: a server that accepted the agent hears its
+  // current states first (before the states its ServerHello causes).
+  const greeting$ = fromServer$.pipe(
+    filter((m) => m.kind === 'connected'),
+    map(() => current.all()),
+    filter((states) => states.length > 0),
+    map((states): ToServer => ({ kind: 'updateWorkloadState', states })),
+  );
   const responses$ = fromServer$.pipe(
     filter((m) => m.kind === 'response'),
     map((m) => m.response),
@@ -96,15 +102,12 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   const logs$ = serveLogs(fromServer$, { ...deps, running }).pipe(trace('logs'));
 
   return {
-    toServer$: merge(states$, requests$, load$, logs$, ciLog$).pipe(takeUntil(closed$), trace('server.out')),
+    // The workloads first: a synchronous source (the local server) says all it says at once to the first subscriber.
+    toServer$: merge(states$, greeting$, requests$, load$, logs$, ciLog$).pipe(takeUntil(closed$), trace('server.out')),
     toWorkloads$: ci$.pipe(
       only('toWorkload'),
       map((o) => o.frame),
       takeUntil(closed$),
     ),
-    greeting: () => {
-      const states = current.all();
-      return states.length > 0 ? [{ kind: 'updateWorkloadState', states }] : [];
-    },
   };
 }

@@ -39,8 +39,6 @@ export interface LinkOptions {
   readonly log: Logger;
   /** The agent's tags, said in the hello on lines that have them. */
   readonly tags?: Readonly<Record<string, string>>;
-  /** Messages to send right after AgentHello on each connection (e.g. the current workload states). */
-  readonly greeting?: () => readonly ToServer[];
   /**
    * Emits once when the agent stops: the link cancels the stream and no longer reconnects. A v1.x server
    * learns that an agent is gone only from a stream that fails (swdd~grpc-agent-connection-sends-agent-gone~1),
@@ -54,11 +52,16 @@ export interface LinkOptions {
  * swdd~agent-sends-hello~1, swdd~communication-to-from-agent-middleware~1,
  * swdd~agent-manager-listens-requests-from-server~1: the server's messages as values, each connection's
  * first one preceded by `connected` with the line it speaks; `outbound$` is sent on whichever connection
- * is up (messages while none is up are not kept: the greeting of the next connection brings the server
- * up to date). The first hello is of the 1.x line; a server that refuses it naming another line the
+ * is up (messages while none is up are not kept: the agent greets each new connection with its current
+ * states). The first hello is of the 1.x line; a server that refuses it naming another line the
  * agent speaks is asked again at once on that line, which is kept for later connections.
  */
 export function serverLink(connect: Connect, outbound$: Observable<ToServer>, options: LinkOptions): Observable<FromServer> {
+  // Cold: each subscriber negotiates on its own.
+  return defer(() => negotiate(connect, outbound$, options));
+}
+
+function negotiate(connect: Connect, outbound$: Observable<ToServer>, options: LinkOptions): Observable<FromServer> {
   const { log, tags = {} } = options;
   const stop$ = (options.stop$ ?? NEVER).pipe(take(1), shareReplay(1));
   const wait = () => timer(RECONNECT_INTERVAL_MS).pipe(takeUntil(stop$));
@@ -77,11 +80,7 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
   const session$ = defer(() => {
     const spoken = line;
     if (!spoken.events && Object.keys(tags).length > 0) log.warn(`The ${spoken.name} line has no agent tags: they are not sent.`);
-    const outgoing$ = concat(
-      of(agentHello(options.agentName, spoken.version, spoken.events ? tags : {})),
-      defer(() => (options.greeting?.() ?? []).map(toServerMessage)),
-      outbound$.pipe(map(toServerMessage)),
-    );
+    const outgoing$ = concat(of(agentHello(options.agentName, spoken.version, spoken.events ? tags : {})), outbound$.pipe(map(toServerMessage)));
     log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
     let accepted = false;
     const disconnected = (): FromServer[] => (accepted ? [{ kind: 'disconnected' }] : []);

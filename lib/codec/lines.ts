@@ -3,6 +3,7 @@
 // (Response field 4: a bare CompleteState instead of a CompleteStateResponse) is converted in the bytes,
 // at the edge, so nothing else needs to know which line a peer speaks.
 import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
+import { LINE_VERSIONS } from '../defaults.js';
 import { compatibleVersions } from '../version.js';
 
 export interface ProtocolLine {
@@ -54,11 +55,11 @@ function unwrap(response: Uint8Array): Uint8Array {
   return Buffer.concat(parts);
 }
 
-export const LINE_1: ProtocolLine = { name: '1', version: '1.0.1', events: true, read: (b) => b, write: (b) => b };
+export const LINE_1: ProtocolLine = { name: '1', version: LINE_VERSIONS['1'], events: true, read: (b) => b, write: (b) => b };
 
 export const LINE_0_8: ProtocolLine = {
   name: '0.8',
-  version: '0.8.0',
+  version: LINE_VERSIONS['0.8'],
   events: false,
   read: (bytes) => rewriteField(bytes, RESPONSE_FIELD_4, wrap),
   write: (bytes) => rewriteField(bytes, RESPONSE_FIELD_4, unwrap),

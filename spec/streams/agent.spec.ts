@@ -1,5 +1,4 @@
 import { create, fromBinary } from '@bufbuild/protobuf';
-import { expect } from 'chai';
 import { EMPTY, NEVER, bufferTime, filter, map, of } from 'rxjs';
 import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
@@ -39,18 +38,21 @@ const toWorkload = (f: WorkloadFrame) => `${f.workloadName}: ${fromBinary(FromAn
 
 describe('agent(sources, deps) → sinks', () => {
   // swdd~agent-shall-use-interfaces-to-server~1, swdd~agent-sends-workload-states-of-its-workloads-to-server~2
-  it('a ServerHello becomes the states of the workload on toServer$; the greeting holds the current states', () => {
-    testScheduler().run(({ cold, expectObservable, flush }) => {
+  it('a ServerHello becomes the states of the workload on toServer$; each new connection first hears the current states', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
       const app = workload('app');
       const runtime = new FakeRuntime({ states: () => cold('--r', { r: S.running() }) });
-      const fromServer$ = cold<FromServer>('a', { a: { kind: 'serverHello', added: [app] } });
+      const fromServer$ = cold<FromServer>('(ca) 5ms d c', {
+        c: { kind: 'connected', lines: [LINE_1] },
+        a: { kind: 'serverHello', added: [app] },
+        d: { kind: 'disconnected' },
+      });
       const sinks = agent({ fromServer$, controlInterfaces$: NEVER }, deps(runtime));
-      expectObservable(sinks.toServer$.pipe(map(shown)), '^ 10ms !').toBe('a 1ms b', {
+      expectObservable(sinks.toServer$.pipe(map(shown)), '^ 20ms !').toBe('a 1ms b 7ms c', {
         a: 'app: Pending(Starting): Triggered at runtime.',
         b: 'app: Running(Ok)',
+        c: 'app: Running(Ok)',
       });
-      flush();
-      expect(sinks.greeting().map(shown)).to.deep.equal(['app: Running(Ok)']);
     });
   });
 

@@ -69,6 +69,23 @@ describe('protocol lines: negotiation with released servers (real gRPC on loopba
     ]);
   });
 
+  it('is cold: a second subscriber of the same link negotiates on its own, from the first line', async () => {
+    await serve(LINE_0_8);
+    const link$ = serverLink((o$, line) => connectAgent({ serverUrl: server.url, security: { insecure: true }, line }, o$), new Subject<ToServer>(), {
+      agentName: AGENT,
+      log: silentLogger,
+    });
+    const subscribeUntilConnected = () =>
+      new Promise<Subscription>((resolve) => {
+        const sub: Subscription = link$.subscribe((m) => m.kind === 'connected' && resolve(sub));
+      });
+    const first = await subscribeUntilConnected();
+    const second = await subscribeUntilConnected();
+    first.unsubscribe();
+    second.unsubscribe();
+    expect(hellos(server).map((h) => h.protocolVersion)).to.deep.equal(['1.0.1', '0.8.0', '1.0.1', '0.8.0']);
+  });
+
   it('after a dropped connection negotiates again from its first line: a drop is no refusal', async () => {
     await serve(LINE_0_8);
     const l = link();

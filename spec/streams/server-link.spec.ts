@@ -19,7 +19,7 @@ import { AGENT, stateOf, workload } from '../helpers/fixtures.js';
 const insecure: Security = { insecure: true };
 
 /** Runs the link against `url`; what it emits is replayed in `in$`. */
-function link(url: string, options: { security?: Security; stop$?: Subject<void>; greeting?: () => ToServer[] } = {}) {
+function link(url: string, options: { security?: Security; stop$?: Subject<void> } = {}) {
   const out$ = new Subject<ToServer>();
   const in$ = new ReplaySubject<FromServer>();
   const errors: unknown[] = [];
@@ -30,7 +30,6 @@ function link(url: string, options: { security?: Security; stop$?: Subject<void>
     agentName: AGENT,
     log: silentLogger,
     stop$: options.stop$,
-    greeting: options.greeting,
   }).subscribe({
     next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : m.kind !== 'disconnected' && in$.next(m)),
     error: (e) => errors.push(e),
@@ -147,9 +146,8 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     });
   });
 
-  it('reconnects after the server goes away and comes back, says hello again and sends the greeting', async () => {
-    const greeting = (): ToServer[] => [{ kind: 'updateWorkloadState', states: [stateOf(workload('nginx'), ExecutionState.running())] }];
-    open({ greeting });
+  it('reconnects after the server goes away and comes back, says hello again and sends what the agent says next', async () => {
+    const l = open();
     const first = await server.nextStream();
     await first.waitFor((m) => m.ToServerEnum.case === 'agentHello');
     server.stop();
@@ -157,6 +155,7 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     const second = await server.nextStream(10_000, 1);
     const hello = await second.waitFor(() => true);
     expect(hello.ToServerEnum.case).to.equal('agentHello');
+    l.out$.next({ kind: 'updateWorkloadState', states: [stateOf(workload('nginx'), ExecutionState.running())] });
     await second.waitFor((m) => m.ToServerEnum.case === 'updateWorkloadState');
   });
 

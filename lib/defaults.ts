@@ -1,0 +1,6 @@
+// Defaults the help and version texts name: a module without imports, so `--help` and `--version`
+// answer without loading the agent.
+export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
+export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
+/** The version the agent says on each protocol line, by the name a server gives the line. */
+export const LINE_VERSIONS = { '1': '1.0.1', '0.8': '0.8.0' } as const;
