@@ -41,6 +41,7 @@ import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError } from '../lib/manifest.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { MachineSample } from '../lib/ports.js';
+import type { CrashLoopBackoff } from '../lib/restart-policy.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { LocalSnapshot } from '../lib/status.js';
 import { agentNameProblem } from '../lib/workload.js';
@@ -57,6 +58,7 @@ interface Setting {
   readonly name: string;
   readonly ioFolder: string;
   readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  readonly backoff?: CrashLoopBackoff;
   /** The server's messages, given what the agent says; ends when the agent is to end. */
   readonly link: (toServer$: Observable<ToServer>) => Observable<FromServer>;
   /** Tells the link to end (a signal came); the process ends when it has. */
@@ -122,6 +124,7 @@ function run(setting: Setting, log: Logger, debug: boolean): void {
       jitter: Math.random,
       sampleMachine: setting.sampleMachine,
       serverFull$: setting.serverFull$,
+      backoff: setting.backoff,
     },
   );
   merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({
@@ -159,6 +162,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
     runFolder,
     tags,
     runtimes: wanted,
+    crashLoopBackoff,
     security: paths,
   } = resolveConfig(
     {
@@ -186,6 +190,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
     name,
     ioFolder,
     runtimes,
+    backoff: crashLoopBackoff,
     sampleMachine,
     serverFull$,
     link: (toServer$) =>

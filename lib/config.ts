@@ -1,6 +1,7 @@
 // The agent's settings: command-line flags over environment variables over the config file over defaults.
 import { parse as parseToml } from 'smol-toml';
 import { DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL } from './defaults.js';
+import { type CrashLoopBackoff, KUBELET_BACKOFF } from './restart-policy.js';
 import { agentNameProblem } from './workload.js';
 
 export { DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL };
@@ -29,6 +30,8 @@ export interface AgentConfig {
   readonly tags: Readonly<Record<string, string>>;
   /** The runtimes to enable; undefined: all. */
   readonly runtimes?: readonly string[];
+  /** How restarts of a workload that keeps exiting are spaced. */
+  readonly crashLoopBackoff: CrashLoopBackoff;
   readonly security: { readonly insecure: true } | { readonly insecure: false; readonly ca: PemSource; readonly cert: PemSource; readonly key: PemSource };
 }
 
@@ -57,9 +60,11 @@ export interface ConfigFile {
   readonly key_pem_content?: string;
   readonly tags?: Readonly<Record<string, string>>;
   readonly runtimes?: readonly string[];
+  /** Seconds: `first_delay` (0: restart at once, always), `max_delay`, `reset_after`. */
+  readonly crash_loop_backoff?: Readonly<Record<string, number>>;
 }
 
-type KeyType = 'string' | 'boolean' | 'a table of strings' | 'a list of strings';
+type KeyType = 'string' | 'boolean' | 'a table of strings' | 'a list of strings' | 'a table of seconds';
 const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   version: 'string',
   name: 'string',
@@ -74,7 +79,11 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   key_pem_content: 'string',
   tags: 'a table of strings',
   runtimes: 'a list of strings',
+  crash_loop_backoff: 'a table of seconds',
 };
+
+/** The keys of `crash_loop_backoff`, in seconds. */
+const BACKOFF_KEYS = { first_delay: 'firstDelayMs', max_delay: 'maxDelayMs', reset_after: 'resetAfterMs' } as const;
 
 function hasType(value: unknown, type: KeyType): boolean {
   switch (type) {
@@ -82,6 +91,12 @@ function hasType(value: unknown, type: KeyType): boolean {
       return value !== null && typeof value === 'object' && !Array.isArray(value) && Object.values(value).every((v) => typeof v === 'string');
     case 'a list of strings':
       return Array.isArray(value) && value.every((v) => typeof v === 'string');
+    case 'a table of seconds':
+      return (
+        value !== null &&
+        typeof value === 'object' &&
+        Object.entries(value).every(([k, v]) => k in BACKOFF_KEYS && typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= 86_400)
+      );
     default:
       return typeof value === type;
   }
@@ -104,7 +119,9 @@ export function parseConfigFile(text: string, where: string, warn: (message: str
       warn(`Unknown key '${key}' in the agent config '${where}' is ignored (known keys: ${Object.keys(FILE_KEYS).join(', ')}).`);
       delete doc[key];
     } else if (!hasType(value, type)) {
-      throw new ConfigError(`The key '${key}' in the agent config '${where}' must be ${/^[ab] /.test(type) ? type : `a ${type}`}.`);
+      throw new ConfigError(
+        `The key '${key}' in the agent config '${where}' must be ${/^[ab] /.test(type) ? type : `a ${type}`}${type === 'a table of seconds' ? ` (${Object.keys(BACKOFF_KEYS).join(', ')}: 0 to 86400)` : ''}.`,
+      );
     }
   }
   if (doc.version !== 'v1') {
@@ -187,7 +204,9 @@ export function resolveConfig(
   if (/^\/(proc|sys|dev)(\/|$)/.test(runFolder.replace(/\/+/g, '/')))
     throw new ConfigError(`The run folder '${runFolder}' is in a kernel file system: give a folder on disk.`);
   const tags = flags.tags && flags.tags.length > 0 ? parseTags(flags.tags) : { ...file.tags };
-  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes };
+  const given = Object.entries(file.crash_loop_backoff ?? {}).map(([key, seconds]) => [BACKOFF_KEYS[key as keyof typeof BACKOFF_KEYS], seconds * 1000]);
+  const crashLoopBackoff: CrashLoopBackoff = { ...KUBELET_BACKOFF, ...Object.fromEntries(given) };
+  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff };
   // Flag over environment over file, a `false` as much as a `true`.
   const insecure = flags.insecure || (booleanFromEnv('ANKAGENT_INSECURE', env.ANKAGENT_INSECURE) ?? file.insecure ?? false);
 

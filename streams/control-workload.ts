@@ -4,24 +4,23 @@ import {
   EMPTY,
   type Observable,
   Subject,
+  asyncScheduler,
   catchError,
   concat,
   concatMap,
   defer,
   endWith,
-  filter,
   ignoreElements,
   map,
   merge,
   mergeMap,
   of,
   takeWhile,
-  tap,
   timer,
 } from 'rxjs';
 import { ExecutionState } from '../lib/execution-state.js';
 import type { WorkloadState } from '../lib/messages.js';
-import { needsRestart } from '../lib/restart-policy.js';
+import { type CrashLoopBackoff, KUBELET_BACKOFF, needsRestart, nextRestart } from '../lib/restart-policy.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { ConfigurationError, type CreateOptions, type ExistingWorkload, type RuntimeConnector } from '../lib/runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, sameInstance } from '../lib/workload.js';
@@ -36,10 +35,16 @@ export type WorkloadCommand =
   /** Delete a workload found from an earlier run of the agent; `final` when nothing follows it. */
   | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly final: boolean }
   /** Keep a workload of an earlier run that exited well, for the next create to start again in place. */
-  | { readonly kind: 'adopt'; readonly existing: ExistingWorkload }
-  /** Sent by the loop to itself; `succeeded`: the workload ended well (it may then be started again in place). */
+  | { readonly kind: 'adopt'; readonly existing: ExistingWorkload };
+
+/** What a loop says to itself. */
+type SelfCommand =
+  /** The next create attempt is due. */
   | { readonly kind: 'retry' }
-  | { readonly kind: 'restart'; readonly succeeded: boolean };
+  /** The workload ended and its restart policy restarts it; `succeeded`: it ended well (it may be started again in place). */
+  | { readonly kind: 'exited'; readonly succeeded: boolean }
+  /** The crash-loop back-off is over: restart now. */
+  | { readonly kind: 'restart' };
 
 /** Commands after which the loop ends. */
 export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || (c.kind === 'removeExisting' && c.final);
@@ -63,9 +68,11 @@ export interface ControlDeps {
   readonly jitter?: () => number;
   /** Kept up to date with the workloads the loops have created (the log requests are resolved against it). */
   readonly running?: RunningWorkloads;
+  /** How restarts of a workload that keeps exiting are spaced (kubelet's when not given). */
+  readonly backoff?: CrashLoopBackoff;
+  /** The time in ms (the scheduler's clock, virtual in marble specs). */
+  readonly now?: () => number;
 }
-
-type Output = WorkloadState | { readonly command: WorkloadCommand };
 
 /** What one control loop knows of its workload; it changes only by the `become` steps the loop emits. */
 export type LoopState =
@@ -75,20 +82,39 @@ export type LoopState =
   | { readonly kind: 'adopted'; readonly existing: ExistingWorkload }
   /** Managed, with nothing known on the runtime: being created, refused, or not found to resume. */
   | { readonly kind: 'absent'; readonly spec: WorkloadSpec }
-  /** Created or resumed under `id`: its state is watched. */
-  | { readonly kind: 'created'; readonly spec: WorkloadSpec; readonly id: unknown }
+  /**
+   * Created or resumed under `id` on `runtime`: its state is watched. `startedAt`: when it last started;
+   * `shortRuns`: how many runs in a row before this one were too short (the crash-loop back-off counts them).
+   */
+  | (Running & { readonly kind: 'created' })
+  /** It exited and its restart policy restarts it after `delayMs` of crash-loop back-off; nothing is watched meanwhile. */
+  | (Running & { readonly kind: 'backingOff'; readonly succeeded: boolean; readonly delayMs: number })
   /** Create attempt `retries + 1` failed: the next one is due after a backoff. */
-  | { readonly kind: 'retrying'; readonly spec: WorkloadSpec; readonly retries: number }
+  | { readonly kind: 'retrying'; readonly spec: WorkloadSpec; readonly retries: number; readonly shortRuns: number }
   /** Its removal failed: nothing is watched until the next command, which may try again. */
   | { readonly kind: 'deleteFailed'; readonly spec: WorkloadSpec; readonly id: unknown };
 
-/** A step of the loop: a state to report, a command to itself, its next state, or its end. */
-type Step = Output | { readonly become: LoopState } | typeof END;
-const END = Symbol('end of loop');
+/** A workload the loop has on its runtime. */
+interface Running {
+  readonly spec: WorkloadSpec;
+  readonly runtime: RuntimeConnector;
+  readonly id: unknown;
+  readonly startedAt: number;
+  readonly shortRuns: number;
+}
+
+/** A step of the loop: a state to report, its next state, a command to itself, or its end. */
+type Step =
+  | { readonly kind: 'report'; readonly state: WorkloadState }
+  | { readonly kind: 'become'; readonly state: LoopState }
+  | { readonly kind: 'self'; readonly command: SelfCommand }
+  | { readonly kind: 'end' };
+const END: Step = { kind: 'end' };
 const IDLE: LoopState = { kind: 'idle' };
 
-const become = (state: LoopState): Step => ({ become: state });
-const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState => ({ instanceName, executionState });
+const become = (state: LoopState): Step => ({ kind: 'become', state });
+const self = (command: SelfCommand): Step => ({ kind: 'self', command });
+const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): Step => ({ kind: 'report', state: { instanceName, executionState } });
 const causeOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 /** What an action that emits nothing came to: `undefined` when it completed, else why it failed. */
 const failureOf = (action$: Observable<unknown>): Observable<string | undefined> =>
@@ -109,37 +135,48 @@ const starting = (spec: WorkloadSpec) => of(report(spec.instanceName, ExecutionS
 export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: ControlDeps): Observable<WorkloadState> {
   return defer(() => {
     const steps = new LoopSteps(deps);
-    const internal$ = new Subject<WorkloadCommand>();
+    const internal$ = new Subject<SelfCommand>();
     let state: LoopState = IDLE;
-    return merge(commands$, internal$).pipe(
+    return merge<Array<WorkloadCommand | SelfCommand>>(commands$, internal$).pipe(
       runThenFollow(
         (command) => defer(() => steps.execute(state, command)),
         () => steps.follow(state),
       ),
-      takeWhile((step): step is Exclude<Step, typeof END> => step !== END),
-      tap((step) => {
-        if ('become' in step) {
-          noteRunning(deps, state, step.become);
-          state = step.become;
-        } else if ('command' in step) internal$.next(step.command);
+      takeWhile((step): step is Exclude<Step, { kind: 'end' }> => step.kind !== 'end'),
+      mergeMap((step): WorkloadState[] => {
+        switch (step.kind) {
+          case 'report':
+            return [step.state];
+          case 'become':
+            noteRunning(deps.running, state, step.state);
+            state = step.state;
+            return [];
+          case 'self':
+            internal$.next(step.command);
+            return [];
+        }
       }),
-      filter((step): step is WorkloadState => 'executionState' in step),
     );
   });
 }
 
-/** Keeps `deps.running` in step with a loop whose state changes from `from` to `to`. */
-function noteRunning({ running, runtimes }: ControlDeps, from: LoopState, to: LoopState): void {
+/** Keeps `running` in step with a loop whose state changes from `from` to `to`. */
+function noteRunning(running: RunningWorkloads | undefined, from: LoopState, to: LoopState): void {
   if (from.kind === 'created') running?.delete(from.spec.instanceName);
-  const runtime = to.kind === 'created' ? runtimes.get(to.spec.runtime) : undefined;
-  if (to.kind === 'created' && runtime) running?.set(to.spec.instanceName, { runtime, id: to.id });
+  if (to.kind === 'created') running?.set(to.spec.instanceName, { runtime: to.runtime, id: to.id });
 }
 
 /** The steps a loop can take on its workload, each a function of the loop's state when it starts. */
 class LoopSteps {
-  constructor(private readonly deps: ControlDeps) {}
+  private readonly backoff: CrashLoopBackoff;
+  private readonly now: () => number;
 
-  execute(state: LoopState, command: WorkloadCommand): Observable<Step> {
+  constructor(private readonly deps: ControlDeps) {
+    this.backoff = deps.backoff ?? KUBELET_BACKOFF;
+    this.now = deps.now ?? (() => asyncScheduler.now());
+  }
+
+  execute(state: LoopState, command: WorkloadCommand | SelfCommand): Observable<Step> {
     switch (command.kind) {
       case 'create':
         return this.create(state, command.spec);
@@ -155,20 +192,33 @@ class LoopSteps {
         return of(become({ kind: 'adopted', existing: command.existing }));
       case 'retry':
         // swdd~agent-workload-control-loop-executes-retry~1: retries have no limit; only another command ends them.
-        return state.kind === 'retrying' ? this.attempt(state.spec, state.retries + 1) : EMPTY;
+        return state.kind === 'retrying' ? this.attempt(state.spec, state.retries + 1, state.shortRuns) : EMPTY;
+      case 'exited':
+        return state.kind === 'created' ? this.exited(state, command.succeeded) : EMPTY;
       case 'restart':
-        return state.kind === 'created' ? this.restart(state, command.succeeded) : EMPTY;
+        return state.kind === 'backingOff' ? this.restart(state, state.succeeded) : EMPTY;
     }
   }
 
-  /** What runs until the next command: the state watch, or the wait for the next retry. */
+  /** What runs until the next command: the state watch, or the wait for the next retry or restart. */
   follow(state: LoopState): Observable<Step> {
-    if (state.kind === 'created') return this.watch(state);
-    if (state.kind !== 'retrying') return EMPTY;
-    // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1,
-    // swdd~agent-workload-control-loop-exponential-backoff-retries~1
-    const wait = createBackoffMs(state.retries, this.deps.jitter?.() ?? 1);
-    return timer(wait).pipe(map(() => ({ command: { kind: 'retry' } as const })));
+    switch (state.kind) {
+      case 'created':
+        return this.watch(state);
+      case 'retrying':
+        // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1,
+        // swdd~agent-workload-control-loop-exponential-backoff-retries~1
+        return timer(createBackoffMs(state.retries, this.deps.jitter?.() ?? 1)).pipe(map(() => self({ kind: 'retry' })));
+      case 'backingOff':
+        return timer(state.delayMs).pipe(map(() => self({ kind: 'restart' })));
+      default:
+        return EMPTY;
+    }
+  }
+
+  /** Created (or started again) under `id` just now. */
+  private created(spec: WorkloadSpec, runtime: RuntimeConnector, id: unknown, shortRuns: number): Step {
+    return become({ kind: 'created', spec, runtime, id, startedAt: this.now(), shortRuns });
   }
 
   /**
@@ -176,20 +226,20 @@ class LoopSteps {
    * of an earlier run with the same config is started again in place (a new one is created when that
    * fails); one of another config is deleted first.
    */
-  private create(state: LoopState, spec: WorkloadSpec): Observable<Step> {
+  private create(state: LoopState, spec: WorkloadSpec, shortRuns = 0): Observable<Step> {
     const reusable = state.kind === 'adopted' ? state.existing : undefined;
     const runtime = this.deps.runtimes.get(spec.runtime);
-    if (!reusable) return concat(starting(spec), this.attempt(spec, 0));
+    if (!reusable) return concat(starting(spec), this.attempt(spec, 0, shortRuns));
     if (!runtime?.startAgain || !sameInstance(reusable.instanceName, spec.instanceName)) {
-      return concat(this.removeExisting(reusable), starting(spec), this.attempt(spec, 0));
+      return concat(this.removeExisting(reusable), starting(spec), this.attempt(spec, 0, shortRuns));
     }
     const startAgain$ = concat(this.deps.prepare(spec), runtime.startAgain(reusable.id, spec)).pipe(ignoreElements());
     return concat(
       of(become({ kind: 'absent', spec })),
       starting(spec),
       startAgain$.pipe(
-        endWith(become({ kind: 'created', spec, id: reusable.id })),
-        catchError(() => concat(this.removeExisting(reusable), starting(spec), this.attempt(spec, 0))),
+        endWith(this.created(spec, runtime, reusable.id, shortRuns)),
+        catchError(() => concat(this.removeExisting(reusable), starting(spec), this.attempt(spec, 0, shortRuns))),
       ),
     );
   }
@@ -199,17 +249,20 @@ class LoopSteps {
    * swdd~agent-workload-control-loop-handles-failed-workload-creation~1: a failure is reported
    * Pending(Starting) "Retry <n>: <cause>" and retried; a config the runtime refuses is not.
    */
-  private attempt(spec: WorkloadSpec, retries: number): Observable<Step> {
+  private attempt(spec: WorkloadSpec, retries: number, shortRuns: number): Observable<Step> {
     const runtime = this.deps.runtimes.get(spec.runtime);
     const absent = become({ kind: 'absent', spec });
     if (!runtime) return of(absent, unknownRuntime(spec));
     const created$ = this.deps.prepare(spec).pipe(
       mergeMap((options) => runtime.createWorkload(spec, options)),
-      map((id) => become({ kind: 'created', spec, id })),
+      map((id) => this.created(spec, runtime, id, shortRuns)),
       catchError((err: unknown) =>
         err instanceof ConfigurationError
           ? of(report(spec.instanceName, ExecutionState.startingFailed(err.message)))
-          : of(become({ kind: 'retrying', spec, retries }), report(spec.instanceName, ExecutionState.starting(`Retry ${retries + 1}: ${causeOf(err)}`))),
+          : of(
+              become({ kind: 'retrying', spec, retries, shortRuns }),
+              report(spec.instanceName, ExecutionState.starting(`Retry ${retries + 1}: ${causeOf(err)}`)),
+            ),
       ),
     );
     return concat(of(absent), created$);
@@ -226,7 +279,7 @@ class LoopSteps {
       mergeMap((id) =>
         id === undefined
           ? of(absent, report(spec.instanceName, ExecutionState.lost('The workload to resume was not found.')))
-          : of(become({ kind: 'created', spec, id })),
+          : of(this.created(spec, runtime, id, 0)),
       ),
     );
   }
@@ -236,9 +289,10 @@ class LoopSteps {
    * swdd~agent-workload-control-loop-reset-backoff-on-update~1,
    * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2,
    * swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there.
+   * An update starts the crash-loop back-off anew too.
    */
-  private update(state: LoopState, next: WorkloadSpec | undefined): Observable<Step> {
-    return this.removeCurrent(state, (after) => (next ? this.create(after, next) : EMPTY));
+  private update(state: LoopState, next: WorkloadSpec | undefined, shortRuns = 0): Observable<Step> {
+    return this.removeCurrent(state, (after) => (next ? this.create(after, next, shortRuns) : EMPTY));
   }
 
   /**
@@ -253,20 +307,32 @@ class LoopSteps {
   }
 
   /**
+   * The workload ended and its policy restarts it: at once after a long run, else after the crash-loop
+   * back-off, which the state tells while it lasts (an update or a delete ends it at once).
+   */
+  private exited(state: LoopState & { kind: 'created' }, succeeded: boolean): Observable<Step> {
+    const { shortRuns, delayMs } = nextRestart(state.shortRuns, this.now() - state.startedAt, this.backoff);
+    if (delayMs === 0) return this.restart({ ...state, shortRuns }, succeeded);
+    const info = `Restart ${shortRuns} of a workload that keeps exiting, in ${Math.round(delayMs / 1000)} s (crash-loop back-off).`;
+    return of(become({ ...state, kind: 'backingOff', shortRuns, succeeded, delayMs }), report(state.spec.instanceName, ExecutionState.waitingToStart(info)));
+  }
+
+  /**
    * swdd~workload-control-loop-restarts-workloads-using-update~1: a restart is an update to the same
    * config, and reported as one (Stopping(RequestedAtRuntime), Removed, Pending(Starting), …), so a server
    * sees it happen. A workload that succeeded is started again in place where its runtime can (as the
    * 1.x agent does), and re-created when that fails.
    */
-  private restart(state: LoopState & { kind: 'created' }, succeeded: boolean): Observable<Step> {
-    const { spec, id } = state;
-    const recreate = defer(() => this.update(state, spec));
-    const runtime = this.deps.runtimes.get(spec.runtime)!;
+  private restart(state: Running, succeeded: boolean): Observable<Step> {
+    const { spec, runtime, id, shortRuns } = state;
+    const current: LoopState = { ...state, kind: 'created' };
+    const recreate = defer(() => this.update(current, spec, shortRuns));
     if (!succeeded || !runtime.startAgain) return recreate;
     return concat(
       starting(spec),
       runtime.startAgain(id, spec).pipe(
         ignoreElements(),
+        endWith(this.created(spec, runtime, id, shortRuns)),
         catchError(() => recreate),
       ),
     );
@@ -282,7 +348,7 @@ class LoopSteps {
   private removeCurrent(state: LoopState, then: (after: LoopState) => Observable<Step>): Observable<Step> {
     if (state.kind === 'idle' || state.kind === 'adopted') return then(state);
     const { spec } = state;
-    const id = state.kind === 'created' || state.kind === 'deleteFailed' ? state.id : undefined;
+    const id = state.kind === 'created' || state.kind === 'backingOff' || state.kind === 'deleteFailed' ? state.id : undefined;
     const runtime = this.deps.runtimes.get(spec.runtime);
     const remove$ =
       id !== undefined && runtime ? runtime.deleteWorkload(id) : (runtime?.deleteByName?.(spec.instanceName).pipe(catchError(() => EMPTY)) ?? EMPTY);
@@ -317,12 +383,11 @@ class LoopSteps {
    * swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-checks-workload-state-validity~1,
    * swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~workload-control-loop-handles-workload-restarts~2
    */
-  private watch({ spec, id }: LoopState & { kind: 'created' }): Observable<Step> {
-    const runtime = this.deps.runtimes.get(spec.runtime)!;
+  private watch({ spec, runtime, id }: LoopState & { kind: 'created' }): Observable<Step> {
     return runtime.checkState(id, spec.instanceName).pipe(
-      mergeMap((state): Output[] => {
+      mergeMap((state): Step[] => {
         const reported = report(spec.instanceName, state);
-        return needsRestart(spec.restartPolicy, state) ? [reported, { command: { kind: 'restart', succeeded: state.state === 'Succeeded' } }] : [reported];
+        return needsRestart(spec.restartPolicy, state) ? [reported, self({ kind: 'exited', succeeded: state.state === 'Succeeded' })] : [reported];
       }),
       catchError(() => of(report(spec.instanceName, ExecutionState.unknown('The state checker failed.')))),
     );

@@ -1,5 +1,8 @@
 // The podman and podman-kube runtimes on real Podman, driven by the workload core.
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
@@ -121,6 +124,26 @@ describe('Podman runtimes (real Podman)', function () {
         'Pending(Starting): Triggered at runtime.',
         'Running(Ok)',
       ]);
+    });
+
+    it('a workload that keeps exiting is restarted at once, then after 10 s: three runs in its first 15 s, not dozens', async function () {
+      this.timeout(60_000);
+      // A podman wrapper that counts the runs and starts.
+      const dir = mkdtempSync(path.join(tmpdir(), 'ank-crash-loop-'));
+      const wrapper = path.join(dir, 'podman');
+      const real = execFileSync('sh', ['-c', 'command -v podman'], { encoding: 'utf8' }).trim();
+      writeFileSync(wrapper, `#!/bin/sh\ncase "$1" in run|start) echo "$1" >> ${dir}/calls;; esac\nexec ${real} "$@"\n`, { mode: 0o755 });
+      const crashing = new PodmanAgent(uniqueAgent('crash'), undefined, new PodmanCli({ binary: wrapper }));
+      try {
+        crashing.send({ kind: 'serverHello', added: [busybox('crasher', crashing.agentName, { script: 'exit 1', restartPolicy: 'Always' })] });
+        await crashing.waitFor('crasher', /^Running|^Failed/);
+        await new Promise((r) => setTimeout(r, 15_000));
+        const starts = readFileSync(path.join(dir, 'calls'), 'utf8').trim().split('\n');
+        expect(starts.length, starts.join(' ')).to.be.within(2, 3);
+        expect(crashing.history('crasher')).to.include('Pending(WaitingToStart): Restart 2 of a workload that keeps exiting, in 10 s (crash-loop back-off).');
+      } finally {
+        crashing.stop();
+      }
     });
 
     it('ON_FAILURE restarts a failed container but not a succeeded one', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EMPTY, NEVER, map, of, throwError } from 'rxjs';
+import { EMPTY, NEVER, type Observable, map, of, throwError } from 'rxjs';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { WorkloadState } from '../../lib/messages.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
@@ -97,6 +97,86 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
           [6, at(spec, ExecutionState.running())],
         ]);
         expect(runtime.calls).to.deep.equal(['create job', 'watch id-job-1', 'delete id-job-1', 'create job', 'watch id-job-2']);
+      });
+    });
+  });
+
+  describe('crash-loop back-off', () => {
+    const job = workload('job', { restartPolicy: 'Always' });
+    const failed = ExecutionState.failed("Exit code: '1'");
+    /** A runtime whose every workload fails `runMs` after it was created; the times of its creates are kept. */
+    const crashing = (
+      scheduler: ReturnType<typeof testScheduler>,
+      cold: (m: string, v?: Record<string, ExecutionState>) => Observable<ExecutionState>,
+      runMs: (n: number) => number,
+    ) => {
+      const created: number[] = [];
+      const runtime = new FakeRuntime({
+        create: (spec, attempt) => {
+          created.push(scheduler.now());
+          return of(`id-${spec.instanceName.workloadName}-${attempt}`);
+        },
+        states: (id) => cold(`${runMs(Number(id.split('-').at(-1)))}ms f`, { f: failed }),
+      });
+      return { runtime, created };
+    };
+    const gapsInSeconds = (times: number[]) => times.slice(1).map((t, i) => Math.floor((t - times[i]) / 1000));
+
+    it("restarts at once after the first exit, then waits 10 s, doubling up to 5 min (kubelet's schedule)", () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const { runtime, created } = crashing(scheduler, cold, () => 1);
+        controlWorkload(cold('a 1300000ms d', { a: create(job), d: del(job) }), depsFor(runtime)).subscribe();
+        flush();
+        expect(gapsInSeconds(created)).to.deep.equal([0, 10, 20, 40, 80, 160, 300, 300, 300]);
+      });
+    });
+
+    it('says while it waits which restart comes and when', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const { runtime } = crashing(scheduler, cold, () => 1);
+        const out = record(controlWorkload(cold('a 15000ms d', { a: create(job), d: del(job) }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        const waiting = at(job, ExecutionState.waitingToStart('Restart 2 of a workload that keeps exiting, in 10 s (crash-loop back-off).'));
+        expect(out.values.filter(([, v]) => v === waiting).map(([t]) => t)).to.deep.equal([2]);
+      });
+    });
+
+    it('a run of 10 minutes resets it: the next restart is at once again', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        // Runs 3 and 4 last 11 minutes; the others 1 ms.
+        const { runtime, created } = crashing(scheduler, cold, (n) => (n === 3 || n === 4 ? 660_000 : 1));
+        controlWorkload(cold('a 2000000ms d', { a: create(job), d: del(job) }), depsFor(runtime)).subscribe();
+        flush();
+        // After each long run the restart is at once (the gap is the run itself); the short run after them waits 10 s, not 20 s.
+        expect(gapsInSeconds(created).slice(0, 5)).to.deep.equal([0, 10, 660, 660, 10]);
+      });
+    });
+
+    it('an update or a delete ends the wait at once', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const { runtime, created } = crashing(scheduler, cold, (n) => (n <= 2 ? 1 : 3_600_000));
+        const job2 = workload('job', { restartPolicy: 'Always', config: 'image: job:2' });
+        controlWorkload(cold('a 4999ms u 9999ms d', { a: create(job), u: update(job2), d: del(job2) }), depsFor(runtime)).subscribe();
+        flush();
+        // Created at 0 and 1 (the restart at once); the update at 5 000 creates at once, not at 10 002.
+        expect(created).to.deep.equal([0, 1, 5000]);
+        expect(runtime.calls.filter((c) => c.startsWith('delete'))).to.deep.equal(['delete id-job-1', 'delete id-job-2', 'delete id-job-3']);
+      });
+    });
+
+    it('with a first delay of 0, restarts at once, always (the released agent)', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const { runtime, created } = crashing(scheduler, cold, () => 1);
+        const deps = { ...depsFor(runtime), backoff: { firstDelayMs: 0, maxDelayMs: 300_000, resetAfterMs: 600_000 } };
+        controlWorkload(cold('a 9ms d', { a: create(job), d: del(job) }), deps).subscribe();
+        flush();
+        expect(gapsInSeconds(created)).to.deep.equal(Array(created.length - 1).fill(0));
+        expect(created.length).to.be.greaterThan(5);
       });
     });
   });
