@@ -163,6 +163,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
     tags,
     runtimes: wanted,
     crashLoopBackoff,
+    healthChecks,
     security: paths,
   } = resolveConfig(
     {
@@ -180,7 +181,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
     (warning) => log.warn(warning),
   );
   const security = loadSecurity(paths);
-  const runtimes = enabledRuntimes(log, wanted);
+  const runtimes = enabledRuntimes(log, wanted, healthChecks);
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
   // Fed by the gRPC driver's flow control: while the connection cannot take more, no workload is read.
@@ -222,8 +223,8 @@ function readConfigFile(given: string | undefined, log: Logger): ConfigFile {
 }
 
 /** The built-in runtimes the config enables (all by default); names it does not know are warned about. */
-function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined): Map<string, RuntimeConnector> {
-  const all = builtInRuntimes(log);
+function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined, health: boolean): Map<string, RuntimeConnector> {
+  const all = builtInRuntimes(log, undefined, { health });
   const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
   for (const name of unknown)
     log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);

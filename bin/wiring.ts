@@ -8,16 +8,19 @@ import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
 import { stateChecker } from '../streams/state-checker.js';
 
-/** `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one state checker. */
+/**
+ * `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one
+ * state checker; `health`: the agent runs the workloads' health checks (lib/podman/health.ts).
+ */
 export function builtInRuntimes(
   log: Logger,
   cli = new PodmanCli({ log }),
-  { events = true, verifyMs = VERIFY_INTERVAL_MS } = {},
+  { events = true, verifyMs = VERIFY_INTERVAL_MS, health = true } = {},
 ): Map<string, RuntimeConnector> {
   const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, {
     verifyMs,
     exits$: events ? conmonExits() : EMPTY,
     log,
   });
-  return podmanRuntimes(cli, stateChecker(cache), log);
+  return podmanRuntimes(cli, stateChecker(cache), log, { health });
 }

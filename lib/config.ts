@@ -32,6 +32,8 @@ export interface AgentConfig {
   readonly runtimes?: readonly string[];
   /** How restarts of a workload that keeps exiting are spaced. */
   readonly crashLoopBackoff: CrashLoopBackoff;
+  /** The agent runs the health checks of the workloads' commandOptions (false: they are left to Podman, as by the released agent). */
+  readonly healthChecks: boolean;
   readonly security: { readonly insecure: true } | { readonly insecure: false; readonly ca: PemSource; readonly cert: PemSource; readonly key: PemSource };
 }
 
@@ -62,6 +64,7 @@ export interface ConfigFile {
   readonly runtimes?: readonly string[];
   /** Seconds: `first_delay` (0: restart at once, always), `max_delay`, `reset_after`. */
   readonly crash_loop_backoff?: Readonly<Record<string, number>>;
+  readonly health_checks?: boolean;
 }
 
 type KeyType = 'string' | 'boolean' | 'a table of strings' | 'a list of strings' | 'a table of seconds';
@@ -80,6 +83,7 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   tags: 'a table of strings',
   runtimes: 'a list of strings',
   crash_loop_backoff: 'a table of seconds',
+  health_checks: 'boolean',
 };
 
 /** The keys of `crash_loop_backoff`, in seconds. */
@@ -206,7 +210,7 @@ export function resolveConfig(
   const tags = flags.tags && flags.tags.length > 0 ? parseTags(flags.tags) : { ...file.tags };
   const given = Object.entries(file.crash_loop_backoff ?? {}).map(([key, seconds]) => [BACKOFF_KEYS[key as keyof typeof BACKOFF_KEYS], seconds * 1000]);
   const crashLoopBackoff: CrashLoopBackoff = { ...KUBELET_BACKOFF, ...Object.fromEntries(given) };
-  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff };
+  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff, healthChecks: file.health_checks ?? true };
   // Flag over environment over file, a `false` as much as a `true`.
   const insecure = flags.insecure || (booleanFromEnv('ANKAGENT_INSECURE', env.ANKAGENT_INSECURE) ?? file.insecure ?? false);
 

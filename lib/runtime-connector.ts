@@ -33,7 +33,7 @@ export interface RuntimeConnector<Id = unknown> {
   /** Emits the id of the workload with this instance name, or undefined. */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<Id | undefined>;
   /** The state checker: the workload's execution state, each time it changes. */
-  checkState(id: Id, instanceName: WorkloadInstanceName): Observable<ExecutionState>;
+  checkState(id: Id, spec: WorkloadSpec): Observable<ExecutionState>;
   /**
    * Starts an exited workload again in place, keeping its id (the 1.x agent's restart of a workload that
    * succeeded). Runtimes without it restart by deleting and creating.

@@ -59,6 +59,28 @@ const SUPERSEDED: Record<string, string> = {
   'swdd~functions-required-by-runtime-connector~1': 'swdd~agent-functions-required-by-runtime-connector~1',
 };
 
+/** This agent's own requirements, beyond the Ankaios designs (README "Beyond the released agent"). */
+const OWN: Requirement[] = [
+  [
+    'rx~health-runs-checks-on-interval~1',
+    "A podman workload's health check (Podman's flags in its commandOptions) is run by the agent once per interval, one at a time, with a deadline",
+  ],
+  ['rx~health-starting-until-healthy~1', 'While its container runs and no check has passed, the workload is Pending(Starting), waiting for its health check'],
+  ['rx~health-running-when-healthy~1', 'A healthy workload is Running(Ok): its ADD_COND_RUNNING dependents start only then'],
+  [
+    'rx~health-unhealthy-fails-and-stops~1',
+    'An unhealthy workload is Failed(ExecFailed) with the check output, its container is stopped, and its restart policy decides',
+  ],
+  [
+    'rx~health-switch-off~1',
+    'health_checks = false in the agent config gives the released behaviour: the checks are left to Podman, the states come from the container',
+  ],
+  ['rx~crash-loop-backoff~1', 'A restart after a short run that follows another waits, from a first delay doubling to a cap; a long run resets it'],
+  ['rx~crash-loop-backoff-state~1', 'While it waits, the workload is Pending(WaitingToStart) saying which restart comes and when'],
+  ['rx~crash-loop-backoff-ends-on-command~1', 'An update or a delete ends the wait at once'],
+  ['rx~crash-loop-backoff-config~1', "The agent config's crash_loop_backoff changes it; a first delay of 0 restarts at once, always (the released agent)"],
+].map(([id, title]) => ({ id, title, design: 'ank-agent-rx', needs: ['utest'] }));
+
 const baseOf = (id: string) => id.replace(/~\d+$/, '');
 const versionOf = (id: string) => Number(/~(\d+)$/.exec(id)?.[1] ?? 0);
 
@@ -128,7 +150,7 @@ if (args[0] === '--extract') {
   process.exit(0);
 }
 
-const requirements = JSON.parse(readFileSync(REQUIREMENTS, 'utf8')) as Requirement[];
+const requirements = [...(JSON.parse(readFileSync(REQUIREMENTS, 'utf8')) as Requirement[]), ...OWN];
 const specs = specFiles('spec').map((f) => [f, readFileSync(f, 'utf8').split('\n')] as [string, string[]]);
 const quiet = args.includes('--quiet');
 let untested = 0;
@@ -146,6 +168,6 @@ for (const r of requirements) {
 const agentRequirements = requirements.filter((r) => !r.notForAgent && !r.supersededBy);
 const released = agentRequirements.filter((r) => r.design === 'v1.0.1');
 console.log(
-  `${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} requirements of the older designs superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`,
+  `${quiet ? '' : '\n'}${agentRequirements.length} agent requirements (${released.length} of the released agent design v1.0.1, ${OWN.length} of this agent's own); ${agentRequirements.filter((r) => mentions(r.id, specs).length > 0).length} named by a spec; ${untested} that need a test have none; ${requirements.filter((r) => r.supersededBy).length} requirements of the older designs superseded; ${requirements.filter((r) => r.notForAgent).length} not for this agent.`,
 );
 process.exit(untested > 0 ? 1 : 0);

@@ -384,7 +384,7 @@ class LoopSteps {
    * swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~workload-control-loop-handles-workload-restarts~2
    */
   private watch({ spec, runtime, id }: LoopState & { kind: 'created' }): Observable<Step> {
-    return runtime.checkState(id, spec.instanceName).pipe(
+    return runtime.checkState(id, spec).pipe(
       mergeMap((state): Step[] => {
         const reported = report(spec.instanceName, state);
         return needsRestart(spec.restartPolicy, state) ? [reported, self({ kind: 'exited', succeeded: state.state === 'Succeeded' })] : [reported];

@@ -6,7 +6,18 @@ import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
-export class PodmanError extends Error {}
+export class PodmanError extends Error {
+  /** Podman's exit code, when it ran and failed. */
+  constructor(
+    message: string,
+    readonly exitCode?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** A query (ps, inspect, volume ls), a command (run, start, stop, rm, kube …), or a health check (their own slots: a slow check holds up no other call). */
+export type CallKind = 'query' | 'command' | 'check';
 
 /** execa, loaded on first use: it is the heaviest module, and nothing needs it before the agent said hello. */
 let execaLoaded: Promise<typeof import('execa')> | undefined;
@@ -111,21 +122,23 @@ export class PodmanCli {
   private readonly deadlines: { readonly query: number; readonly command: number };
   private readonly slots: Slots;
   private readonly streamSlots: Slots;
+  private readonly checkSlots: Slots;
 
   constructor(private readonly options: PodmanCliOptions = {}) {
     this.binary = options.binary ?? 'podman';
     this.deadlines = options.deadlines ?? DEFAULT_DEADLINES;
     this.slots = new Slots(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
     this.streamSlots = new Slots(options.maxStreams ?? DEFAULT_MAX_STREAMS);
+    this.checkSlots = new Slots(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
   }
 
   /**
    * Runs `podman <args>` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it.
    * It waits for one of the limited slots, and is killed when it outlives its deadline.
    */
-  run(args: readonly string[], input?: string, kind: 'query' | 'command' = 'command'): Observable<string> {
-    const deadline = this.deadlines[kind];
-    return this.slots.run(
+  run(args: readonly string[], input?: string, kind: CallKind = 'command', deadlineMs?: number): Observable<string> {
+    const deadline = deadlineMs ?? this.deadlines[kind === 'check' ? 'command' : kind];
+    return (kind === 'check' ? this.checkSlots : this.slots).run(
       withSubprocess<string>((execa, subscriber) => {
         this.calls += 1;
         const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
@@ -148,7 +161,8 @@ export class PodmanCli {
             } else if (result.exitCode === undefined && !result.isTerminated) {
               subscriber.error(new PodmanError(`Cannot run podman: ${result.shortMessage ?? 'unknown error'}`));
             } else {
-              subscriber.error(new PodmanError((String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '')));
+              const message = (String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '');
+              subscriber.error(new PodmanError(message, result.exitCode));
             }
           },
           (err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)),

@@ -1,16 +1,41 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
-import { EMPTY, Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, mergeMap, of, switchMap, throwError } from 'rxjs';
-import type { ExecutionState } from '../execution-state.js';
+import {
+  EMPTY,
+  Observable,
+  catchError,
+  concat,
+  defer,
+  distinctUntilChanged,
+  exhaustMap,
+  forkJoin,
+  ignoreElements,
+  map,
+  merge,
+  mergeMap,
+  of,
+  scan,
+  startWith,
+  switchMap,
+  takeWhile,
+  tap,
+  throwError,
+  timer,
+} from 'rxjs';
+import { type ExecutionState, is, sameState } from '../execution-state.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
+import { type Health, type HealthCheck, healthCheckOf, healthOfInspect, healthState, withAgentChecks } from '../podman/health.js';
 import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface } from '../podman/runtime-config.js';
 import type { ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
+
+/** How much longer than the check's own timeout `podman healthcheck run` may take. */
+const CHECK_GRACE_MS = 10_000;
 
 const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
 /** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
@@ -32,10 +57,22 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   /** swdd~podman-name-returns-podman~1 */
   readonly name = 'podman';
 
+  /** `health`: the agent runs the health checks a workload's commandOptions ask for (else they are left to Podman, as by the released agent). */
   constructor(
     private readonly cli: PodmanCli,
     private readonly watch: WatchState,
+    private readonly health = true,
   ) {}
+
+  /** The health check the agent runs for this workload, if any. */
+  private healthCheck(spec: WorkloadSpec): HealthCheck | undefined {
+    if (!this.health) return undefined;
+    try {
+      return healthCheckOf(parsePodmanConfig(spec.runtimeConfig).commandOptions);
+    } catch {
+      return undefined;
+    }
+  }
 
   /** swdd~podman-list-of-existing-workloads-uses-labels~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
@@ -55,7 +92,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    */
   createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {
     return defer(() => {
-      const config = parsePodmanConfig(spec.runtimeConfig);
+      const given = parsePodmanConfig(spec.runtimeConfig);
+      const config = this.healthCheck(spec) ? { ...given, commandOptions: withAgentChecks(given.commandOptions) } : given;
       const key = instanceKey(spec.instanceName);
       const container = nameOption(config.commandOptions) ?? key;
       return this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options)).pipe(
@@ -88,8 +126,50 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * swdd~podman-start-checker-starts-podman-state-checker~1, swdd~podman-state-getter-uses-podmancli~1,
    * swdd~podman-state-getter-returns-lost-state~1
    */
-  checkState(id: string): Observable<ExecutionState> {
-    return this.watch(podmanReading(id));
+  checkState(id: string, spec: WorkloadSpec): Observable<ExecutionState> {
+    const container$ = this.watch(podmanReading(id));
+    const check = this.healthCheck(spec);
+    if (!check) return container$;
+    // While the container runs, its health decides (lib/podman/health.ts); once unhealthy it stays Failed until it runs again.
+    return container$.pipe(
+      switchMap((state) =>
+        (is(state, 'Running', 'Ok') ? this.checks(id, check).pipe(startWith(undefined)) : of(undefined)).pipe(map((health) => ({ state, health }))),
+      ),
+      scan((shown: { failedWith?: string; state?: ExecutionState }, { state, health }) => {
+        const failedWith = health?.status === 'unhealthy' ? health.output : is(state, 'Running') ? undefined : shown.failedWith;
+        return { failedWith, state: healthState(state, health, failedWith, check) };
+      }, {}),
+      map((shown) => shown.state!),
+      distinctUntilChanged(sameState),
+    );
+  }
+
+  /**
+   * The workload's health, checked once per interval (never two checks at once): a check that passes is
+   * healthy; one that fails asks Podman what its status is now (retries and start period are Podman's). An
+   * unhealthy container is stopped. A check that cannot run (the container stopped) says nothing.
+   */
+  private checks(id: string, check: HealthCheck): Observable<Health> {
+    const inspect$ = this.cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(map(healthOfInspect));
+    const one$ = this.cli.run(['healthcheck', 'run', id], undefined, 'check', check.timeoutMs + CHECK_GRACE_MS).pipe(
+      map((): Health => ({ status: 'healthy' })),
+      catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? inspect$ : EMPTY)),
+      tap((health) => health.status === 'unhealthy' && this.stopSoon(id)),
+      catchError(() => EMPTY),
+    );
+    // No check after the one that found it unhealthy: it is being stopped.
+    return timer(check.intervalMs, check.intervalMs).pipe(
+      exhaustMap(() => one$),
+      takeWhile((health) => health.status !== 'unhealthy', true),
+    );
+  }
+
+  /**
+   * Stops the container, on its own: the stop changes the state it is watched by, which ends the watch, and
+   * a `podman stop` cut short leaves the container `stopping` for good. It has the command deadline.
+   */
+  private stopSoon(id: string): void {
+    this.cli.run(['stop', id]).subscribe({ error: () => undefined });
   }
 
   /** A delete when the container id is not known: whatever carries the instance's name or its name label goes. */
@@ -321,9 +401,9 @@ export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
 }
 
 /** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI and one state checker. */
-export function podmanRuntimes(cli: PodmanCli, watch: WatchState, log: Logger): Map<string, RuntimeConnector> {
+export function podmanRuntimes(cli: PodmanCli, watch: WatchState, log: Logger, { health = true } = {}): Map<string, RuntimeConnector> {
   return new Map<string, RuntimeConnector>([
-    ['podman', new PodmanRuntime(cli, watch)],
+    ['podman', new PodmanRuntime(cli, watch, health)],
     ['podman-kube', new PodmanKubeRuntime(cli, watch, log)],
   ]);
 }

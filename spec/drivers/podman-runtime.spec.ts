@@ -126,6 +126,7 @@ describe('Podman runtimes (real Podman)', function () {
       ]);
     });
 
+    // rx~crash-loop-backoff~1
     it('a workload that keeps exiting is restarted at once, then after 10 s: three runs in its first 15 s, not dozens', async function () {
       this.timeout(60_000);
       // A podman wrapper that counts the runs and starts.

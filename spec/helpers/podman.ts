@@ -103,7 +103,7 @@ export class PodmanAgent {
     readonly agentName: string,
     ioFolder?: string,
     readonly cli = new PodmanCli(),
-    cache: { verifyMs?: number; events?: boolean } = {},
+    cache: { verifyMs?: number; events?: boolean; health?: boolean } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {

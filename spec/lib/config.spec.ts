@@ -10,6 +10,7 @@ describe('the agent config: crash-loop back-off', () => {
     expect(resolved('').crashLoopBackoff).to.deep.equal(KUBELET_BACKOFF);
   });
 
+  // rx~crash-loop-backoff-config~1
   it('takes first_delay, max_delay and reset_after in seconds; first_delay = 0 restarts at once, always', () => {
     const backoff = resolved('crash_loop_backoff = { first_delay = 0.5, max_delay = 30 }').crashLoopBackoff;
     expect(backoff).to.deep.equal({ firstDelayMs: 500, maxDelayMs: 30_000, resetAfterMs: 600_000 });

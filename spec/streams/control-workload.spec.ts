@@ -132,6 +132,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // rx~crash-loop-backoff-state~1
     it('says while it waits which restart comes and when', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
@@ -143,6 +144,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // rx~crash-loop-backoff~1
     it('a run of 10 minutes resets it: the next restart is at once again', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
@@ -155,6 +157,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // rx~crash-loop-backoff-ends-on-command~1
     it('an update or a delete ends the wait at once', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
@@ -168,6 +171,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // rx~crash-loop-backoff-config~1
     it('with a first delay of 0, restarts at once, always (the released agent)', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {

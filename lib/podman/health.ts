@@ -1,0 +1,97 @@
+// Health checks of podman workloads (this agent's own, beyond the released agent): the health flags of a
+// workload's commandOptions, and what its execution state is while its container runs. Podman keeps the
+// status (retries, start period); the agent runs the checks (`podman healthcheck run`) on the interval,
+// since Podman's own timers need systemd, which many hosts do not run.
+import { ExecutionState, is } from '../execution-state.js';
+
+export interface HealthCheck {
+  /** The command, as the workload gave it (for the messages). */
+  readonly command: string;
+  readonly intervalMs: number;
+  /** How long one check may take (Podman's --health-timeout). */
+  readonly timeoutMs: number;
+}
+
+/** What the last check left: Podman's status, and the output of the last check when it turned unhealthy. */
+export type Health = { readonly status: 'starting' | 'healthy' } | { readonly status: 'unhealthy'; readonly output: string };
+
+/** Podman's defaults. */
+const DEFAULT_INTERVAL_MS = 30_000;
+const DEFAULT_TIMEOUT_MS = 30_000;
+/** No check more often than this, whatever the workload says. */
+const MIN_INTERVAL_MS = 100;
+/** How much of a check's output a state carries. */
+export const MAX_OUTPUT_CHARS = 512;
+
+/** The value of a flag given as `--flag value` or `--flag=value` (the last one wins, as with Podman). */
+function flagValue(options: readonly string[], flag: string): string | undefined {
+  let value: string | undefined;
+  options.forEach((option, i) => {
+    if (option === flag && i + 1 < options.length) value = options[i + 1];
+    else if (option.startsWith(`${flag}=`)) value = option.slice(flag.length + 1);
+  });
+  return value;
+}
+
+/** A Go duration as Podman reads it (`1m30s`, `500ms`, `2s`); undefined when it is none. */
+export function durationMs(text: string): number | undefined {
+  const parts = /^(?:\d+(?:\.\d+)?(?:h|m|s|ms|us|µs|ns))+$/.test(text) ? text.match(/\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns)/g) : null;
+  if (!parts) return undefined;
+  const unit: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 1e-3, µs: 1e-3, ns: 1e-6 };
+  return parts.reduce((sum, part) => {
+    const [, number, suffix] = /^(\d+(?:\.\d+)?)(\D+)$/.exec(part)!;
+    return sum + Number(number) * unit[suffix];
+  }, 0);
+}
+
+/** The health check a podman workload's commandOptions ask for, if any (`--health-cmd none` and `--no-healthcheck` ask for none). */
+export function healthCheckOf(commandOptions: readonly string[]): HealthCheck | undefined {
+  const command = flagValue(commandOptions, '--health-cmd');
+  if (command === undefined || command === '' || command === 'none' || commandOptions.includes('--no-healthcheck')) return undefined;
+  const interval = flagValue(commandOptions, '--health-interval');
+  const intervalMs = interval === undefined ? DEFAULT_INTERVAL_MS : durationMs(interval);
+  // `disable`: the workload asked for no timer, so nothing runs its checks (as with Podman).
+  if (intervalMs === undefined || intervalMs === 0) return undefined;
+  const timeout = flagValue(commandOptions, '--health-timeout');
+  return { command, intervalMs: Math.max(intervalMs, MIN_INTERVAL_MS), timeoutMs: (timeout && durationMs(timeout)) || DEFAULT_TIMEOUT_MS };
+}
+
+/** The commandOptions as the agent runs them: Podman sets up no timer of its own (the agent runs the checks). */
+export function withAgentChecks(commandOptions: readonly string[]): string[] {
+  const without = commandOptions.filter(
+    (o, i) => o !== '--health-interval' && commandOptions[i - 1] !== '--health-interval' && !o.startsWith('--health-interval='),
+  );
+  return [...without, '--health-interval=disable'];
+}
+
+/** Podman's `.State.Health` (from `podman inspect`) as a Health; the output of its last check, bounded, on one line. */
+export function healthOfInspect(json: string): Health {
+  let parsed: { Status?: unknown; Log?: Array<{ Output?: unknown }> } | null = null;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return { status: 'starting' };
+  }
+  const status = parsed?.Status;
+  if (status === 'healthy') return { status: 'healthy' };
+  if (status !== 'unhealthy') return { status: 'starting' };
+  const last = Array.isArray(parsed?.Log) ? parsed.Log.at(-1)?.Output : undefined;
+  const output = typeof last === 'string' ? last.replace(/\s+/g, ' ').trim() : '';
+  return { status: 'unhealthy', output: output.length > MAX_OUTPUT_CHARS ? `${output.slice(0, MAX_OUTPUT_CHARS)}…` : output };
+}
+
+export const waitingForHealth = (check: HealthCheck) => ExecutionState.starting(`Waiting for its health check to pass ('${check.command}').`);
+export const unhealthy = (check: HealthCheck, output: string) => ExecutionState.failed(`Health check '${check.command}' failed${output ? `: ${output}` : '.'}`);
+
+/**
+ * The execution state of a health-checked workload: while its container runs, Pending(Starting) until a
+ * check passes, Running(Ok) while it is healthy; once unhealthy, Failed(ExecFailed) with the check's
+ * output until the container runs again (the agent stops it; the restart policy decides). Otherwise the
+ * container's state.
+ */
+export function healthState(container: ExecutionState, health: Health | undefined, failedWith: string | undefined, check: HealthCheck): ExecutionState {
+  if (failedWith !== undefined && !is(container, 'Running')) return unhealthy(check, failedWith);
+  if (!is(container, 'Running', 'Ok')) return container;
+  if (health?.status === 'unhealthy') return unhealthy(check, health.output);
+  return health?.status === 'healthy' ? container : waitingForHealth(check);
+}

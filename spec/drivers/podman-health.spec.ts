@@ -1,0 +1,104 @@
+// Health checks of podman workloads on real Podman (this agent's own requirements; README "Health checks").
+import { execFileSync } from 'node:child_process';
+import { expect } from 'chai';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { instanceKey } from '../../lib/workload.js';
+import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
+import { IMAGE, PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+
+/**
+ * A workload that is healthy while /tmp/ok exists in it, checked every second; failures in its start period
+ * do not count, after it one failure makes it unhealthy.
+ */
+const checked = (name: string, agentName: string, restartPolicy: RestartPolicy = 'Never', startPeriod = '60s'): WorkloadSpec =>
+  spec(
+    name,
+    agentName,
+    'podman',
+    `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--health-cmd", "cat /tmp/ok", "--health-interval", "1s", "--health-retries", "1", "--health-start-period", "${startPeriod}"]\ncommandArgs: ["/bin/sh", "-c", "sleep 3600"]\n`,
+    { restartPolicy },
+  );
+const inContainer = (w: WorkloadSpec, ...command: string[]) => execFileSync('podman', ['exec', instanceKey(w.instanceName), ...command], { stdio: 'ignore' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const WAITING = "Pending(Starting): Waiting for its health check to pass ('cat /tmp/ok').";
+const UNHEALTHY = "Failed(ExecFailed): Health check 'cat /tmp/ok' failed: cat: can't open '/tmp/ok': No such file or directory";
+
+describe('health checks (real Podman, no systemd: the agent runs the checks)', function () {
+  this.timeout(90_000);
+  before(requirePodman);
+  let agent: PodmanAgent;
+  afterEach(() => agent.stop());
+
+  // rx~health-runs-checks-on-interval~1, rx~health-starting-until-healthy~1, rx~health-running-when-healthy~1
+  it('a workload is Running(Ok) only once its check passes, and its ADD_COND_RUNNING dependent waits for that', async () => {
+    agent = new PodmanAgent(uniqueAgent('health'));
+    const db = checked('db', agent.agentName);
+    const app = busybox('app', agent.agentName, { dependencies: { db: 'Running' } });
+    agent.send({ kind: 'serverHello', added: [db, app] });
+    await agent.waitFor('db', /^Pending\(Starting\): Waiting for its health check/);
+    await sleep(3500);
+    expect(agent.history('db')).to.deep.equal(['Pending(Starting): Triggered at runtime.', WAITING]);
+    expect(agent.history('app')).to.deep.equal(['Pending(WaitingToStart)']);
+    inContainer(db, 'touch', '/tmp/ok');
+    await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+    await agent.waitFor('app', /^Running\(Ok\)$/);
+  });
+
+  // rx~health-unhealthy-fails-and-stops~1
+  it('unhealthy: Failed(ExecFailed) with the check output, the container stopped; ALWAYS starts it again, waiting for its check', async () => {
+    agent = new PodmanAgent(uniqueAgent('health'));
+    const db = checked('db', agent.agentName, 'Always', '2s');
+    agent.send({ kind: 'serverHello', added: [db] });
+    await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
+    inContainer(db, 'touch', '/tmp/ok');
+    await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+    const healthy = agent.history('db').length;
+    await sleep(2500);
+    inContainer(db, 'rm', '/tmp/ok');
+    await agent.waitFor('db', /^Failed\(ExecFailed\): Health check/, 5000);
+    await agent.waitFor('db', /^Removed$/, 20_000);
+    const after = agent.history('db').slice(healthy);
+    expect(after[0]).to.equal(UNHEALTHY);
+    // The restart by ALWAYS: the new container waits for its own check again.
+    for (let waited = 0; agent.history('db').slice(healthy).at(-1) !== WAITING && waited < 20_000; waited += 250) await sleep(250);
+    expect(agent.history('db').slice(healthy)).to.deep.equal([
+      UNHEALTHY,
+      'Stopping(RequestedAtRuntime)',
+      'Removed',
+      'Pending(Starting): Triggered at runtime.',
+      WAITING,
+    ]);
+  });
+
+  // rx~health-unhealthy-fails-and-stops~1
+  it('NEVER: the unhealthy container is stopped and stays Failed with the check output', async () => {
+    agent = new PodmanAgent(uniqueAgent('health'));
+    const db = checked('db', agent.agentName, 'Never', '2s');
+    agent.send({ kind: 'serverHello', added: [db] });
+    await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
+    inContainer(db, 'touch', '/tmp/ok');
+    await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+    await sleep(2500);
+    inContainer(db, 'rm', '/tmp/ok');
+    await agent.waitFor('db', /^Failed\(ExecFailed\): Health check/, 5000);
+    const stopped = () => execFileSync('podman', ['inspect', '--format', '{{.State.Status}}', instanceKey(db.instanceName)], { encoding: 'utf8' }).trim();
+    for (let waited = 0; stopped() !== 'exited' && waited < 15_000; waited += 250) await sleep(250);
+    expect(stopped()).to.equal('exited');
+    await sleep(1500);
+    expect(agent.history('db').at(-1)).to.equal(UNHEALTHY);
+  });
+
+  // rx~health-switch-off~1
+  it('with health_checks = false the released behaviour: states from the container alone, the checks left to Podman', async () => {
+    agent = new PodmanAgent(uniqueAgent('nohealth'), undefined, new PodmanCli(), { health: false });
+    const db = checked('db', agent.agentName);
+    agent.send({ kind: 'serverHello', added: [db] });
+    await agent.waitFor('db', /^Running\(Ok\)$/);
+    await sleep(2500);
+    expect(agent.history('db')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+    const interval = execFileSync('podman', ['inspect', '--format', '{{.Config.Healthcheck.Interval}}', instanceKey(db.instanceName)], {
+      encoding: 'utf8',
+    }).trim();
+    expect(interval, 'the interval as the workload gave it').to.equal('1s');
+  });
+});
