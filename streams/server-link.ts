@@ -18,9 +18,10 @@ import {
   throwError,
   timer,
 } from 'rxjs';
-import type * as grpc from '../proto/gen/grpc_api_pb.js';
+import { toBinary } from '@bufbuild/protobuf';
+import * as grpc from '../proto/gen/grpc_api_pb.js';
 import { type ProtocolLine, PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
-import { agentHello, fromServerMessage, toServerMessage } from '../lib/codec/wire.js';
+import { agentHello, fromServerMessage, toServerBytes } from '../lib/codec/wire.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 
@@ -28,8 +29,8 @@ export const RECONNECT_INTERVAL_MS = 1000;
 /** gRPC status FAILED_PRECONDITION: the server refuses our protocol version. */
 export const FAILED_PRECONDITION = 9;
 
-/** One connection on a protocol line: writes `outbound$`, emits what the server sends, errors with a `code` on failure. */
-export type Connect = (outbound$: Observable<grpc.ToServer>, line: ProtocolLine) => Observable<grpc.FromServer>;
+/** One connection on a protocol line: writes `outbound$` (encoded ToServer messages), emits what the server sends, errors with a `code` on failure. */
+export type Connect = (outbound$: Observable<Uint8Array>, line: ProtocolLine) => Observable<grpc.FromServer>;
 
 /** The server refused the agent; retrying will not help. */
 export class ServerRefused extends Error {}
@@ -80,7 +81,8 @@ function negotiate(connect: Connect, outbound$: Observable<ToServer>, options: L
   const session$ = defer(() => {
     const spoken = line;
     if (!spoken.events && Object.keys(tags).length > 0) log.warn(`The ${spoken.name} line has no agent tags: they are not sent.`);
-    const outgoing$ = concat(of(agentHello(options.agentName, spoken.version, spoken.events ? tags : {})), outbound$.pipe(map(toServerMessage)));
+    const hello = toBinary(grpc.ToServerSchema, agentHello(options.agentName, spoken.version, spoken.events ? tags : {}));
+    const outgoing$ = concat(of(hello), outbound$.pipe(map(toServerBytes)));
     log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
     let accepted = false;
     const disconnected = (): FromServer[] => (accepted ? [{ kind: 'disconnected' }] : []);

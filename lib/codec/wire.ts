@@ -1,6 +1,6 @@
 // The wire codec: protobuf-es objects ↔ the agent's domain types. The only place in the core that
 // knows the wire format of the server connection.
-import { create } from '@bufbuild/protobuf';
+import { create, toBinary } from '@bufbuild/protobuf';
 import * as pb from '../../proto/gen/ank_base_pb.js';
 import * as grpc from '../../proto/gen/grpc_api_pb.js';
 import type { CompleteState } from '../complete-state.js';
@@ -18,6 +18,7 @@ import type {
   WorkloadInstanceName,
   WorkloadSpec,
 } from '../workload.js';
+import { encodeLogEntries } from './log-entries.js';
 import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY } from './tables.js';
 
 /** A message the agent cannot use; the text says why. */
@@ -259,6 +260,10 @@ export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) =>
       return undefined;
   }
 }
+
+/** What the agent says to the server, as the bytes of a grpc_api.ToServer (log entries, the bulk of it, without reflection). */
+export const toServerBytes = (m: ToServer): Uint8Array =>
+  m.kind === 'logEntries' ? encodeLogEntries(m.requestId, m.entries) : toBinary(grpc.ToServerSchema, toServerMessage(m));
 
 export function toServerMessage(m: ToServer): grpc.ToServer {
   switch (m.kind) {

@@ -1,10 +1,10 @@
 // The gRPC driver: one ConnectAgent stream per subscription.
 import * as grpc from '@grpc/grpc-js';
-import { fromBinary, toBinary } from '@bufbuild/protobuf';
+import { fromBinary } from '@bufbuild/protobuf';
 import { Observable, type Subscription } from 'rxjs';
 import { LINE_1, type ProtocolLine } from '../codec/lines.js';
 import { agentTlsCredentials } from './tls-credentials.js';
-import { type FromServer, FromServerSchema, type ToServer, ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
+import { type FromServer, FromServerSchema } from '../../proto/gen/grpc_api_pb.js';
 
 export const CONNECT_AGENT_PATH = '/grpc_api.AgentConnection/ConnectAgent';
 /** Real Ankaios server certificates are issued for this name, whatever host the URL names. */
@@ -66,7 +66,8 @@ function credentials(security: Security): grpc.ChannelCredentials {
  * (half-closing when it completes), emits every message from the server, completes when the server
  * ends the stream and errors with a ConnectionError when it fails. Unsubscribing cancels the call.
  */
-export function connectAgent(options: ConnectionOptions, outbound$: Observable<ToServer>): Observable<FromServer> {
+/** `outbound$`: encoded grpc_api.ToServer messages (lib/codec/wire.ts). */
+export function connectAgent(options: ConnectionOptions, outbound$: Observable<Uint8Array>): Observable<FromServer> {
   return new Observable<FromServer>((subscriber) => {
     const keepalive = options.keepaliveMs ?? 5000;
     const client = new grpc.Client(grpcTarget(options.serverUrl), credentials(options.security), {
@@ -75,12 +76,12 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<T
       'grpc.keepalive_permit_without_calls': 1,
       ...(options.security.insecure ? {} : { 'grpc.default_authority': SERVER_CERT_NAME }),
     });
-    let call: grpc.ClientDuplexStream<ToServer, FromServer> | undefined;
+    let call: grpc.ClientDuplexStream<Uint8Array, FromServer> | undefined;
     let writing: Subscription | undefined;
     let ended = false;
     let closed = false;
     let full = false;
-    const write = (m: ToServer) => {
+    const write = (m: Uint8Array) => {
       if (ended || call!.write(m) || full) return;
       // grpc buffers what the server does not take yet: say so, and when it drained.
       full = true;
@@ -97,9 +98,9 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<T
         subscriber.error(new ConnectionError(`${problem} (${options.serverUrl})`, grpc.status.UNAVAILABLE));
         return;
       }
-      call = client.makeBidiStreamRequest<ToServer, FromServer>(
+      call = client.makeBidiStreamRequest<Uint8Array, FromServer>(
         CONNECT_AGENT_PATH,
-        (m) => Buffer.from(toBinary(ToServerSchema, m)),
+        (m) => Buffer.from(m.buffer, m.byteOffset, m.byteLength),
         (b) => fromBinary(FromServerSchema, (options.line ?? LINE_1).read(b)),
       );
       call.on('data', (m: FromServer) => subscriber.next(m));
