@@ -56,8 +56,10 @@ export function encodeLogEntries(requestId: string, entries: readonly LogEntry[]
   // The entries of one stream share one instance name object: it is encoded once.
   const names = new Map<WorkloadInstanceName, Uint8Array>();
   const nameOf = (n: WorkloadInstanceName): Uint8Array => {
-    let bytes = names.get(n);
-    if (!bytes) names.set(n, (bytes = toBinary(WorkloadInstanceNameSchema, create(WorkloadInstanceNameSchema, n))));
+    const known = names.get(n);
+    if (known) return known;
+    const bytes = toBinary(WorkloadInstanceNameSchema, create(WorkloadInstanceNameSchema, n));
+    names.set(n, bytes);
     return bytes;
   };
   const messageSizes = entries.map((e) => Buffer.byteLength(e.message));
