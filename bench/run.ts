@@ -1,7 +1,7 @@
 // npm run bench: scheduling throughput, Podman call economy, reaction latency, agent overhead and
 // Control Interface round trips. Prints a table and writes bench/results.json.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, readdirSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -11,6 +11,7 @@ import { CONTROL_API_FRAMES } from '../lib/codec/control-api.js';
 import { type DecodeCounter, decodeFrames } from '../streams/length-delimited.js';
 import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
+import { controlInterfaceFolder } from '../lib/drivers/run-folder.js';
 import { builtInRuntimes } from '../bin/wiring.js';
 import { ControlInterfaceHub } from '../spec/helpers/control-interfaces.js';
 import { ExecutionState } from '../lib/execution-state.js';
@@ -673,21 +674,97 @@ async function benchControlInterface(count: number): Promise<void> {
 }
 
 /** What a workload writing garbage into its Control Interface costs the agent, per MiB. */
+/**
+ * What a workload's garbage costs the running agent: 16 MiB written into its Control Interface output FIFO
+ * (blocking writes: they go as fast as the agent reads), timed, and the agent's CPU for them.
+ */
 async function benchFraming(): Promise<void> {
-  console.log('\nControl Interface framing under garbage');
+  console.log('\nControl Interface framing under garbage (written into a FIFO of the running agent)');
   const mib = 1024 * 1024;
-  const inputs: Array<[string, Uint8Array]> = [
-    ['the crafted 0x88 0x7f pattern', Buffer.alloc(4 * mib).map((_, i) => (i % 2 === 0 ? 0x88 : 0x7f))],
-    ['random bytes', Uint8Array.from({ length: 4 * mib }, () => Math.floor(Math.random() * 256))],
+  const inputs: Array<[string, Buffer]> = [
+    ['the crafted 0x88 0x7f pattern', Buffer.from(Uint8Array.from({ length: mib }, (_, i) => (i % 2 === 0 ? 0x88 : 0x7f)))],
+    ['random bytes', Buffer.from(Uint8Array.from({ length: mib }, () => Math.floor(Math.random() * 256)))],
   ];
-  for (const [name, bytes] of inputs) {
-    const chunks = Array.from({ length: bytes.length / 65536 }, (_, i) => bytes.subarray(i * 65536, (i + 1) * 65536));
-    const counter: DecodeCounter = { steps: 0 };
-    const started = performance.now();
-    await lastValueFrom(from([Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0x0f), ...chunks]).pipe(decodeFrames(CONTROL_API_FRAMES, counter), toArray()));
-    const ms = performance.now() - started;
-    record({ name: `framing cost of ${name}, per MiB`, value: ms / 4, unit: 'ms', note: `${(counter.steps / bytes.length).toFixed(2)} steps per byte` });
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-framing-'));
+  const agentName = uniqueAgent('framing');
+  const server = await FakeAnkaiosServer.start();
+  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  try {
+    const stream = await server.nextStream();
+    const noisy = {
+      ...busybox('noisy', agentName),
+      controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] },
+    };
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(noisy)] } } });
+    await until(() => reportedStates(stream).some(([w, , st]) => w === 'noisy' && st === 'Running(Ok)'));
+    const output = path.join(controlInterfaceFolder(path.join(run, `${agentName}_io`), noisy), 'output');
+    for (const [name, chunk] of inputs) {
+      const fd = openSync(output, 'w');
+      const ticks = cpuTicks(child.pid!);
+      const t = performance.now();
+      for (let i = 0; i < 16; i++) writeSync(fd, chunk);
+      closeSync(fd);
+      // The last bytes are read once the writes returned, the pipe's 64 KiB at most.
+      const seconds = (performance.now() - t) / 1000;
+      record({
+        name: `framing of ${name} in the running agent`,
+        value: 16 / seconds,
+        unit: 'MiB/s',
+        note: `agent CPU ${((cpuTicks(child.pid!) - ticks) * 10) / 16} ms per MiB`,
+      });
+    }
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
   }
+}
+
+/** Start-up: `--version` beside `node -e 0`; process start → AgentHello beside a Node + gRPC client and the released agent. */
+async function benchStartup(): Promise<void> {
+  console.log('\nStart-up (10 runs each, alternating; medians)');
+  const timed = (command: string, args: string[]) => {
+    const t = performance.now();
+    execFileSync(command, args, { stdio: 'ignore' });
+    return performance.now() - t;
+  };
+  const node: number[] = [];
+  const version: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    node.push(timed(process.execPath, ['-e', '0']));
+    version.push(timed(process.execPath, [BIN, '--version']));
+  }
+  record({ name: 'node -e 0', value: median(node), unit: 'ms' });
+  record({ name: 'ank-agent --version', value: median(version), unit: 'ms', target: `≤${(1.3 * median(node)).toFixed(0)} (1.3 × node -e 0)` });
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-start-'));
+  const floorFile = writeBaseline(run);
+  const released = process.env.ANKAIOS_BIN && path.join(process.env.ANKAIOS_BIN, 'ank-agent');
+  type Start = [string, (url: string, port: number, name: string) => ChildProcess];
+  const starts: Start[] = [
+    ['ours', (url, _port, name) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore' })],
+    ['Node + gRPC client', (_url, port) => spawn(process.execPath, [floorFile, `127.0.0.1:${port}`], { stdio: 'ignore' })],
+  ];
+  if (released) starts.push(['released', (url, _port, name) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore' })]);
+  const times = new Map<string, number[]>(starts.map(([label]) => [label, []]));
+  for (let i = 0; i < 10; i++) {
+    for (const [label, start] of starts) {
+      const server = await FakeAnkaiosServer.start();
+      const t = performance.now();
+      const child = start(server.url, server.port, `start_${i}`);
+      await (await server.nextStream()).waitFor(() => true);
+      times.get(label)!.push(performance.now() - t);
+      child.kill('SIGKILL');
+      server.stop();
+    }
+  }
+  const floor = median(times.get('Node + gRPC client')!);
+  for (const [label] of starts)
+    record({
+      name: `${label}: process start → first message at the server`,
+      value: median(times.get(label)!),
+      unit: 'ms',
+      target: label === 'ours' ? `≤${(0.8 * floor).toFixed(0)} (0.8 × Node + gRPC client)` : undefined,
+    });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -744,11 +821,13 @@ async function scaleAgent(
       const latest = latestStates(stream);
       const specs = Array.from({ length: n }, (_, i) => busybox(`w${i}`, agentName));
       const t = performance.now();
+      const ticks = cpuTicks(child.pid!);
       stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
       await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
       if (n >= 100) {
         const ms = performance.now() - t;
         record({ name: `${label}: ServerHello → ${n} workloads Running(Ok) at the server`, value: ms, unit: 'ms', note: `${(ms / n).toFixed(1)} ms each` });
+        record({ name: `${label}: agent CPU for the burst of ${n} creates`, value: (cpuTicks(child.pid!) - ticks) / 100, unit: 's' });
       }
       await sleep(SETTLE_MS);
       const containers = readdirSync(state).length;
@@ -817,6 +896,7 @@ if (wanted('latency')) await benchLatency();
 if (wanted('overhead')) await benchOverhead(quick ? 10 : 60);
 if (wanted('ci')) await benchControlInterface(quick ? 200 : 1000);
 if (wanted('framing')) await benchFraming();
+if (wanted('startup')) await benchStartup();
 if (wanted('flood')) await benchLogFlood(quick ? 20 : 60);
 if (wanted('released') && process.env.ANKAIOS_BIN) await benchReleased(quick ? 10 : 60);
 if (wanted('scaling')) await benchScaling(quick ? 10 : 60);

@@ -1,22 +1,46 @@
 #!/usr/bin/env node
-// Entry point: --help and --version answer from a small module; anything else runs the agent as built by
-// `npm ci` (see README): one bundled file, which starts faster than the compiled modules it is made of.
-import { existsSync } from 'node:fs';
+// Entry point: --help and --version answer from a small module; anything else runs the agent as `npm ci`
+// built it (see README): one bundled file, compiled from V8's code cache made of it, so it starts without
+// compiling what its modules run as they load. Without the bundle, or when the compiled modules are newer
+// (a developer ran tsc alone), those modules run instead.
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import vm from 'node:vm';
 
 const args = process.argv.slice(2);
-const fromDist = (file) => new URL(`../dist/bin/${file}`, import.meta.url);
+const dist = (file) => fileURLToPath(new URL(`../dist/bin/${file}`, import.meta.url));
 const notBuilt = () => {
   process.stderr.write('ank-agent: the agent is not built yet: run `npm ci` (or `npm run build`) in the project folder.\n');
   process.exit(1);
 };
+const newer = (a, b) => statSync(a).mtimeMs > statSync(b).mtimeMs;
+
+/** The bundle, compiled with its code cache when the cache was made of exactly this bundle. */
+function loadBundle(bundle) {
+  const source = readFileSync(bundle, 'utf8');
+  let cachedData;
+  try {
+    const cache = readFileSync(dist('ank-agent.cache'));
+    if (cache.subarray(0, 32).equals(createHash('sha256').update(source).digest())) cachedData = cache.subarray(32);
+  } catch {
+    // No cache: the bundle compiles as any script does.
+  }
+  const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: bundle, cachedData });
+  const module = { exports: {} };
+  script.runInThisContext()(module.exports, createRequire(bundle), module, bundle, dist('.'));
+  return module.exports;
+}
 
 if (args.length > 0 && args.every((a) => a === '--help' || a === '--version')) {
-  if (!existsSync(fromDist('about.js'))) notBuilt();
-  const { HELP, versionText } = await import(fromDist('about.js').href);
+  if (!existsSync(dist('about.js'))) notBuilt();
+  const { HELP, versionText } = await import(new URL('../dist/bin/about.js', import.meta.url).href);
   process.stdout.write(args[0] === '--help' ? HELP : versionText());
+} else if (existsSync(dist('ank-agent.cjs')) && !(existsSync(dist('main.js')) && newer(dist('main.js'), dist('ank-agent.cjs')))) {
+  loadBundle(dist('ank-agent.cjs')).main(args);
+} else if (existsSync(dist('main.js'))) {
+  (await import(new URL('../dist/bin/main.js', import.meta.url).href)).main(args);
 } else {
-  const built = [fromDist('ank-agent.mjs'), fromDist('main.js')].find((url) => existsSync(url));
-  if (!built) notBuilt();
-  const { main } = await import(built.href);
-  main(args);
+  notBuilt();
 }

@@ -89,6 +89,31 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'agent_A', '-k', '-s', 'ftp://host:1']), "Invalid server URL 'ftp://host:1'");
   });
 
+  it('runs the bundle from a code cache made of exactly that bundle: a cache of another bundle is not used', () => {
+    // A copy of the built agent whose bundle changed after its cache was made (same length, so V8 alone would take the cache).
+    const copy = mkdtempSync(path.join(tmp, 'stale-'));
+    mkdirSync(path.join(copy, 'bin'));
+    mkdirSync(path.join(copy, 'dist', 'bin'), { recursive: true });
+    writeFileSync(path.join(copy, 'bin', 'ank-agent.js'), readFileSync(BIN));
+    writeFileSync(path.join(copy, 'package.json'), readFileSync('package.json'));
+    for (const file of ['ank-agent.cache', 'about.js']) writeFileSync(path.join(copy, 'dist', 'bin', file), readFileSync(path.join('dist', 'bin', file)));
+    const bundle = readFileSync(path.join('dist', 'bin', 'ank-agent.cjs'), 'utf8');
+    expect(bundle).to.contain('Show this help');
+    writeFileSync(path.join(copy, 'dist', 'bin', 'ank-agent.cjs'), bundle.replace('Show this help', 'Show THIS help'));
+    // A wrong flag: the bundle itself answers, with its help.
+    const run = (dir: string) => execFileSync(process.execPath, [path.join(dir, 'bin', 'ank-agent.js'), '--wrong'], { encoding: 'utf8', stdio: 'pipe' });
+    const stderrOf = (dir: string) => {
+      try {
+        run(dir);
+        return '';
+      } catch (err) {
+        return (err as { stderr: string }).stderr;
+      }
+    };
+    expect(stderrOf('.')).to.contain('Show this help');
+    expect(stderrOf(copy)).to.contain('Show THIS help');
+  });
+
   it("--version prints the agent's version and the protocol lines it speaks", async () => {
     const run = await runToEnd(['--version']);
     expect(run.code).to.equal(0);
