@@ -23,6 +23,8 @@ export const HELP = `
         --key_pem <file>         Agent private key for mTLS            (env ANKAGENT_KEY_PEM)
     -m, --manifest <file>        Standalone: run this manifest, no server; edits are applied
         --delete-on-exit         Standalone: delete the workloads when the agent stops
+        --metrics <address>      Serve Prometheus metrics: a port (loopback), host:port,
+                                 or a unix socket path            (env ANKAGENT_METRICS)
         --debug                  Trace the pipelines on stderr
         --help                   Show this help
         --version                Show the version and the protocol lines

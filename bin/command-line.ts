@@ -14,6 +14,7 @@ const OPTIONS = {
   key_pem: { type: 'string' },
   manifest: { type: 'string', short: 'm' },
   'delete-on-exit': { type: 'boolean' },
+  metrics: { type: 'string' },
   debug: { type: 'boolean' },
   help: { type: 'boolean' },
   version: { type: 'boolean' },
@@ -31,6 +32,7 @@ export interface CommandLine {
   readonly keyPem?: string;
   readonly manifest?: string;
   readonly deleteOnExit: boolean;
+  readonly metrics?: string;
   readonly debug: boolean;
   readonly help: boolean;
   readonly version: boolean;
@@ -53,6 +55,7 @@ export function readCommandLine(args: readonly string[]): CommandLine {
     keyPem: v.key_pem,
     manifest: v.manifest,
     deleteOnExit: v['delete-on-exit'] ?? false,
+    metrics: v.metrics,
     debug: v.debug ?? false,
     help: v.help ?? false,
     version: v.version ?? false,

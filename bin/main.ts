@@ -8,6 +8,7 @@ import {
   Subject,
   concat,
   first,
+  lastValueFrom,
   merge,
   of,
   startWith,
@@ -29,6 +30,8 @@ import {
   selectRuntimes,
 } from '../lib/config.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
+import type { ContainerStats, MetricsEndpoint } from '../lib/drivers/metrics.js';
+import { PodmanCli } from '../lib/drivers/podman-cli.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
@@ -40,7 +43,7 @@ import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError } from '../lib/manifest.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
-import type { MachineSample } from '../lib/ports.js';
+import type { MachineSample, MetricsPort } from '../lib/ports.js';
 import type { CrashLoopBackoff } from '../lib/restart-policy.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { LocalSnapshot } from '../lib/status.js';
@@ -49,7 +52,7 @@ import { agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
 import { ServerRefused, serverLink } from '../streams/server-link.js';
 import { noTrace, tracer } from '../streams/trace.js';
-import { HELP, versionText } from './about.js';
+import { HELP, packageVersion, versionText } from './about.js';
 import { type CommandLine, readCommandLine } from './command-line.js';
 import { builtInRuntimes } from './wiring.js';
 
@@ -57,8 +60,11 @@ import { builtInRuntimes } from './wiring.js';
 interface Setting {
   readonly name: string;
   readonly ioFolder: string;
-  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
+  readonly runtimes: { readonly wanted?: readonly string[]; readonly health: boolean };
   readonly backoff?: CrashLoopBackoff;
+  /** Where the metrics endpoint listens, if it is wanted. */
+  readonly metrics?: string;
   /** The server's messages, given what the agent says; ends when the agent is to end. */
   readonly link: (toServer$: Observable<ToServer>) => Observable<FromServer>;
   /** Tells the link to end (a signal came); the process ends when it has. */
@@ -72,13 +78,38 @@ interface Setting {
 class Ending extends Error {}
 
 /** The program: runs the agent the command line asks for until it ends, then ends the process. */
-export function main(argv: readonly string[]): void {
+export async function main(argv: readonly string[]): Promise<void> {
   const flags = userErrors(() => readCommandLine(argv), true);
   if (flags.help) exit(0, HELP);
   if (flags.version) exit(0, versionText());
   const log = createLogger(flags.debug);
   const setting = userErrors(() => (flags.manifest === undefined ? connected(flags, log) : standalone(flags, flags.manifest, log)));
-  run(setting, log, flags.debug);
+  const metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log);
+  const cli = new PodmanCli({ log, observe: metrics?.podmanCall });
+  const runtimes = userErrors(() => enabledRuntimes(log, cli, setting.runtimes));
+  run(setting, runtimes, log, { debug: flags.debug, metrics: metrics?.port });
+}
+
+/** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
+async function metricsEndpoint(setting: Setting, log: Logger): Promise<MetricsEndpoint> {
+  const { startMetrics } = await import('../lib/drivers/metrics.js');
+  const stats = new PodmanCli({ log });
+  try {
+    return await startMetrics(setting.metrics!, {
+      agentName: setting.name,
+      version: packageVersion(),
+      log,
+      containerStats: () =>
+        lastValueFrom(stats.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], undefined, 'query')).then((out) =>
+          out
+            .split('\n')
+            .filter((line) => line.startsWith('{'))
+            .map((line) => JSON.parse(line) as ContainerStats),
+        ),
+    });
+  } catch (err) {
+    return exit(1, `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n`);
+  }
 }
 
 /** What the run holds that must be let go before the process ends (the Control Interfaces). */
@@ -106,7 +137,12 @@ function userErrors<T>(body: () => T, showHelp = false): T {
  * The drivers wired to agent(), and the one subscription. The Subject closes the loop from what the agent
  * says back into its link: the link's input is the agent's output, which no stream built before it can be.
  */
-function run(setting: Setting, log: Logger, debug: boolean): void {
+function run(
+  setting: Setting,
+  runtimes: ReadonlyMap<string, RuntimeConnector>,
+  log: Logger,
+  { debug, metrics }: { debug: boolean; metrics?: MetricsPort },
+): void {
   const pipes = new ControlInterfacePipes(setting.ioFolder, log);
   disposers.push(() => pipes.closeAll());
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
@@ -116,7 +152,7 @@ function run(setting: Setting, log: Logger, debug: boolean): void {
     { fromServer$: setting.link(toServer$), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ },
     {
       agentName: setting.name,
-      runtimes: setting.runtimes,
+      runtimes,
       prepare: (spec) => host.prepare(spec),
       release: (spec) => host.release(spec),
       log,
@@ -125,6 +161,7 @@ function run(setting: Setting, log: Logger, debug: boolean): void {
       sampleMachine: setting.sampleMachine,
       serverFull$: setting.serverFull$,
       backoff: setting.backoff,
+      metrics,
     },
   );
   merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({
@@ -164,6 +201,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
     runtimes: wanted,
     crashLoopBackoff,
     healthChecks,
+    metrics,
     security: paths,
   } = resolveConfig(
     {
@@ -175,13 +213,13 @@ function connected(flags: CommandLine, log: Logger): Setting {
       crtPem: flags.crtPem,
       keyPem: flags.keyPem,
       tags: flags.tag,
+      metrics: flags.metrics,
     },
     process.env,
     readConfigFile(flags.agentConfig, log),
     (warning) => log.warn(warning),
   );
   const security = loadSecurity(paths);
-  const runtimes = enabledRuntimes(log, wanted, healthChecks);
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
   // Fed by the gRPC driver's flow control: while the connection cannot take more, no workload is read.
@@ -190,8 +228,9 @@ function connected(flags: CommandLine, log: Logger): Setting {
   return {
     name,
     ioFolder,
-    runtimes,
+    runtimes: { wanted, health: healthChecks },
     backoff: crashLoopBackoff,
+    metrics,
     sampleMachine,
     serverFull$,
     link: (toServer$) =>
@@ -223,8 +262,8 @@ function readConfigFile(given: string | undefined, log: Logger): ConfigFile {
 }
 
 /** The built-in runtimes the config enables (all by default); names it does not know are warned about. */
-function enabledRuntimes(log: Logger, wanted: readonly string[] | undefined, health: boolean): Map<string, RuntimeConnector> {
-  const all = builtInRuntimes(log, undefined, { health });
+function enabledRuntimes(log: Logger, cli: PodmanCli, { wanted, health }: Setting['runtimes']): Map<string, RuntimeConnector> {
+  const all = builtInRuntimes(log, cli, { health });
   const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
   for (const name of unknown)
     log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);
@@ -259,7 +298,8 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
   return {
     name,
     ioFolder,
-    runtimes: builtInRuntimes(log),
+    runtimes: { health: true },
+    metrics: flags.metrics ?? (process.env.ANKAGENT_METRICS || undefined),
     link: (toServer$) =>
       localServer(manifests$, toServer$, {
         agentName: name,

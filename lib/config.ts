@@ -34,6 +34,8 @@ export interface AgentConfig {
   readonly crashLoopBackoff: CrashLoopBackoff;
   /** The agent runs the health checks of the workloads' commandOptions (false: they are left to Podman, as by the released agent). */
   readonly healthChecks: boolean;
+  /** Where the metrics endpoint listens, if it is wanted. */
+  readonly metrics?: string;
   readonly security: { readonly insecure: true } | { readonly insecure: false; readonly ca: PemSource; readonly cert: PemSource; readonly key: PemSource };
 }
 
@@ -47,6 +49,7 @@ export interface Flags {
   readonly keyPem?: string;
   /** `-t key=value`, repeatable. */
   readonly tags?: readonly string[];
+  readonly metrics?: string;
 }
 
 export interface ConfigFile {
@@ -65,6 +68,7 @@ export interface ConfigFile {
   /** Seconds: `first_delay` (0: restart at once, always), `max_delay`, `reset_after`. */
   readonly crash_loop_backoff?: Readonly<Record<string, number>>;
   readonly health_checks?: boolean;
+  readonly metrics?: string;
 }
 
 type KeyType = 'string' | 'boolean' | 'a table of strings' | 'a list of strings' | 'a table of seconds';
@@ -84,6 +88,7 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   runtimes: 'a list of strings',
   crash_loop_backoff: 'a table of seconds',
   health_checks: 'boolean',
+  metrics: 'string',
 };
 
 /** The keys of `crash_loop_backoff`, in seconds. */
@@ -210,7 +215,8 @@ export function resolveConfig(
   const tags = flags.tags && flags.tags.length > 0 ? parseTags(flags.tags) : { ...file.tags };
   const given = Object.entries(file.crash_loop_backoff ?? {}).map(([key, seconds]) => [BACKOFF_KEYS[key as keyof typeof BACKOFF_KEYS], seconds * 1000]);
   const crashLoopBackoff: CrashLoopBackoff = { ...KUBELET_BACKOFF, ...Object.fromEntries(given) };
-  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff, healthChecks: file.health_checks ?? true };
+  const metrics = flags.metrics ?? (env.ANKAGENT_METRICS || undefined) ?? file.metrics;
+  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff, healthChecks: file.health_checks ?? true, metrics };
   // Flag over environment over file, a `false` as much as a `true`.
   const insecure = flags.insecure || (booleanFromEnv('ANKAGENT_INSECURE', env.ANKAGENT_INSECURE) ?? file.insecure ?? false);
 

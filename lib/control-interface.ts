@@ -27,7 +27,9 @@ export type ControlInterfaceEffect =
   | { readonly kind: 'toServer'; readonly request: Request }
   /** A message for the workload, to be written as `line` writes it; `logStream` when it carries log entries. */
   | { readonly kind: 'toWorkload'; readonly workloadName: string; readonly message: FromAnkaios; readonly line: ProtocolLine; readonly logStream?: string }
-  | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
+  | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string }
+  /** A request was authorized (allowed) or not (for the metrics). */
+  | { readonly kind: 'authorized'; readonly workloadName: string; readonly allowed: boolean };
 
 interface Session {
   readonly pipe: number;
@@ -200,8 +202,10 @@ function onRequest(state: ControlInterfacesState, workloadName: string, session:
     return answer(FromAnkaiosMessage.error(r.requestId, `Events are not available on the ${line.name} line.`), 'events refused');
   }
   const wanted = accessOf(r);
-  if (!wanted || !isAllowed(session.access, wanted))
-    return answer(FromAnkaiosMessage.error(r.requestId, ACCESS_DENIED), `denied (${wanted?.kind ?? 'unknown'})`);
+  if (!wanted || !isAllowed(session.access, wanted)) {
+    const denied = answer(FromAnkaiosMessage.error(r.requestId, ACCESS_DENIED), `denied (${wanted?.kind ?? 'unknown'})`);
+    return { ...denied, effects: [...denied.effects, { kind: 'authorized', workloadName, allowed: false }] };
+  }
   const request: Request = { ...r, requestId: prefixed(workloadName, r.requestId) };
   const subscriptions = new Set(session.subscriptions);
   if (isSubscription(request)) subscriptions.add(request.requestId);
@@ -210,7 +214,8 @@ function onRequest(state: ControlInterfacesState, workloadName: string, session:
     subscriptions.size === session.subscriptions.size
       ? state
       : { ...state, sessions: new Map(state.sessions).set(workloadName, { ...session, subscriptions }) };
-  return hold(next, workloadName, request, line);
+  const held = hold(next, workloadName, request, line);
+  return { ...held, effects: [{ kind: 'authorized', workloadName, allowed: true }, ...held.effects] };
 }
 
 /** A request for the server: sent while it is connected, else held (at most MAX_HELD_REQUESTS per workload, then refused). */

@@ -3,13 +3,13 @@
 import { BehaviorSubject, EMPTY, type Observable, endWith, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
 import { NOT_CONNECTED, nextConnection } from '../lib/connection.js';
 import type { Logger } from '../lib/logger.js';
-import type { FromServer, ToServer } from '../lib/messages.js';
-import type { ControlInterfacePipe, MachineSample, WorkloadFrame } from '../lib/ports.js';
+import type { FromServer, LogEntry, ToServer } from '../lib/messages.js';
+import type { ControlInterfacePipe, MachineSample, MetricsPort, WorkloadFrame } from '../lib/ports.js';
 import { RunningWorkloads } from '../lib/running-workloads.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import { type ControlInterfaceOutput, controlInterfaces } from './control-interfaces.js';
 import { loadStatus } from './load-status.js';
-import { serveLogs } from './logs.js';
+import { TRUNCATED_INFO, serveLogs } from './logs.js';
 import { type WorkloadDeps, runWorkloads } from './run-workloads.js';
 import { type Trace, noTrace } from './trace.js';
 
@@ -29,6 +29,8 @@ export interface AgentDeps extends WorkloadDeps {
   readonly sampleMachine?: () => MachineSample;
   /** True while the server connection cannot take more (the log streams wait then). */
   readonly serverFull$?: Observable<boolean>;
+  /** Told what the agent does, for its metrics endpoint (--metrics). */
+  readonly metrics?: MetricsPort;
 }
 
 export interface AgentSinks {
@@ -38,6 +40,17 @@ export interface AgentSinks {
 
 const only = <K extends ControlInterfaceOutput['kind']>(kind: K) =>
   filter((o: ControlInterfaceOutput): o is Extract<ControlInterfaceOutput, { kind: K }> => o.kind === kind);
+
+/** The entries of a log response, their bytes, and how many say a line before them was cut. */
+function logFigures(entries: readonly LogEntry[]): [number, number, number] {
+  let bytes = 0;
+  let cut = 0;
+  for (const e of entries) {
+    bytes += e.message.length;
+    if (e.message === TRUNCATED_INFO) cut += 1;
+  }
+  return [entries.length, bytes, cut];
+}
 
 /**
  * swdd~agent-shall-use-interfaces-to-server~1: the sinks end when the server link ends (after a stop)
@@ -57,6 +70,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     tap({
       next: (m) => {
         const next = nextConnection(connection$.value, m);
+        if (next.online !== connection$.value.online) deps.metrics?.connection(next.online, next.lines[0]?.name);
         if (next !== connection$.value) connection$.next(next);
       },
       complete: () => connection$.complete(),
@@ -68,7 +82,10 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   const running = deps.running ?? new RunningWorkloads();
   const states$ = runWorkloads(fromServer$, { ...deps, running }).pipe(
     trace('workloads.states'),
-    tap((states) => current.update(states)),
+    tap((states) => {
+      current.update(states);
+      deps.metrics?.states(states);
+    }),
     map((states): ToServer => ({ kind: 'updateWorkloadState', states })),
   );
   // swdd~agent-sends-workload-states-of-its-workloads-to-server~2: a server that accepted the agent hears its
@@ -91,15 +108,23 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     trace('control-interface.requests'),
     map((request): ToServer => ({ kind: 'request', request })),
   );
-  const ciLog$ = ci$.pipe(
-    only('log'),
-    tap((o) => deps.log[o.level](o.text)),
-    ignoreElements(),
-  );
+  const ciLog$ = merge(
+    ci$.pipe(
+      only('log'),
+      tap((o) => deps.log[o.level](o.text)),
+    ),
+    ci$.pipe(
+      only('authorized'),
+      tap((o) => deps.metrics?.authorized(o.workloadName, o.allowed)),
+    ),
+  ).pipe(ignoreElements());
   const load$ = deps.sampleMachine
     ? loadStatus(deps.sampleMachine, online$).pipe(map((l): ToServer => ({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })))
     : EMPTY;
-  const logs$ = serveLogs(fromServer$, { ...deps, running }).pipe(trace('logs'));
+  const logs$ = serveLogs(fromServer$, { ...deps, running }).pipe(
+    trace('logs'),
+    tap((m) => m.kind === 'logEntries' && deps.metrics?.logEntries(...logFigures(m.entries))),
+  );
 
   return {
     // The workloads first: a synchronous source (the local server) says all it says at once to the first subscriber.

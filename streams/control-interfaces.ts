@@ -18,7 +18,8 @@ import { decodeFrames, encodeFrame } from './length-delimited.js';
 export type ControlInterfaceOutput =
   | { readonly kind: 'toServer'; readonly request: Request }
   | { readonly kind: 'toWorkload'; readonly frame: WorkloadFrame }
-  | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string };
+  | { readonly kind: 'log'; readonly level: 'warn' | 'debug'; readonly text: string }
+  | { readonly kind: 'authorized'; readonly workloadName: string; readonly allowed: boolean };
 
 export interface ControlInterfaceSources {
   /** Each workload's pipes as they are opened. */

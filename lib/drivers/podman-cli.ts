@@ -106,6 +106,8 @@ export interface PodmanCliOptions {
   /** How many output streams (`podman logs`, `podman events`) may run at once; more wait for one to end. */
   readonly maxStreams?: number;
   readonly log?: Logger;
+  /** Told of each call (not the streams) when it ended: how, and how long it took (the metrics). */
+  readonly observe?: (call: { readonly subcommand: string; readonly outcome: 'ok' | 'failed' | 'deadline'; readonly seconds: number }) => void;
 }
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
@@ -141,10 +143,14 @@ export class PodmanCli {
     return (kind === 'check' ? this.checkSlots : this.slots).run(
       withSubprocess<string>((execa, subscriber) => {
         this.calls += 1;
+        const started = performance.now();
+        const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
+        const ended = (outcome: 'ok' | 'failed' | 'deadline') => this.options.observe?.({ subcommand, outcome, seconds: (performance.now() - started) / 1000 });
         const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
         // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
         const timer = setTimeout(() => {
-          const message = `podman ${args.find((a) => !a.startsWith('-')) ?? ''} did not finish within ${deadline / 1000} s and was killed.`;
+          const message = `podman ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
+          ended('deadline');
           this.options.log?.warn(message);
           child.kill('SIGKILL');
           child.stdout?.destroy();
@@ -155,6 +161,7 @@ export class PodmanCli {
           (result) => {
             clearTimeout(timer);
             if (subscriber.closed) return;
+            ended(result.failed ? 'failed' : 'ok');
             if (!result.failed) {
               subscriber.next(result.stdout);
               subscriber.complete();

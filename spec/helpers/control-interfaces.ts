@@ -32,7 +32,7 @@ export class ControlInterfaceHub {
     }).subscribe((out) => {
       if (out.kind === 'toServer') this.requests.next(out.request);
       else if (out.kind === 'toWorkload') this.pipes.write(out.frame);
-      else log[out.level](out.text);
+      else if (out.kind === 'log') log[out.level](out.text);
     });
   }
 

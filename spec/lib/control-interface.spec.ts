@@ -57,14 +57,14 @@ function run(...inputs: ControlInterfaceInput[]): { said: string[][]; state: Con
   for (const input of inputs) {
     const step = stepControlInterfaces(state, input);
     state = step.state;
-    said.push(step.effects.filter((e) => e.kind !== 'log').map(show));
+    said.push(step.effects.filter((e) => e.kind === 'toServer' || e.kind === 'toWorkload').map(show));
   }
   return { said, state };
 }
 
 function show(effect: ControlInterfaceEffect): string {
   if (effect.kind === 'toServer') return `server ${effect.request.RequestContent.case} ${effect.request.requestId}`;
-  if (effect.kind === 'log') return `log ${effect.text}`;
+  if (effect.kind !== 'toWorkload') return effect.kind;
   const m = effect.message.FromAnkaiosEnum;
   const what =
     m.case === 'connectionClosed'
@@ -156,6 +156,24 @@ describe('the Control Interface rules (lib/control-interface.ts)', () => {
         [`app ← error ${ACCESS_DENIED} r2 (1)`],
         [`app ← error ${ACCESS_DENIED} r3 (1)`],
       ]);
+    });
+
+    it('tells each decision for the metrics: allowed or denied, by workload', () => {
+      const access: ControlInterfaceAccess = { allowRules: [{ kind: 'state', operation: 'Read', filterMasks: ['desiredState'] }], denyRules: [] };
+      const decisions: string[] = [];
+      let state = NO_CONTROL_INTERFACES;
+      for (const input of [
+        online(),
+        opened('app', 1, access),
+        from('app', hello()),
+        from('app', read('r1', 'desiredState')),
+        from('app', read('r2', 'agents')),
+      ]) {
+        const step = stepControlInterfaces(state, input);
+        state = step.state;
+        for (const e of step.effects) if (e.kind === 'authorized') decisions.push(`${e.workloadName} ${e.allowed ? 'allowed' : 'denied'}`);
+      }
+      expect(decisions).to.deep.equal(['app allowed', 'app denied']);
     });
 
     it('on the 0.8 line, answers an events cancel itself and refuses a subscription: nothing of events reaches a 0.8 server', () => {

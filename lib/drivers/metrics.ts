@@ -1,0 +1,297 @@
+// The metrics endpoint (--metrics): Prometheus text (or OpenMetrics when the scraper asks for it) from
+// prom-client, served on a loopback port, an address given in full, or a unix socket. Loaded only when
+// asked for. Series are per workload name and agent, never per instance id, and go with the workload.
+import { existsSync, lstatSync, unlinkSync } from 'node:fs';
+import http from 'node:http';
+import type { ExecutionState } from '../execution-state.js';
+import type { Logger } from '../logger.js';
+import type { WorkloadState } from '../messages.js';
+import type { MetricsPort } from '../ports.js';
+import { parseInstanceKey } from '../workload.js';
+
+/** A podman call as the CLI saw it end. */
+export interface PodmanCall {
+  readonly subcommand: string;
+  readonly outcome: 'ok' | 'failed' | 'deadline';
+  readonly seconds: number;
+}
+
+/** One container's figures from `podman stats`. */
+export interface ContainerStats {
+  readonly Name: string;
+  readonly CPU: number;
+  readonly MemUsage: number;
+  readonly MemLimit: number;
+  readonly NetInput: number;
+  readonly NetOutput: number;
+  readonly BlockInput: number;
+  readonly BlockOutput: number;
+  readonly PIDs: number;
+}
+
+export interface MetricsOptions {
+  readonly agentName: string;
+  readonly version: string;
+  readonly log: Logger;
+  /** Every container's figures, asked once per scrape at most every STATS_TTL_MS. */
+  readonly containerStats: () => Promise<readonly ContainerStats[]>;
+}
+
+export interface MetricsEndpoint {
+  readonly port: MetricsPort;
+  /** Tells the endpoint a podman call ended (PodmanCli's observer). */
+  podmanCall(call: PodmanCall): void;
+  /** Where it listens, as a URL or a socket path. */
+  readonly where: string;
+  close(): void;
+}
+
+/** How long the containers' figures of one `podman stats` serve scrapes. */
+export const STATS_TTL_MS = 5000;
+/** Scrapers at once; more wait in the kernel's backlog. */
+const MAX_CONNECTIONS = 16;
+
+/** `9100` (loopback), `host:port`, `[v6]:port`, or an absolute unix socket path. */
+export function parseMetricsAddress(text: string): { readonly port: number; readonly host: string } | { readonly socket: string } {
+  if (text.startsWith('/')) return { socket: text };
+  const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]]+):)?(\d{1,5})$/.exec(text);
+  const port = m ? Number(m[2]) : Number.NaN;
+  if (!m || port < 1 || port > 65535)
+    throw new Error(`The metrics address '${text}' is none: give a port (loopback), host:port, or the absolute path of a unix socket.`);
+  return { port, host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, '') };
+}
+
+const exitCodeOf = (state: ExecutionState): number | undefined => {
+  if (state.state === 'Succeeded') return 0;
+  const m = /Exit code: '(-?\d+)'/.exec(state.additionalInfo);
+  return state.state === 'Failed' && m ? Number(m[1]) : undefined;
+};
+
+export async function startMetrics(address: string, options: MetricsOptions): Promise<MetricsEndpoint> {
+  const where = parseMetricsAddress(address);
+  const prom = await import('prom-client');
+  const register = new prom.Registry<import('prom-client').RegistryContentType>();
+  prom.collectDefaultMetrics({ register });
+  // Gauges named like counters, which Prometheus' own checker refuses; the rest of Node's figures stay.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) register.removeSingleMetric(name);
+  const agent = options.agentName;
+  const metric = <T>(make: (r: { registers: [typeof register] }) => T): T => make({ registers: [register] });
+
+  const info = metric(
+    (r) =>
+      new prom.Gauge({
+        name: 'ank_agent_info',
+        help: 'The agent: its version and the protocol line of its server.',
+        labelNames: ['version', 'protocol_line'],
+        ...r,
+      }),
+  );
+  const connected = metric((r) => new prom.Gauge({ name: 'ank_agent_server_connected', help: '1 while the agent is connected to its server.', ...r }));
+  const since = metric(
+    (r) => new prom.Gauge({ name: 'ank_agent_server_connected_since_seconds', help: 'When the current server connection came up (Unix time).', ...r }),
+  );
+  const reconnects = metric((r) => new prom.Counter({ name: 'ank_agent_server_reconnects_total', help: 'Server connections after the first.', ...r }));
+  const labels = ['workload', 'agent'] as const;
+  const state = metric(
+    (r) =>
+      new prom.Gauge({
+        name: 'ank_agent_workload_state',
+        help: 'The execution state the agent reports for a workload: 1 for its current state and substate.',
+        labelNames: [...labels, 'state', 'substate'],
+        ...r,
+      }),
+  );
+  const restarts = metric(
+    (r) => new prom.Counter({ name: 'ank_agent_workload_restarts_total', help: 'Starts of a workload after it had ended.', labelNames: labels, ...r }),
+  );
+  const exitCode = metric(
+    (r) => new prom.Gauge({ name: 'ank_agent_workload_last_exit_code', help: "The exit code of a workload's last run.", labelNames: labels, ...r }),
+  );
+  const healthy = metric(
+    (r) =>
+      new prom.Gauge({
+        name: 'ank_agent_workload_healthy',
+        help: '1 while a health-checked workload is healthy, 0 while it is not (yet).',
+        labelNames: labels,
+        ...r,
+      }),
+  );
+  const requests = metric(
+    (r) =>
+      new prom.Counter({
+        name: 'ank_agent_control_interface_requests_total',
+        help: "Control Interface requests of a workload, by the authorizer's decision.",
+        labelNames: ['workload', 'decision'],
+        ...r,
+      }),
+  );
+  const logEntries = metric((r) => new prom.Counter({ name: 'ank_agent_log_entries_total', help: 'Log entries forwarded to the server.', ...r }));
+  const logBytes = metric((r) => new prom.Counter({ name: 'ank_agent_log_bytes_total', help: 'Bytes of the log entries forwarded to the server.', ...r }));
+  const logCut = metric((r) => new prom.Counter({ name: 'ank_agent_log_lines_cut_total', help: 'Log lines cut to fit a response.', ...r }));
+  const podmanCalls = metric(
+    (r) =>
+      new prom.Counter({
+        name: 'ank_agent_podman_calls_total',
+        help: 'Podman calls, by subcommand and outcome (ok, failed, deadline: killed at it).',
+        labelNames: ['subcommand', 'outcome'],
+        ...r,
+      }),
+  );
+  const podmanSeconds = metric(
+    (r) =>
+      new prom.Histogram({
+        name: 'ank_agent_podman_call_duration_seconds',
+        help: 'How long podman calls took, by subcommand.',
+        labelNames: ['subcommand'],
+        buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
+        ...r,
+      }),
+  );
+  const containerGauge = (name: string, help: string) => metric((r) => new prom.Gauge({ name: `ank_agent_container_${name}`, help, labelNames: labels, ...r }));
+  const containers = {
+    cpu: containerGauge('cpu_percent', "A workload's container CPU use, % of one core (podman stats)."),
+    memory: containerGauge('memory_bytes', "A workload's container memory use."),
+    memoryLimit: containerGauge('memory_limit_bytes', "A workload's container memory limit."),
+    netIn: containerGauge('network_receive_bytes', "A workload's container bytes received."),
+    netOut: containerGauge('network_transmit_bytes', "A workload's container bytes sent."),
+    blockIn: containerGauge('block_read_bytes', "A workload's container bytes read from block devices."),
+    blockOut: containerGauge('block_write_bytes', "A workload's container bytes written to block devices."),
+    pids: containerGauge('pids', "A workload's container processes."),
+  };
+
+  /** What is known of each workload: its last state, when it came, and whether it ended since it last ran (for the restarts). */
+  const last = new Map<string, { readonly state: ExecutionState; readonly at: number; readonly ended: boolean }>();
+  info.set({ version: options.version, protocol_line: '' }, 1);
+  /** A workload Removed for this long is gone (a restart's Removed is followed by its new start at once): its series go. */
+  const forgetAfterMs = 10_000;
+  const forgetRemoved = () => {
+    for (const [name, known] of last) {
+      if (known.state.state !== 'Removed' || Date.now() - known.at < forgetAfterMs) continue;
+      last.delete(name);
+      for (const m of [restarts, exitCode, healthy, ...Object.values(containers)]) m.remove({ workload: name, agent });
+    }
+  };
+  let connections = 0;
+  const port: MetricsPort = {
+    connection(online, line) {
+      connected.set(online ? 1 : 0);
+      if (!online) return;
+      if (++connections > 1) reconnects.inc();
+      since.set(Date.now() / 1000);
+      info.reset();
+      info.set({ version: options.version, protocol_line: line ?? '' }, 1);
+    },
+    states(states: readonly WorkloadState[]) {
+      for (const { instanceName, executionState: s } of states) {
+        if (instanceName.agentName !== agent) continue;
+        const workload = { workload: instanceName.workloadName, agent };
+        const before = last.get(instanceName.workloadName);
+        if (before) state.remove({ ...workload, state: before.state.state, substate: before.state.substate });
+        if (s.state !== 'Removed') state.set({ ...workload, state: s.state, substate: s.substate }, 1);
+        // A start after an end (an exit, then maybe stopping, removed, a back-off) is a restart.
+        const starts = s.state === 'Pending' && s.substate === 'Starting';
+        if (starts && before?.ended) restarts.inc(workload);
+        const ended = !starts && (s.state === 'Succeeded' || s.state === 'Failed' || (s.state !== 'Running' && (before?.ended ?? false)));
+        const code = exitCodeOf(s);
+        if (code !== undefined) exitCode.set(workload, code);
+        if (s.additionalInfo.startsWith('Waiting for its health check') || s.additionalInfo.startsWith('Health check ')) healthy.set(workload, 0);
+        else if (s.state === 'Running' && before?.state.additionalInfo.startsWith('Waiting for its health check')) healthy.set(workload, 1);
+        last.set(instanceName.workloadName, { state: s, at: Date.now(), ended });
+      }
+    },
+    authorized(workloadName, allowed) {
+      requests.inc({ workload: workloadName, decision: allowed ? 'allowed' : 'denied' });
+    },
+    logEntries(count, bytes, cut) {
+      logEntries.inc(count);
+      logBytes.inc(bytes);
+      if (cut > 0) logCut.inc(cut);
+    },
+  };
+
+  // The containers' figures, asked for by a scrape, one `podman stats` at a time, kept for a few seconds.
+  let stats: { at: number; asked: Promise<void> } | undefined;
+  const refreshStats = () => {
+    if (stats && Date.now() - stats.at < STATS_TTL_MS) return stats.asked;
+    const asked = options
+      .containerStats()
+      .then((all) => {
+        for (const gauge of Object.values(containers)) gauge.reset();
+        for (const c of all) {
+          const name = parseInstanceKey(c.Name);
+          if (!name || name.agentName !== agent || !last.has(name.workloadName)) continue;
+          const workload = { workload: name.workloadName, agent };
+          containers.cpu.set(workload, c.CPU);
+          containers.memory.set(workload, c.MemUsage);
+          containers.memoryLimit.set(workload, c.MemLimit);
+          containers.netIn.set(workload, c.NetInput);
+          containers.netOut.set(workload, c.NetOutput);
+          containers.blockIn.set(workload, c.BlockInput);
+          containers.blockOut.set(workload, c.BlockOutput);
+          containers.pids.set(workload, c.PIDs);
+        }
+      })
+      .catch((err: unknown) => options.log.debug(`The containers' figures are not available now: ${String(err)}`));
+    stats = { at: Date.now(), asked };
+    return asked;
+  };
+
+  let rendering: Promise<unknown> = Promise.resolve();
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || !/^\/metrics(\?|$)/.test(req.url ?? '')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('Not found: the metrics are at /metrics\n');
+      return;
+    }
+    const contentType = /application\/openmetrics-text/.test(req.headers.accept ?? '')
+      ? prom.Registry.OPENMETRICS_CONTENT_TYPE
+      : prom.Registry.PROMETHEUS_CONTENT_TYPE;
+    // One exposition at a time (the content type is the registry's): many scrapers cost a queue, not parallel work.
+    rendering = rendering
+      .then(() => {
+        forgetRemoved();
+        return refreshStats();
+      })
+      .then(() => {
+        register.setContentType(contentType);
+        return register.metrics();
+      })
+      .then(
+        (text) => res.writeHead(200, { 'content-type': contentType }).end(text),
+        (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(err)}\n`),
+      );
+  });
+  // A slow or stalled scraper is cut off; it holds nothing of the agent's but its socket.
+  server.maxConnections = MAX_CONNECTIONS;
+  server.requestTimeout = 10_000;
+  server.headersTimeout = 5_000;
+  server.keepAliveTimeout = 5_000;
+  await listen(server, where);
+  const shown = 'socket' in where ? where.socket : `http://${where.host.includes(':') ? `[${where.host}]` : where.host}:${where.port}/metrics`;
+  options.log.info(`Metrics at ${shown}.`);
+  return {
+    port,
+    where: shown,
+    podmanCall({ subcommand, outcome, seconds }) {
+      podmanCalls.inc({ subcommand, outcome });
+      podmanSeconds.observe({ subcommand }, seconds);
+    },
+    close: () => server.close(),
+  };
+}
+
+function listen(server: http.Server, where: ReturnType<typeof parseMetricsAddress>): Promise<void> {
+  if ('socket' in where && existsSync(where.socket)) {
+    // A socket left by an earlier run is replaced; anything else at that path is not touched.
+    if (!lstatSync(where.socket).isSocket()) return Promise.reject(new Error(`'${where.socket}' exists and is no socket.`));
+    unlinkSync(where.socket);
+  }
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    const done = () => {
+      server.off('error', reject);
+      resolve();
+    };
+    if ('socket' in where) server.listen(where.socket, done);
+    else server.listen(where.port, where.host, done);
+  });
+}
