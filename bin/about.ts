@@ -25,7 +25,8 @@ export const HELP = `
         --delete-on-exit         Standalone: delete the workloads when the agent stops
         --metrics <address>      Serve Prometheus metrics: a port (loopback), host:port,
                                  or a unix socket path            (env ANKAGENT_METRICS)
-        --debug                  Trace the pipelines on stderr
+        --debug[=<stages>]       Trace the pipelines on stderr: all stages, or those named
+                                 (server, workload, workload.loop, podman, logs, …)
         --help                   Show this help
         --version                Show the version and the protocol lines
 

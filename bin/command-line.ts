@@ -15,7 +15,7 @@ const OPTIONS = {
   manifest: { type: 'string', short: 'm' },
   'delete-on-exit': { type: 'boolean' },
   metrics: { type: 'string' },
-  debug: { type: 'boolean' },
+  debug: { type: 'string' },
   help: { type: 'boolean' },
   version: { type: 'boolean' },
 } as const satisfies ParseArgsConfig['options'];
@@ -33,7 +33,8 @@ export interface CommandLine {
   readonly manifest?: string;
   readonly deleteOnExit: boolean;
   readonly metrics?: string;
-  readonly debug: boolean;
+  /** The stages `--debug` traces (`all` for a bare --debug); none without it. */
+  readonly debug: readonly string[];
   readonly help: boolean;
   readonly version: boolean;
   /** Arguments that are no flag (none is expected). */
@@ -42,7 +43,9 @@ export interface CommandLine {
 
 /** The flags of `args`; a flag the agent does not know, or one without its value, throws (Node's words name it). */
 export function readCommandLine(args: readonly string[]): CommandLine {
-  const { values: v, positionals } = parseArgs({ args: [...args], options: OPTIONS, allowPositionals: true, strict: true });
+  // A bare --debug traces every stage.
+  const given = args.map((a) => (a === '--debug' ? '--debug=all' : a));
+  const { values: v, positionals } = parseArgs({ args: given, options: OPTIONS, allowPositionals: true, strict: true });
   return {
     name: v.name,
     serverUrl: v['server-url'],
@@ -56,7 +59,13 @@ export function readCommandLine(args: readonly string[]): CommandLine {
     manifest: v.manifest,
     deleteOnExit: v['delete-on-exit'] ?? false,
     metrics: v.metrics,
-    debug: v.debug ?? false,
+    debug:
+      v.debug === undefined
+        ? []
+        : v.debug
+            .split(',')
+            .map((stage) => stage.trim())
+            .filter(Boolean),
     help: v.help ?? false,
     version: v.version ?? false,
     input: positionals,

@@ -51,7 +51,7 @@ import { agentNameProblem } from '../lib/workload.js';
 import { agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
 import { ServerRefused, serverLink } from '../streams/server-link.js';
-import { noTrace, tracer } from '../streams/trace.js';
+import { type Trace, noTrace, stageFilter, tracer } from '../streams/trace.js';
 import { HELP, packageVersion, versionText } from './about.js';
 import { type CommandLine, readCommandLine } from './command-line.js';
 import { builtInRuntimes } from './wiring.js';
@@ -82,12 +82,19 @@ export async function main(argv: readonly string[]): Promise<void> {
   const flags = userErrors(() => readCommandLine(argv), true);
   if (flags.help) exit(0, HELP);
   if (flags.version) exit(0, versionText());
-  const log = createLogger(flags.debug);
+  const log = createLogger(flags.debug.length > 0);
+  const trace = flags.debug.length > 0 ? tracer(log, stageFilter(flags.debug)) : noTrace;
   const setting = userErrors(() => (flags.manifest === undefined ? connected(flags, log) : standalone(flags, flags.manifest, log)));
   const metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log);
-  const cli = new PodmanCli({ log, observe: metrics?.podmanCall });
+  const cli = new PodmanCli({
+    log,
+    observe: (call) => {
+      metrics?.podmanCall(call);
+      if (trace.enabled('podman')) trace.note('podman', `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s`);
+    },
+  });
   const runtimes = userErrors(() => enabledRuntimes(log, cli, setting.runtimes));
-  run(setting, runtimes, log, { debug: flags.debug, metrics: metrics?.port });
+  run(setting, runtimes, log, { trace, metrics: metrics?.port });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
@@ -141,7 +148,7 @@ function run(
   setting: Setting,
   runtimes: ReadonlyMap<string, RuntimeConnector>,
   log: Logger,
-  { debug, metrics }: { debug: boolean; metrics?: MetricsPort },
+  { trace, metrics }: { trace: Trace; metrics?: MetricsPort },
 ): void {
   const pipes = new ControlInterfacePipes(setting.ioFolder, log);
   disposers.push(() => pipes.closeAll());
@@ -156,7 +163,7 @@ function run(
       prepare: (spec) => host.prepare(spec),
       release: (spec) => host.release(spec),
       log,
-      trace: debug ? tracer(log) : noTrace,
+      trace,
       jitter: Math.random,
       sampleMachine: setting.sampleMachine,
       serverFull$: setting.serverFull$,

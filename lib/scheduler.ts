@@ -1,6 +1,6 @@
 // The WorkloadScheduler: holds back operations until their inter-workload dependencies allow them.
 import { fulfillsAddCondition, fulfillsDeleteCondition } from './dependencies.js';
-import { ExecutionState } from './execution-state.js';
+import { ExecutionState, formatState } from './execution-state.js';
 import type { WorkloadState } from './messages.js';
 import type { WorkloadStateStore } from './state-store.js';
 import type { DeletedWorkload, WorkloadSpec } from './workload.js';
@@ -9,6 +9,8 @@ import { type WorkloadOperation, operationTarget } from './workload-operation.js
 export interface Scheduled {
   readonly ready: WorkloadOperation[];
   readonly reports: WorkloadState[];
+  /** What each operation put into the queue waits for, in words (for --debug). */
+  readonly waits: Array<{ readonly workloadName: string; readonly waitsFor: string }>;
 }
 
 type Waiting = Exclude<WorkloadOperation, { kind: 'updateDeleteOnly' }>;
@@ -23,7 +25,7 @@ export class WorkloadScheduler {
 
   /** swdd~agent-handles-new-workload-operations: new operations either run now or wait. */
   schedule(operations: Iterable<WorkloadOperation>): Scheduled {
-    const out: Scheduled = { ready: [], reports: [] };
+    const out: Scheduled = { ready: [], reports: [], waits: [] };
     for (const op of operations) {
       const previous = this.dequeue(operationTarget(op));
       // An update of a workload whose create never ran is just a create of the new config.
@@ -45,7 +47,7 @@ export class WorkloadScheduler {
    * (swdd~agent-keeps-workloads-with-unfulfilled-workload-dependencies-in-queue~1).
    */
   statesChanged(workloadNames: Iterable<string>): Scheduled {
-    const out: Scheduled = { ready: [], reports: [] };
+    const out: Scheduled = { ready: [], reports: [], waits: [] };
     const candidates = new Set<string>();
     for (const name of workloadNames) for (const w of this.waitingOn.get(name) ?? []) candidates.add(w);
     for (const name of candidates) {
@@ -103,6 +105,22 @@ export class WorkloadScheduler {
       this.waitingOn.set(dependency, waiters);
     }
     if (report) out.reports.push({ instanceName: about.instanceName, executionState: state });
+    out.waits.push({ workloadName: name, waitsFor: this.unmet(op).join(', ') });
+  }
+
+  /** The conditions of a waiting operation that are not met, in words: `db to be Running (now Pending(Starting))`. */
+  private unmet(op: Waiting): string[] {
+    const now = (name: string) => {
+      const states = this.store.statesOf(name);
+      return states.length > 0 ? `now ${states.map(formatState).join(', ')}` : 'no state yet';
+    };
+    if (op.kind === 'create')
+      return Object.entries(op.spec.dependencies)
+        .filter(([name, condition]) => !this.store.statesOf(name).some((s) => fulfillsAddCondition(s, condition)))
+        .map(([name, condition]) => `${name} to be ${condition} (${now(name)})`);
+    return Object.entries(op.deleted.dependencies)
+      .filter(([name, condition]) => !this.store.statesOf(name).every((s) => fulfillsDeleteCondition(s, condition)))
+      .map(([name, condition]) => `${name} to be ${condition === 'Running' ? 'Running' : 'neither pending nor running'} (${now(name)})`);
   }
 
   private dequeue(name: string): Waiting | undefined {

@@ -81,7 +81,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
 
   const running = deps.running ?? new RunningWorkloads();
   const states$ = runWorkloads(fromServer$, { ...deps, running }).pipe(
-    trace('workloads.states'),
+    trace('workload.states'),
     tap((states) => {
       current.update(states);
       deps.metrics?.states(states);

@@ -2,6 +2,7 @@
 // the workload's state in between, restarting it by its restart policy and retrying failed creates.
 import {
   EMPTY,
+  type MonoTypeOperatorFunction,
   type Observable,
   Subject,
   asyncScheduler,
@@ -10,21 +11,24 @@ import {
   concatMap,
   defer,
   endWith,
+  identity,
   ignoreElements,
   map,
   merge,
   mergeMap,
   of,
   takeWhile,
+  tap,
   timer,
 } from 'rxjs';
-import { ExecutionState } from '../lib/execution-state.js';
+import { ExecutionState, formatState } from '../lib/execution-state.js';
 import type { WorkloadState } from '../lib/messages.js';
 import { type CrashLoopBackoff, KUBELET_BACKOFF, needsRestart, nextRestart } from '../lib/restart-policy.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { ConfigurationError, type CreateOptions, type ExistingWorkload, type RuntimeConnector } from '../lib/runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, sameInstance } from '../lib/workload.js';
 import { runThenFollow } from './run-then-follow.js';
+import type { Trace } from './trace.js';
 
 export type WorkloadCommand =
   | { readonly kind: 'create'; readonly spec: WorkloadSpec }
@@ -72,6 +76,8 @@ export interface ControlDeps {
   readonly backoff?: CrashLoopBackoff;
   /** The time in ms (the scheduler's clock, virtual in marble specs). */
   readonly now?: () => number;
+  /** --debug: the loops' commands and steps are traced as `workload.loop`. */
+  readonly trace?: Trace;
 }
 
 /** What one control loop knows of its workload; it changes only by the `become` steps the loop emits. */
@@ -132,16 +138,19 @@ const starting = (spec: WorkloadSpec) => of(report(spec.instanceName, ExecutionS
  * Each command runs to its end before the next starts; what follows it (watching the state, waiting
  * for a retry) lasts until the next command arrives. The loop's state changes in one place: here.
  */
-export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: ControlDeps): Observable<WorkloadState> {
+export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: ControlDeps, name = ''): Observable<WorkloadState> {
   return defer(() => {
     const steps = new LoopSteps(deps);
     const internal$ = new Subject<SelfCommand>();
     let state: LoopState = IDLE;
+    const traced = deps.trace?.enabled('workload.loop') ? traceLoop(deps.trace, name) : { commands: identity, steps: identity };
     return merge<Array<WorkloadCommand | SelfCommand>>(commands$, internal$).pipe(
+      traced.commands,
       runThenFollow(
         (command) => defer(() => steps.execute(state, command)),
         () => steps.follow(state),
       ),
+      traced.steps,
       takeWhile((step): step is Exclude<Step, { kind: 'end' }> => step.kind !== 'end'),
       mergeMap((step): WorkloadState[] => {
         switch (step.kind) {
@@ -158,6 +167,26 @@ export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: Co
       }),
     );
   });
+}
+
+/** --debug: a loop's commands and steps, in words, as `workload.loop`. */
+function traceLoop(trace: Trace, name: string) {
+  const tell = <T>(describe: (value: T) => string): MonoTypeOperatorFunction<T> => tap((value) => trace.note('workload.loop', `${name}: ${describe(value)}`));
+  return {
+    commands: tell<WorkloadCommand | SelfCommand>((c) => `command ${c.kind}`),
+    steps: tell<Step>((step) => {
+      switch (step.kind) {
+        case 'report':
+          return `reports ${formatState(step.state.executionState)}`;
+        case 'become':
+          return `is ${step.state.kind}${'id' in step.state ? ` (${String(step.state.id).slice(0, 12)})` : ''}`;
+        case 'self':
+          return `tells itself ${step.command.kind}`;
+        case 'end':
+          return 'ends';
+      }
+    }),
+  };
 }
 
 /** Keeps `running` in step with a loop whose state changes from `from` to `to`. */

@@ -1,7 +1,7 @@
 // The agent's workload core: from the server's messages to the states of its own workloads.
-import { type Observable, type OperatorFunction, Subject, defer, filter, groupBy, ignoreElements, map, merge, mergeMap, share, tap } from 'rxjs';
+import { EMPTY, type Observable, type OperatorFunction, Subject, defer, filter, groupBy, ignoreElements, map, merge, mergeMap, share, tap } from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
-import { WorkloadScheduler } from '../lib/scheduler.js';
+import { type Scheduled, WorkloadScheduler } from '../lib/scheduler.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import type { WorkloadOperation } from '../lib/workload-operation.js';
 import { operationTarget } from '../lib/workload-operation.js';
@@ -16,6 +16,7 @@ type Event = { readonly plan: Plan } | { readonly states: readonly WorkloadState
 interface Decision {
   readonly commands: readonly AddressedCommand[];
   readonly reports: readonly WorkloadState[];
+  readonly waits: Scheduled['waits'];
 }
 
 /**
@@ -49,12 +50,24 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
     const states$ = merge(decisions$.pipe(map((d) => d.reports)), loopStates$.pipe(map((s) => [s]))).pipe(applyHysteresis(), share());
     // swdd~agent-manager-receives-workload-states-of-its-workloads~1: own states feed the scheduler too,
     // after they went out, so that a state is always reported before the states it causes.
+    // --debug: each decision of the scheduler, in words.
+    const { trace } = deps;
+    const traced$ = trace?.enabled('workload.scheduler')
+      ? decisions$.pipe(
+          tap((d) => {
+            for (const c of d.commands) trace.note('workload.scheduler', `${c.workloadName}: ${c.command.kind}`);
+            for (const w of d.waits) trace.note('workload.scheduler', `${w.workloadName} waits for ${w.waitsFor}`);
+          }),
+          ignoreElements(),
+        )
+      : EMPTY;
     return merge(
       states$,
       states$.pipe(
         tap((states) => ownStates$.next(states)),
         ignoreElements(),
       ),
+      traced$,
     );
   });
 }
@@ -69,10 +82,14 @@ function decide(): OperatorFunction<Event, Decision> {
         map((event): Decision => {
           if ('plan' in event) {
             const scheduled = scheduler.schedule(event.plan.operations);
-            return { commands: [...event.plan.commands, ...scheduled.ready.map(toCommand)], reports: [...event.plan.reports, ...scheduled.reports] };
+            return {
+              commands: [...event.plan.commands, ...scheduled.ready.map(toCommand)],
+              reports: [...event.plan.reports, ...scheduled.reports],
+              waits: scheduled.waits,
+            };
           }
           const scheduled = scheduler.statesChanged(store.update(event.states));
-          return { commands: scheduled.ready.map(toCommand), reports: scheduled.reports };
+          return { commands: scheduled.ready.map(toCommand), reports: scheduled.reports, waits: scheduled.waits };
         }),
       );
     });
@@ -100,6 +117,6 @@ export function runControlLoops(deps: ControlDeps): OperatorFunction<AddressedCo
   return (commands$) =>
     commands$.pipe(
       groupBy((c) => c.workloadName, { duration: (group) => group.pipe(filter((c) => endsLoop(c.command))) }),
-      mergeMap((group) => controlWorkload(group.pipe(map((c) => c.command)), deps)),
+      mergeMap((group) => controlWorkload(group.pipe(map((c) => c.command)), deps, group.key)),
     );
 }

@@ -107,7 +107,12 @@ export interface PodmanCliOptions {
   readonly maxStreams?: number;
   readonly log?: Logger;
   /** Told of each call (not the streams) when it ended: how, and how long it took (the metrics). */
-  readonly observe?: (call: { readonly subcommand: string; readonly outcome: 'ok' | 'failed' | 'deadline'; readonly seconds: number }) => void;
+  readonly observe?: (call: {
+    readonly subcommand: string;
+    readonly args: readonly string[];
+    readonly outcome: 'ok' | 'failed' | 'deadline';
+    readonly seconds: number;
+  }) => void;
 }
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
@@ -145,7 +150,8 @@ export class PodmanCli {
         this.calls += 1;
         const started = performance.now();
         const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
-        const ended = (outcome: 'ok' | 'failed' | 'deadline') => this.options.observe?.({ subcommand, outcome, seconds: (performance.now() - started) / 1000 });
+        const ended = (outcome: 'ok' | 'failed' | 'deadline') =>
+          this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000 });
         const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
         // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
         const timer = setTimeout(() => {

@@ -7,7 +7,8 @@ import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { instanceId } from '../../lib/workload.js';
 import { until } from '../helpers/wait.js';
-import { FakeAnkaiosServer, reportedStates } from '../helpers/fake-server.js';
+import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { busybox, cleanup } from '../helpers/podman.js';
 
 const BIN = path.resolve('bin/ank-agent.js');
 const tmp = mkdtempSync(path.join(tmpdir(), 'ank-agent-cli-'));
@@ -471,6 +472,30 @@ describe('ank-agent (the command line)', () => {
       await agent.exited;
     } finally {
       server.stop();
+    }
+  });
+
+  it('--debug=workload,podman says what a waiting workload waits for, what its loop does and each podman call; other stages stay quiet', async () => {
+    const server = await FakeAnkaiosServer.start();
+    const name = `dbg_${process.pid}`;
+    try {
+      const agent = await startUntil(['-n', name, '-s', server.url, '-k', '-r', RUN, '--debug=workload,podman'], /connecting/);
+      const stream = await server.nextStream();
+      await stream.waitFor(() => true);
+      const db = busybox('db', name, { script: 'sleep 3600' });
+      const app = busybox('app', name, { dependencies: { db: 'Succeeded' } });
+      stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(db), addedWorkload(app)] } } });
+      await startWaiting(() => /\[workload\.loop\] db: reports Running\(Ok\)/.test(agent.stderr()), 20_000);
+      const said = agent.stderr();
+      expect(said).to.match(/\[workload\.scheduler\] app waits for db to be Succeeded \((no state yet|now Pending\(Starting\)[^)]*\))\)/);
+      expect(said).to.match(/\[workload\.loop\] db: command create/);
+      expect(said).to.match(/\[podman\] run --detach --name db\.[0-9a-f]+\.[^ ]+ .*: ok in \d+\.\d{3} s/);
+      expect(said, 'server stages not asked for').not.to.match(/\[server\.(in|out)\]/);
+      agent.child.kill('SIGTERM');
+      await agent.exited;
+    } finally {
+      server.stop();
+      cleanup(name);
     }
   });
 });
