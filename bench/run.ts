@@ -9,6 +9,7 @@ import { create } from '@bufbuild/protobuf';
 import { EMPTY, Subject, firstValueFrom, of } from 'rxjs';
 import { ResponseSchema } from '../proto/gen/ank_base_pb.js';
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
+import { STATS_TTL_MS } from '../lib/drivers/metrics.js';
 import { controlInterfaceFolder } from '../lib/drivers/run-folder.js';
 import { builtInRuntimes } from '../bin/wiring.js';
 import { ControlInterfaceHub } from '../spec/helpers/control-interfaces.js';
@@ -637,6 +638,72 @@ async function benchLogCost(): Promise<void> {
   }
 }
 
+// 12. The metrics endpoint: what it costs idle, and one scrape of 1 000 workloads ------------------------
+
+async function benchMetrics(idleSeconds: number): Promise<void> {
+  console.log(`\n12. Metrics endpoint (the real agent process on the fake podman; idle ${idleSeconds} s)`);
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-metrics-'));
+  const idle = async (args: string[]) => {
+    const server = await FakeAnkaiosServer.start();
+    const child = spawn(process.execPath, [BIN, '-n', uniqueAgent('mx'), '-s', server.url, '-k', '-r', run, ...args], {
+      stdio: 'ignore',
+      env: fakePodmanWithLogs(),
+    });
+    try {
+      await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      await sleep(3000);
+      return await idleFigures(child.pid!, idleSeconds);
+    } finally {
+      child.kill('SIGKILL');
+      server.stop();
+    }
+  };
+  const port = 19_000 + (process.pid % 1000);
+  const without = await idle([]);
+  const withIt = await idle(['--metrics', String(port)]);
+  record({ name: 'idle RSS without --metrics', value: without.rss, unit: 'MiB' });
+  record({ name: 'idle RSS with --metrics (never scraped)', value: withIt.rss, unit: 'MiB' });
+  record({
+    name: 'idle CPU without / with --metrics',
+    value: withIt.cpu - without.cpu,
+    unit: '% core',
+    note: `${without.cpu.toFixed(2)} / ${withIt.cpu.toFixed(2)}`,
+  });
+  // One scrape of an agent with 1 000 workloads.
+  const agentName = uniqueAgent('mx');
+  const server = await FakeAnkaiosServer.start();
+  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run, '--metrics', String(port)], {
+    stdio: 'ignore',
+    env: fakePodmanWithLogs(),
+  });
+  try {
+    const stream = await server.nextStream();
+    const latest = latestStates(stream);
+    const specs = Array.from({ length: 1000 }, (_, i) => busybox(`w${i}`, agentName));
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
+    await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
+    await sleep(SETTLE_MS);
+    const scrape = async () => {
+      const ticks = cpuTicks(child.pid!);
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return { cpuMs: (cpuTicks(child.pid!) - ticks) * 10, bytes: text.length };
+    };
+    const first = await scrape();
+    await sleep(STATS_TTL_MS + 500);
+    const next = await Promise.all(Array.from({ length: 5 }, async (_, i) => (await sleep(i * 300), scrape())));
+    record({
+      name: 'one scrape of 1 000 workloads (the first, prom-client loaded before), agent CPU',
+      value: first.cpuMs,
+      unit: 'ms',
+      note: `${first.bytes} bytes`,
+    });
+    record({ name: 'one scrape of 1 000 workloads, agent CPU, median of 5', value: median(next.map((n) => n.cpuMs)), unit: 'ms', target: '≤50' });
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
+  }
+}
+
 // 5. Control Interface round trip ----------------------------------------------------------------
 
 async function benchControlInterface(count: number): Promise<void> {
@@ -900,6 +967,7 @@ if (wanted('released') && process.env.ANKAIOS_BIN) await benchReleased(quick ? 1
 if (wanted('scaling')) await benchScaling(quick ? 10 : 60);
 if (wanted('logs')) await benchLogRequests();
 if (wanted('logcost')) await benchLogCost();
+if (wanted('metrics')) await benchMetrics(quick ? 10 : 30);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);
