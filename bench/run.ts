@@ -23,7 +23,7 @@ import { ControlInterfaceClient } from '../spec/helpers/ci-client.js';
 import { FakeRuntime } from '../spec/helpers/fake-runtime.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../spec/helpers/fake-server.js';
 import { workload } from '../spec/helpers/fixtures.js';
-import { IMAGE, PodmanAgent, busybox, cleanup, requirePodman, uniqueAgent } from '../spec/helpers/podman.js';
+import { IMAGE, PodmanAgent, busybox, cleanup, requirePodman, spec, uniqueAgent } from '../spec/helpers/podman.js';
 
 interface Figure {
   readonly name: string;
@@ -704,6 +704,96 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
   }
 }
 
+// 13. Health checks and crash loops (real Podman, the real agent process) -------------------------------
+
+const childCpu = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[13]) + Number(fields[14])) / 100;
+};
+
+/** A workload healthy while /tmp/ok exists in it, checked every second. */
+const checkedWorkload = (name: string, agentName: string, restartPolicy: 'Never' | 'Always' = 'Never') =>
+  spec(
+    name,
+    agentName,
+    'podman',
+    `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--health-cmd", "cat /tmp/ok", "--health-interval", "1s", "--health-retries", "1"]\ncommandArgs: ["/bin/sh", "-c", "touch /tmp/ok; sleep 3600"]\n`,
+    { restartPolicy },
+  );
+
+async function benchHealth(crashSeconds: number): Promise<void> {
+  console.log(`\n13. Health checks and crash loops (real Podman; a crash loop watched ${crashSeconds} s with and without the back-off)`);
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-health-'));
+  const agentName = uniqueAgent('health');
+  const server = await FakeAnkaiosServer.start();
+  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  try {
+    const stream = await server.nextStream();
+    const reportedAt = new Map<string, number>();
+    stream.events.on('message', () => {
+      for (const [w, , st] of reportedStates(stream)) if (!reportedAt.has(`${w} ${st}`)) reportedAt.set(`${w} ${st}`, performance.now());
+    });
+    const db = checkedWorkload('db', agentName);
+    const app = busybox('app', agentName, { dependencies: { db: 'Running' } });
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(db), addedWorkload(app)] } } });
+    await until(() => reportedAt.has('app Running(Ok)'), 60_000);
+    record({
+      name: 'healthy → its ADD_COND_RUNNING dependent Running(Ok)',
+      value: reportedAt.get('app Running(Ok)')! - reportedAt.get('db Running(Ok)')!,
+      unit: 'ms',
+    });
+    // The cost of a check: 20 checks of an idle healthy workload.
+    const ticks = cpuTicks(child.pid!);
+    const podmanCpu = childCpu(child.pid!);
+    await sleep(20_000);
+    record({ name: 'one health check: agent CPU', value: ((cpuTicks(child.pid!) - ticks) * 10) / 20, unit: 'ms', note: 'idle agent, one check a second' });
+    record({ name: 'one health check: podman CPU', value: ((childCpu(child.pid!) - podmanCpu) * 1000) / 20, unit: 'ms' });
+    // Unhealthy: from the failing check to Failed at the server.
+    const removed = performance.now();
+    execFileSync('podman', ['exec', instanceKey(db.instanceName), 'rm', '/tmp/ok']);
+    const failed = () => [...reportedAt.entries()].find(([k]) => k.startsWith('db Failed(ExecFailed): Health check'));
+    await until(() => failed() !== undefined, 30_000);
+    record({ name: 'file gone → Failed(ExecFailed) at the server', value: failed()![1] - removed, unit: 'ms', target: '≤1100 (interval + 100 ms)' });
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  }
+  for (const backoff of [true, false]) {
+    const name = uniqueAgent('crash');
+    const config = path.join(run, `${name}.toml`);
+    writeFileSync(config, `version = 'v1'\n${backoff ? '' : 'crash_loop_backoff = { first_delay = 0 }\n'}`);
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-crash-'));
+    const wrapper = podmanWrapper(folder);
+    const crashServer = await FakeAnkaiosServer.start();
+    const agent = spawn(process.execPath, [BIN, '-n', name, '-s', crashServer.url, '-k', '-r', run, '-x', config], { stdio: 'ignore', env: wrapper.env });
+    try {
+      const stream = await crashServer.nextStream();
+      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      const calls = wrapper.calls();
+      const ticks = cpuTicks(agent.pid!);
+      const podmanCpu = childCpu(agent.pid!);
+      stream.send({
+        FromServerEnum: {
+          case: 'serverHello',
+          value: { addedWorkloads: [addedWorkload(busybox('crasher', name, { script: 'exit 1', restartPolicy: 'Always' }))] },
+        },
+      });
+      await sleep(crashSeconds * 1000);
+      const runs = reportedStates(stream).filter(([w, , st]) => w === 'crasher' && st.startsWith('Failed')).length;
+      const label = backoff ? 'with the back-off' : 'without (first_delay = 0)';
+      record({ name: `crash loop ${label}: runs in ${crashSeconds} s`, value: runs, unit: 'runs' });
+      record({ name: `crash loop ${label}: podman processes per second`, value: (wrapper.calls() - calls) / crashSeconds, unit: '/s' });
+      record({ name: `crash loop ${label}: podman CPU`, value: ((childCpu(agent.pid!) - podmanCpu) / crashSeconds) * 100, unit: '% core' });
+      record({ name: `crash loop ${label}: agent CPU`, value: ((cpuTicks(agent.pid!) - ticks) / 100 / crashSeconds) * 100, unit: '% core' });
+    } finally {
+      agent.kill('SIGKILL');
+      crashServer.stop();
+      cleanup(name);
+    }
+  }
+}
+
 // 5. Control Interface round trip ----------------------------------------------------------------
 
 async function benchControlInterface(count: number): Promise<void> {
@@ -955,7 +1045,7 @@ const only = process.argv
   .split(',');
 const wanted = (section: string) => !only || only.includes(section);
 if (wanted('scheduling')) benchScheduling();
-if (['economy', 'latency', 'overhead', 'flood', 'released'].some(wanted)) requirePodman();
+if (['economy', 'latency', 'overhead', 'flood', 'released', 'logcost', 'health', 'framing'].some(wanted)) requirePodman();
 if (wanted('economy')) await benchEconomy(quick ? 5 : 20);
 if (wanted('latency')) await benchLatency();
 if (wanted('overhead')) await benchOverhead(quick ? 10 : 60);
@@ -968,6 +1058,7 @@ if (wanted('scaling')) await benchScaling(quick ? 10 : 60);
 if (wanted('logs')) await benchLogRequests();
 if (wanted('logcost')) await benchLogCost();
 if (wanted('metrics')) await benchMetrics(quick ? 10 : 30);
+if (wanted('health')) await benchHealth(quick ? 60 : 300);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

@@ -20,7 +20,7 @@ describe('WorkloadScheduler', () => {
   // swdd~agent-handles-new-workload-operations
   it('a create without dependencies is ready at once', () => {
     const { scheduler } = setup();
-    expect(scheduler.schedule([{ kind: 'create', spec: init }])).to.deep.equal({ ready: [{ kind: 'create', spec: init }], reports: [] });
+    expect(scheduler.schedule([{ kind: 'create', spec: init }])).to.deep.equal({ ready: [{ kind: 'create', spec: init }], reports: [], waits: [] });
   });
 
   // swdd~agent-enqueues-unfulfilled-create~1
@@ -29,8 +29,11 @@ describe('WorkloadScheduler', () => {
     const out = scheduler.schedule([{ kind: 'create', spec: storage }]);
     expect(out.ready).to.deep.equal([]);
     expect(out.reports).to.deep.equal([stateOf(storage, S.waitingToStart())]);
+    expect(out.waits, 'what it waits for, for --debug').to.deep.equal([
+      { workloadName: 'storage_provider', waitsFor: 'init_storage to be Succeeded (no state yet)' },
+    ]);
     // swdd~agent-keeps-workloads-with-unfulfilled-workload-dependencies-in-queue~1: not reported again
-    expect(change(stateOf(init, S.running()))).to.deep.equal({ ready: [], reports: [] });
+    expect(change(stateOf(init, S.running()))).to.deep.equal({ ready: [], reports: [], waits: [] });
     expect(scheduler.waiting).to.equal(1);
   });
 
@@ -55,7 +58,11 @@ describe('WorkloadScheduler', () => {
     const { scheduler, change } = setup();
     change(stateOf(logger, S.running()));
     const op = { kind: 'delete', deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
-    expect(scheduler.schedule([op])).to.deep.equal({ ready: [], reports: [stateOf(storage, S.waitingToStop())] });
+    expect(scheduler.schedule([op])).to.deep.equal({
+      ready: [],
+      reports: [stateOf(storage, S.waitingToStop())],
+      waits: [{ workloadName: 'storage_provider', waitsFor: 'logger to be neither pending nor running (now Running(Ok))' }],
+    });
     expect(change(stateOf(logger, S.stoppingRequested())).ready).to.deep.equal([op]);
   });
 
@@ -71,7 +78,11 @@ describe('WorkloadScheduler', () => {
     change(stateOf(logger, S.running()));
     const next = workload('storage_provider', { config: 'v2', dependencies: { init_storage: 'Succeeded' } });
     const op = { kind: 'update', spec: next, deleted: deleted(storage, { logger: 'NotPendingNorRunning' }) } as const;
-    expect(scheduler.schedule([op])).to.deep.equal({ ready: [], reports: [stateOf(storage, S.waitingToStop())] });
+    expect(scheduler.schedule([op])).to.deep.equal({
+      ready: [],
+      reports: [stateOf(storage, S.waitingToStop())],
+      waits: [{ workloadName: 'storage_provider', waitsFor: 'logger to be neither pending nor running (now Running(Ok))' }],
+    });
     change(stateOf(init, S.succeeded()));
     expect(change(stateOf(logger, S.succeeded())).ready).to.deep.equal([op]);
   });
@@ -84,6 +95,7 @@ describe('WorkloadScheduler', () => {
     expect(scheduler.schedule([op])).to.deep.equal({
       ready: [{ kind: 'updateDeleteOnly', spec: next, deleted: op.deleted }],
       reports: [stateOf(next, S.waitingToStart())],
+      waits: [{ workloadName: 'storage_provider', waitsFor: 'init_storage to be Succeeded (no state yet)' }],
     });
     expect(change(stateOf(init, S.succeeded())).ready).to.deep.equal([{ kind: 'create', spec: next }]);
   });
