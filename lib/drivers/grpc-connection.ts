@@ -33,8 +33,9 @@ function whenReady(channel: ReturnType<grpc.Client['getChannel']>, timeoutMs: nu
   const deadline = Date.now() + timeoutMs;
   const check = (): void => {
     const state = channel.getConnectivityState(true);
-    if (state === grpc.connectivityState.READY) done();
-    else if (state === grpc.connectivityState.TRANSIENT_FAILURE || state === grpc.connectivityState.SHUTDOWN) done('the connection failed');
+    // A failed connection goes on to the call too: its error carries the reason (refused, TLS's verdict).
+    if (state === grpc.connectivityState.READY || state === grpc.connectivityState.TRANSIENT_FAILURE) done();
+    else if (state === grpc.connectivityState.SHUTDOWN) done('the connection was shut down');
     else channel.watchConnectivityState(state, deadline, (err) => (err ? done(`the server did not answer within ${timeoutMs / 1000} s`) : check()));
   };
   check();
@@ -106,7 +107,8 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<U
       call.on('data', (m: FromServer) => subscriber.next(m));
       call.on('error', (e: grpc.ServiceError) => {
         ended = true;
-        subscriber.error(new ConnectionError(e.details || e.message, e.code));
+        // grpc-js ends a failed connection's details with an empty resolution note.
+        subscriber.error(new ConnectionError((e.details || e.message).replace(/\.? *Resolution note: *$/, ''), e.code));
       });
       call.on('end', () => {
         ended = true;

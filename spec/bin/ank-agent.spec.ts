@@ -217,7 +217,7 @@ describe('ank-agent (the command line)', () => {
       const server = await FakeAnkaiosServer.start();
       try {
         const file = config('some.toml', `version = 'v1'\nname = 'rt_agent'\ninsecure = true\nserver_url = '${server.url}'\nruntimes = ['podman', 'docker']\n`);
-        const agent = await startUntil(['-x', file, '-r', RUN], /connecting/);
+        const agent = await startUntil(['-x', file, '-r', RUN], /which this agent does not have/);
         expect(agent.stderr()).to.include("The config names the runtime 'docker', which this agent does not have: ignored.");
         const stream = await server.nextStream();
         await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');

@@ -9,7 +9,8 @@ import { expect } from 'chai';
 import { ReplaySubject, Subject, type Subscription, filter, firstValueFrom, take, toArray } from 'rxjs';
 import { type Security, connectAgent } from '../../lib/drivers/grpc-connection.js';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { silentLogger } from '../../lib/logger.js';
+import { type Logger, silentLogger } from '../../lib/logger.js';
+import { until } from '../helpers/wait.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
 import { ServerRefused, serverLink } from '../../streams/server-link.js';
@@ -19,7 +20,7 @@ import { AGENT, stateOf, workload } from '../helpers/fixtures.js';
 const insecure: Security = { insecure: true };
 
 /** Runs the link against `url`; what it emits is replayed in `in$`. */
-function link(url: string, options: { security?: Security; stop$?: Subject<void> } = {}) {
+function link(url: string, options: { security?: Security; stop$?: Subject<void>; log?: Logger } = {}) {
   const out$ = new Subject<ToServer>();
   const in$ = new ReplaySubject<FromServer>();
   const errors: unknown[] = [];
@@ -28,7 +29,7 @@ function link(url: string, options: { security?: Security; stop$?: Subject<void>
   let completed = false;
   const subscription = serverLink((o$) => connectAgent({ serverUrl: url, security: options.security ?? insecure, keepaliveMs: 2000 }, o$), out$, {
     agentName: AGENT,
-    log: silentLogger,
+    log: options.log ?? silentLogger,
     stop$: options.stop$,
   }).subscribe({
     next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : m.kind !== 'disconnected' && in$.next(m)),
@@ -282,23 +283,33 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
       expect(await presented).to.equal(1);
     });
 
-    it('does not connect to a server whose certificate names another host than ank-server', async () => {
+    /** A logger that keeps the warnings: a refused handshake is told there, with TLS's reason. */
+    const warnings = () => {
+      const said: string[] = [];
+      return { said, log: { ...silentLogger, warn: (text: string) => said.push(text) } };
+    };
+
+    it('does not connect to a server whose certificate names another host than ank-server: it tries, and TLS refuses', async () => {
       server.stop();
       server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
-      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
-      await new Promise((r) => setTimeout(r, 1500));
+      const { said, log } = warnings();
+      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') }, log });
+      await until(() => said.length > 0, 'the refused attempt', 10_000);
+      expect(said[0]).to.match(/No connection to the server \(.*(ank-server|altnames|certificate|verif)/i);
       expect(server.streams).to.have.length(0);
     });
 
-    it('does not connect to a server whose certificate another CA signed', async () => {
+    it('does not connect to a server whose certificate another CA signed: it tries, and TLS refuses', async () => {
       const other = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
       execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), other]);
       server.stop();
       server = await FakeAnkaiosServer.start({
         tls: { ca: pem('ca.pem'), cert: readFileSync(path.join(other, 'server.pem')), key: readFileSync(path.join(other, 'server-key.pem')) },
       });
-      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') } });
-      await new Promise((r) => setTimeout(r, 1500));
+      const { said, log } = warnings();
+      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') }, log });
+      await until(() => said.length > 0, 'the refused attempt', 10_000);
+      expect(said[0]).to.match(/No connection to the server \(.*(certificate|verif|self.signed|issuer)/i);
       expect(server.streams).to.have.length(0);
     });
   });
