@@ -15,7 +15,7 @@ describe('ank-agent with Podman and a server (end to end)', function () {
   const e2e = endToEnd('e2e');
   const { agentName } = e2e;
 
-  // swdd~agent-functions-required-by-runtime-connector~1, swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~4, swdd~agent-existing-workloads-delete-unneeded~2, swdd~functions-required-by-runtime-connector~1, swdd~agent-shall-use-interfaces-to-server~1, swdd~communication-to-from-agent-middleware~1
+  // swdd~agent-functions-required-by-runtime-connector~1, swdd~agent-existing-workloads-resume-existing~2, swdd~agent-existing-workloads-replace-updated~4, swdd~agent-existing-workloads-delete-unneeded~2, swdd~agent-shall-use-interfaces-to-server~1, swdd~communication-to-from-agent-middleware~1
   it('after a restart the agent resumes unchanged containers, replaces changed ones and removes unneeded ones', async () => {
     const keep = busybox('keep', agentName);
     const changeV1 = busybox('change', agentName, { script: 'sleep 3600' });
@@ -76,7 +76,7 @@ describe('ank-agent with Podman and a server (end to end)', function () {
     ).to.deep.equal(['Pending(WaitingToStart)', 'Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
   });
 
-  // swdd~podman-create-workload-mounts-fifo-files~1, swdd~agent-forward-responses-to-control-interface-pipe~1, swdd~agent-ensures-control-interface-output-pipe-read~1
+  // swdd~podman-create-workload-mounts-fifo-files~1, swdd~agent-forward-responses-to-control-interface-pipe~1, swdd~agent-ensures-control-interface-input-pipe-read~1
   it('a container talks to the server through the pipes mounted at /run/ankaios/control_interface', async () => {
     // Hello{0.8.0}, then Request{r1, CompleteStateRequest{fieldMask: desiredState}}, length-delimited, in octal.
     const hello = String.raw`\011\012\007\022\0050.8.0`;

@@ -17,7 +17,7 @@ const init = workload('init_storage');
 const logger = workload('logger', { dependencies: { storage_provider: 'Running' } });
 
 describe('WorkloadScheduler', () => {
-  // swdd~agent-handles-new-workload-operations
+  // swdd~agent-handles-new-workload-operations~1
   it('a create without dependencies is ready at once', () => {
     const { scheduler } = setup();
     expect(scheduler.schedule([{ kind: 'create', spec: init }])).to.deep.equal({ ready: [{ kind: 'create', spec: init }], reports: [], waits: [] });

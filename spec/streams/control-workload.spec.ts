@@ -56,7 +56,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       ['Always', ExecutionState.unknown(), false],
     ];
     for (const [policy, state, restarts] of cases) {
-      // swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~agent-supports-restart-policies~1
+      // swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
       it(`${policy} ${restarts ? 'restarts' : 'does not restart'} on ${formatState(state)}`, () => {
         const scheduler = testScheduler();
         scheduler.run(({ cold, flush }) => {
@@ -312,7 +312,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
   });
 
   describe('retries of a failing create', () => {
-    // swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1, swdd~agent-workload-control-loop-exponential-backoff-retries~1, swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1, swdd~agent-workload-control-loop-handles-failed-workload-creation~1
+    // swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1, swdd~agent-workload-control-loop-exponential-backoff-retries~1, swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1, swdd~agent-workload-control-loop-handles-failed-workload-creation~1
     it('retries without limit, waiting 0.5 s doubled each time up to 5 minutes, reporting Pending(Starting) "Retry <n>: <cause>"', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {

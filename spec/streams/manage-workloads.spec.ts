@@ -92,7 +92,7 @@ describe('RuntimeManager: the initial list of workloads', () => {
     expect(plan.commands).to.deep.equal([]);
   });
 
-  // swdd~agent-skips-unknown-runtime~1
+  // swdd~agent-skips-unknown-runtime~2
   it('a workload of an unknown runtime goes through its own operation like any other (its loop reports it)', () => {
     const odd = workload('odd', { runtime: 'docker' });
     const managed = new Map<string, WorkloadSpec>();
@@ -145,7 +145,7 @@ describe('RuntimeManager: subsequent UpdateWorkload', () => {
     expect(managed.size).to.equal(0);
   });
 
-  // swdd~agent-uses-specified-runtime~1, swdd~agent-skips-unknown-runtime~1
+  // swdd~agent-uses-specified-runtime~1, swdd~agent-skips-unknown-runtime~2
   it('an unknown runtime does not stop the rest of the message', () => {
     const odd = workload('odd', { runtime: 'docker' });
     const plan = planUpdate(new Map(), [odd, b], [], deps);

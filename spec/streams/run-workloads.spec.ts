@@ -33,7 +33,7 @@ const logger = workload('logger', { dependencies: { storage_provider: 'Running' 
 const errorHandler = workload('error_handler', { dependencies: { storage_provider: 'Failed' } });
 
 describe('runWorkloads (the workload core)', () => {
-  // swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~agent-handles-new-workload-operations, swdd~agent-enqueues-unfulfilled-create~1, swdd~agent-executes-create-workload-operation~1, swdd~agent-manager-receives-workload-states-of-its-workloads~1, swdd~agent-uses-async-channels~1
+  // swdd~agent-handles-workloads-with-fulfilled-dependencies~1, swdd~agent-handles-new-workload-operations~1, swdd~agent-enqueues-unfulfilled-create~1, swdd~agent-executes-create-workload-operation~1, swdd~agent-manager-receives-workload-states-of-its-workloads~1, swdd~agent-uses-async-channels~1
   it('the dependency example starts in the order its dependencies demand', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
