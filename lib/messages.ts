@@ -1,4 +1,5 @@
-// What the core receives from and sends to the server, independent of the wire format.
+// What the core receives from and sends to the server: its own types, except the Control Interface requests and
+// responses, which pass through as the protobuf messages they are (so that fields the agent does not know go on).
 import type { Request, Response } from '../proto/gen/ank_base_pb.js';
 import type { ProtocolLine } from './codec/lines.js';
 import type { ExecutionState } from './execution-state.js';
