@@ -20,6 +20,7 @@ import {
 } from 'rxjs';
 import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import {
+  type AgentConfig,
   CONTAINERD_MISSING,
   ConfigError,
   type ConfigFile,
@@ -50,7 +51,7 @@ import type { LocalSnapshot } from '../lib/status.js';
 import { agentNameProblem } from '../lib/workload.js';
 import { agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
-import { ServerRefused, serverLink } from '../streams/server-link.js';
+import { type Connect, ServerRefused, serverLink } from '../streams/server-link.js';
 import { type Trace, noTrace, stageFilter, tracer } from '../streams/trace.js';
 import { HELP, packageVersion, versionText } from './about.js';
 import { type CommandLine, readCommandLine } from './command-line.js';
@@ -199,38 +200,13 @@ function onSignals(log: Logger, stop: () => void): void {
 
 /** Connected to an Ankaios server over gRPC. */
 function connected(flags: CommandLine, log: Logger): Setting {
-  if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
-  const {
-    name,
-    serverUrl,
-    runFolder,
-    tags,
-    runtimes: wanted,
-    crashLoopBackoff,
-    healthChecks,
-    metrics,
-    security: paths,
-  } = resolveConfig(
-    {
-      name: flags.name,
-      serverUrl: flags.serverUrl,
-      runFolder: flags.runFolder,
-      insecure: flags.insecure,
-      caPem: flags.caPem,
-      crtPem: flags.crtPem,
-      keyPem: flags.keyPem,
-      tags: flags.tag,
-      metrics: flags.metrics,
-    },
-    process.env,
-    readConfigFile(flags.agentConfig, log),
-    (warning) => log.warn(warning),
-  );
+  const { name, serverUrl, runFolder, tags, runtimes: wanted, crashLoopBackoff, healthChecks, metrics, security: paths } = configOf(flags, log);
   const security = loadSecurity(paths);
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
   // Fed by the gRPC driver's flow control: while the connection cannot take more, no workload is read.
   const serverFull$ = new BehaviorSubject(false);
+  const connect: Connect = (wire$, line) => connectAgent({ serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$);
   log.info(`Agent '${name}' connecting to ${serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
   return {
     name,
@@ -240,13 +216,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
     metrics,
     sampleMachine,
     serverFull$,
-    link: (toServer$) =>
-      serverLink((wire$, line) => connectAgent({ serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$), toServer$, {
-        agentName: name,
-        log,
-        stop$,
-        tags,
-      }),
+    link: (toServer$) => serverLink(connect, toServer$, { agentName: name, log, stop$, tags }),
     stop: () => {
       // The stream is cancelled, so the server marks the agent gone; the workloads keep running and are
       // resumed at the next start.
@@ -254,6 +224,19 @@ function connected(flags: CommandLine, log: Logger): Setting {
       setTimeout(() => exit(0), 3000).unref();
     },
   };
+}
+
+/** The agent's config: its flags over the environment over the config file. */
+function configOf(flags: CommandLine, log: Logger): AgentConfig {
+  if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
+  const { name, serverUrl, runFolder, insecure, caPem, crtPem, keyPem, tag: tags, metrics } = flags;
+  const warn = (warning: string) => log.warn(warning);
+  return resolveConfig(
+    { name, serverUrl, runFolder, insecure, caPem, crtPem, keyPem, tags, metrics },
+    process.env,
+    readConfigFile(flags.agentConfig, log),
+    warn,
+  );
 }
 
 function readConfigFile(given: string | undefined, log: Logger): ConfigFile {
@@ -288,14 +271,6 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
   const view = statusView(name, process.stdout, log);
   // Fed by the local server as its state changes: --delete-on-exit ends the run when it holds no workload.
   const snapshots$ = new ReplaySubject<LocalSnapshot>(1);
-  const deleted$ = stop$.pipe(
-    switchMap(() =>
-      snapshots$.pipe(
-        first((s) => s.states.size === 0),
-        timeout({ first: 60_000, with: () => throwError(() => new Ending('Not every workload was deleted within 60 s.')) }),
-      ),
-    ),
-  );
   const empty: DesiredState = { apiVersion: initial.apiVersion, workloads: new Map(), configs: {} };
   // --delete-on-exit: on stop, an empty manifest deletes every workload before the agent ends.
   const manifests$ = flags.deleteOnExit
@@ -315,12 +290,24 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
           view(s);
           snapshots$.next(s);
         },
-      }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES }), takeUntil(flags.deleteOnExit ? deleted$ : stop$)),
+      }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES }), takeUntil(flags.deleteOnExit ? emptied(stop$, snapshots$) : stop$)),
     stop: () => {
       if (flags.deleteOnExit) log.info('Deleting the workloads before stopping (--delete-on-exit).');
       stop$.next();
     },
   };
+}
+
+/** After a stop, the first moment the local server holds no workload; an error after 60 s without one. */
+function emptied(stop$: Observable<void>, snapshots$: Observable<LocalSnapshot>): Observable<LocalSnapshot> {
+  return stop$.pipe(
+    switchMap(() =>
+      snapshots$.pipe(
+        first((s) => s.states.size === 0),
+        timeout({ first: 60_000, with: () => throwError(() => new Ending('Not every workload was deleted within 60 s.')) }),
+      ),
+    ),
+  );
 }
 
 /** The agent a manifest is for, when -n does not say: the one agent its workloads name. */

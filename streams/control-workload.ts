@@ -141,6 +141,8 @@ const starting = (spec: WorkloadSpec) => of(report(spec.instanceName, ExecutionS
 export function controlWorkload(commands$: Observable<WorkloadCommand>, deps: ControlDeps, name = ''): Observable<WorkloadState> {
   return defer(() => {
     const steps = new LoopSteps(deps);
+    // The loop's commands to itself (retry, exited, restart) come out of its own steps, which no stream built
+    // before the loop can give it: this Subject closes that loop.
     const internal$ = new Subject<SelfCommand>();
     let state: LoopState = IDLE;
     const traced = deps.trace?.enabled('workload.loop') ? traceLoop(deps.trace, name) : { commands: identity, steps: identity };
