@@ -193,7 +193,8 @@ async function benchLatency(): Promise<void> {
     record({ name: `exit noticed, median (${how})`, value: median(l), unit: 'ms', target: events ? '<50' : undefined });
     record({ name: `exit noticed, p95 (${how})`, value: p95(l), unit: 'ms', target: events ? '<100' : undefined });
   }
-  const agent = new PodmanAgent(uniqueAgent('restart'));
+  // The restart itself: without the crash-loop back-off, which would space these quick exits out.
+  const agent = new PodmanAgent(uniqueAgent('restart'), undefined, new PodmanCli(), { backoff: { firstDelayMs: 0, maxDelayMs: 0, resetAfterMs: 0 } });
   try {
     const w = busybox('phoenix', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
     agent.send({ kind: 'serverHello', added: [w] });
@@ -206,7 +207,7 @@ async function benchLatency(): Promise<void> {
       await until(() => runs() > before || runs() > i + 1);
       restarts.push(Date.now() - finished);
     }
-    record({ name: 'ALWAYS: exit → container reported running again, median', value: median(restarts), unit: 'ms', target: '<350' });
+    record({ name: 'ALWAYS (no back-off): exit → container reported running again, median', value: median(restarts), unit: 'ms', target: '<350' });
   } finally {
     agent.stop();
   }

@@ -1,4 +1,5 @@
 // Helpers for the specs that run real Podman.
+import type { CrashLoopBackoff } from '../../lib/restart-policy.js';
 import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -103,11 +104,13 @@ export class PodmanAgent {
     readonly agentName: string,
     ioFolder?: string,
     readonly cli = new PodmanCli(),
-    cache: { verifyMs?: number; events?: boolean; health?: boolean } = {},
+    /** The container cache's and health checks' options, and the crash-loop back-off (kubelet's unless given). */
+    cache: { verifyMs?: number; events?: boolean; health?: boolean; backoff?: CrashLoopBackoff } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
       agentName,
+      backoff: cache.backoff,
       running: this.running,
       runtimes: builtInRuntimes(silentLogger, this.cli, cache),
       prepare: (spec) => host?.prepare(spec) ?? of({}),
