@@ -49,6 +49,7 @@ async function until(condition: () => boolean, timeoutMs = 120_000): Promise<voi
     await sleep(20);
   }
 }
+/** The agent exactly as shipped: run as a program, so that its Node options (the first line of the file) apply. */
 const BIN = path.resolve('bin/ank-agent.js');
 
 // 1. Scheduling throughput on the pure pipelines ---------------------------------------------------
@@ -261,7 +262,7 @@ async function benchOverhead(idleSeconds: number): Promise<void> {
   for (let i = 0; i < 5; i++) {
     const server = await FakeAnkaiosServer.start();
     const t = performance.now();
-    const child = spawn(process.execPath, [BIN, '-n', `hello_${i}`, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+    const child = spawn(BIN, ['-n', `hello_${i}`, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
     const stream = await server.nextStream();
     await stream.waitFor(() => true);
     helloTimes.push(performance.now() - t);
@@ -293,7 +294,7 @@ async function benchOverhead(idleSeconds: number): Promise<void> {
   for (const n of [0, 50]) {
     const agentName = uniqueAgent('idle');
     const server = await FakeAnkaiosServer.start();
-    const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+    const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
     try {
       const stream = await server.nextStream();
       const specs = Array.from({ length: n }, (_, i) => busybox(`idle${i}`, agentName));
@@ -318,7 +319,7 @@ async function benchLogFlood(seconds: number): Promise<void> {
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-flood-'));
   const agentName = uniqueAgent('flood');
   const server = await FakeAnkaiosServer.start();
-  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
   try {
     const stream = await server.nextStream();
     const yes = busybox('yes', agentName, { script: 'yes' });
@@ -385,7 +386,7 @@ async function benchLogRequests(): Promise<void> {
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-logs-'));
   const agentName = uniqueAgent('logs');
   const server = await FakeAnkaiosServer.start();
-  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore', env: fakePodmanWithLogs() });
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore', env: fakePodmanWithLogs() });
   try {
     const stream = await server.nextStream();
     const latest = latestStates(stream);
@@ -540,7 +541,7 @@ async function benchReleased(idleSeconds: number): Promise<void> {
   console.log(`\n8. Side by side with the released agent (${released}), same fake server, same workloads; idle ${idleSeconds} s`);
   await measureAgent(
     'ours',
-    (url, name, run, env) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }),
+    (url, name, run, env) => spawn(BIN, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }),
     idleSeconds,
   );
   await measureAgent('released', (url, name, run, env) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), idleSeconds);
@@ -615,7 +616,7 @@ async function benchLogCost(): Promise<void> {
   } finally {
     execFileSync('podman', ['rm', '-f', instanceKey(floor.instanceName)], { stdio: 'ignore' });
   }
-  const ours = await logCost((url, name, run, env) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }));
+  const ours = await logCost((url, name, run, env) => spawn(BIN, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }));
   const base = released
     ? await logCost((url, name, run, env) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }))
     : undefined;
@@ -646,7 +647,7 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-metrics-'));
   const idle = async (args: string[]) => {
     const server = await FakeAnkaiosServer.start();
-    const child = spawn(process.execPath, [BIN, '-n', uniqueAgent('mx'), '-s', server.url, '-k', '-r', run, ...args], {
+    const child = spawn(BIN, ['-n', uniqueAgent('mx'), '-s', server.url, '-k', '-r', run, ...args], {
       stdio: 'ignore',
       env: fakePodmanWithLogs(),
     });
@@ -673,7 +674,7 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
   // One scrape of an agent with 1 000 workloads.
   const agentName = uniqueAgent('mx');
   const server = await FakeAnkaiosServer.start();
-  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run, '--metrics', String(port)], {
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, '--metrics', String(port)], {
     stdio: 'ignore',
     env: fakePodmanWithLogs(),
   });
@@ -727,7 +728,7 @@ async function benchHealth(crashSeconds: number): Promise<void> {
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-health-'));
   const agentName = uniqueAgent('health');
   const server = await FakeAnkaiosServer.start();
-  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
   try {
     const stream = await server.nextStream();
     const reportedAt = new Map<string, number>();
@@ -767,7 +768,7 @@ async function benchHealth(crashSeconds: number): Promise<void> {
     const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-crash-'));
     const wrapper = podmanWrapper(folder);
     const crashServer = await FakeAnkaiosServer.start();
-    const agent = spawn(process.execPath, [BIN, '-n', name, '-s', crashServer.url, '-k', '-r', run, '-x', config], { stdio: 'ignore', env: wrapper.env });
+    const agent = spawn(BIN, ['-n', name, '-s', crashServer.url, '-k', '-r', run, '-x', config], { stdio: 'ignore', env: wrapper.env });
     try {
       const stream = await crashServer.nextStream();
       await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
@@ -844,7 +845,7 @@ async function benchFraming(): Promise<void> {
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-framing-'));
   const agentName = uniqueAgent('framing');
   const server = await FakeAnkaiosServer.start();
-  const child = spawn(process.execPath, [BIN, '-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
   try {
     const stream = await server.nextStream();
     const noisy = {
@@ -888,7 +889,7 @@ async function benchStartup(): Promise<void> {
   const version: number[] = [];
   for (let i = 0; i < 10; i++) {
     node.push(timed(process.execPath, ['-e', '0']));
-    version.push(timed(process.execPath, [BIN, '--version']));
+    version.push(timed(BIN, ['--version']));
   }
   record({ name: 'node -e 0', value: median(node), unit: 'ms' });
   record({ name: 'ank-agent --version', value: median(version), unit: 'ms', target: `≤${(1.3 * median(node)).toFixed(0)} (1.3 × node -e 0)` });
@@ -897,7 +898,7 @@ async function benchStartup(): Promise<void> {
   const released = process.env.ANKAIOS_BIN && path.join(process.env.ANKAIOS_BIN, 'ank-agent');
   type Start = [string, (url: string, port: number, name: string) => ChildProcess];
   const starts: Start[] = [
-    ['ours', (url, _port, name) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore' })],
+    ['ours', (url, _port, name) => spawn(BIN, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore' })],
     ['Node + gRPC client', (_url, port) => spawn(process.execPath, [floorFile, `127.0.0.1:${port}`], { stdio: 'ignore' })],
   ];
   if (released) starts.push(['released', (url, _port, name) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore' })]);
@@ -943,7 +944,7 @@ async function benchScaling(idleSeconds: number): Promise<void> {
   floor.kill('SIGKILL');
   server0.stop();
   record({ name: 'floor: Node + gRPC client, idle RSS, median', value: floorRss, unit: 'MiB' });
-  const ours = await scaleAgent('ours', (url, name, env) => spawn(process.execPath, [BIN, '-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), {
+  const ours = await scaleAgent('ours', (url, name, env) => spawn(BIN, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), {
     idleSeconds,
     floorRss,
   });

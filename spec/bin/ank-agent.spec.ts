@@ -95,14 +95,15 @@ describe('ank-agent (the command line)', () => {
     const copy = mkdtempSync(path.join(tmp, 'stale-'));
     mkdirSync(path.join(copy, 'bin'));
     mkdirSync(path.join(copy, 'dist', 'bin'), { recursive: true });
-    writeFileSync(path.join(copy, 'bin', 'ank-agent.js'), readFileSync(BIN));
+    writeFileSync(path.join(copy, 'bin', 'ank-agent.js'), readFileSync(BIN), { mode: 0o755 });
     writeFileSync(path.join(copy, 'package.json'), readFileSync('package.json'));
     for (const file of ['ank-agent.cache', 'about.js']) writeFileSync(path.join(copy, 'dist', 'bin', file), readFileSync(path.join('dist', 'bin', file)));
     const bundle = readFileSync(path.join('dist', 'bin', 'ank-agent.cjs'), 'utf8');
     expect(bundle).to.contain('Show this help');
     writeFileSync(path.join(copy, 'dist', 'bin', 'ank-agent.cjs'), bundle.replace('Show this help', 'Show THIS help'));
     // A wrong flag: the bundle itself answers, with its help.
-    const run = (dir: string) => execFileSync(process.execPath, [path.join(dir, 'bin', 'ank-agent.js'), '--wrong'], { encoding: 'utf8', stdio: 'pipe' });
+    // Run as shipped (a program, with its Node options), as the cache was made.
+    const run = (dir: string) => execFileSync(path.join(dir, 'bin', 'ank-agent.js'), ['--wrong'], { encoding: 'utf8', stdio: 'pipe' });
     const stderrOf = (dir: string) => {
       try {
         run(dir);
