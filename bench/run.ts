@@ -539,11 +539,7 @@ async function measureAgent(label: string, start: AgentStart, idleSeconds: numbe
 async function benchReleased(idleSeconds: number): Promise<void> {
   const released = path.join(process.env.ANKAIOS_BIN ?? '', 'ank-agent');
   console.log(`\n8. Side by side with the released agent (${released}), same fake server, same workloads; idle ${idleSeconds} s`);
-  await measureAgent(
-    'ours',
-    (url, name, run, env) => spawn(BIN, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }),
-    idleSeconds,
-  );
+  await measureAgent('ours', (url, name, run, env) => spawn(BIN, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), idleSeconds);
   await measureAgent('released', (url, name, run, env) => spawn(released, ['-n', name, '-s', url, '-k', '-r', run], { stdio: 'ignore', env }), idleSeconds);
 }
 
@@ -692,7 +688,8 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
     };
     const first = await scrape();
     await sleep(STATS_TTL_MS + 500);
-    const next = await Promise.all(Array.from({ length: 5 }, async (_, i) => (await sleep(i * 300), scrape())));
+    const next: Array<{ cpuMs: number; bytes: number }> = [];
+    for (let i = 0; i < 5; i++) next.push(await scrape());
     record({
       name: 'one scrape of 1 000 workloads (the first, prom-client loaded before), agent CPU',
       value: first.cpuMs,
