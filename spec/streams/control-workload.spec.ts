@@ -331,6 +331,35 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2, swdd~workload-control-loop-receives-workload-states~1
+    it('a new command cancels what follows the last one: the wait for a retry, and the watch of a created workload', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        // The first create fails: its retry would come at 501; the update at 100 cancels it.
+        const failing = cold<string>('-#');
+        const watched = cold<ExecutionState>('-r', { r: ExecutionState.running() });
+        const runtime = new FakeRuntime({ create: (_spec, attempt) => (attempt === 1 ? failing : of(`id-${attempt}`)), states: () => watched });
+        const out$ = controlWorkload(cold('a 99ms u 899ms d', { a: create(), u: update(nginx2), d: del(nginx2) }), depsFor(runtime));
+        const out = record(out$.pipe(map((s) => formatState(s.executionState))), scheduler);
+        flush();
+        expect(out.values).to.deep.equal([
+          [0, 'Pending(Starting): Triggered at runtime.'],
+          [1, 'Pending(Starting): Retry 1: error'],
+          [100, 'Stopping(RequestedAtRuntime)'],
+          [100, 'Removed'],
+          [100, 'Pending(Starting): Triggered at runtime.'],
+          [101, 'Running(Ok)'],
+          [1000, 'Stopping(RequestedAtRuntime)'],
+          [1000, 'Removed'],
+        ]);
+        // One create attempt of the first config (no retry after the update); the new one is watched until the delete.
+        // One create attempt of the first config (no retry after the update); the new one is watched until the delete.
+        const frames = (logs: typeof failing.subscriptions) => logs.map((l) => [l.subscribedFrame, l.unsubscribedFrame]);
+        expect(frames(failing.subscriptions)).to.deep.equal([[0, 1]]);
+        expect(frames(watched.subscriptions)).to.deep.equal([[100, 1000]]);
+      });
+    });
+
     // swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1
     it('the wait is a random share of the backoff (full jitter)', () => {
       expect(createBackoffMs(0, 1)).to.equal(500);
