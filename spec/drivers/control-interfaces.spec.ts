@@ -1,4 +1,5 @@
 // Control Interfaces on real FIFOs.
+import { until } from '../helpers/wait.js';
 import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,6 +49,7 @@ describe('Control Interfaces on real FIFOs', () => {
     return client;
   };
   const nextRequest = () => firstValueFrom(hub.requests$.pipe(timeout(5000)));
+  const controlInterfaceFolderOf = (spec: WorkloadSpec) => controlInterfaceFolder(io, spec);
 
   // swdd~agent-control-interface-created-for-eligible-workloads~1, swdd~agent-create-control-interface-pipes-per-workload~2, swdd~agent-control-interface-creates-two-pipes-per-workload~1, swdd~agent-control-interface-pipes-path-naming~2
   it('two FIFOs under <run folder>/<agent>_io/<workload>.<id>/control_interface, only with allow rules', async () => {
@@ -59,6 +61,27 @@ describe('Control Interfaces on real FIFOs', () => {
     expect(await firstValueFrom(hub.prepare(workload('plain')))).to.deep.equal({});
     await lastValueFrom(hub.release(spec), { defaultValue: undefined });
     expect(existsSync(path.dirname(controlInterfacePath!))).to.equal(false);
+  });
+
+  // swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-delete-old-workload~3
+  it('a deleted workload is no longer heard: its pipes are closed and its folder goes, also with a client still attached', async () => {
+    const spec = withAccess('leaving', [readState('desiredState')]);
+    const client = await session(spec);
+    const requests: string[] = [];
+    const sub = hub.requests$.subscribe((r) => requests.push(r.requestId));
+    client.askState('before', 'desiredState');
+    await until(() => requests.length === 1, 'the request before the delete');
+    await lastValueFrom(hub.release(spec), { defaultValue: undefined });
+    expect(existsSync(path.dirname(controlInterfaceFolderOf(spec)))).to.equal(false);
+    // What the old client still writes reaches nobody (its FIFO has no reader in the agent any more).
+    try {
+      client.askState('after', 'desiredState');
+    } catch {
+      // EPIPE or EAGAIN: the agent has let go of the pipe
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    sub.unsubscribe();
+    expect(requests).to.deep.equal(['leaving@before']);
   });
 
   // swdd~control-interface-accepted-message-on-initial-hello~1, swdd~agent-ensures-control-interface-input-pipe-read~1
