@@ -48,8 +48,16 @@ export class WorkloadFiles implements HostSide {
       });
       rmSync(root, { recursive: true, force: true });
       for (const f of fileMounts) {
-        mkdirSync(path.dirname(f.hostPath), { recursive: true });
-        writeFileSync(f.hostPath, f.content, { mode: 0o644 });
+        try {
+          mkdirSync(path.dirname(f.hostPath), { recursive: true });
+          writeFileSync(f.hostPath, f.content, { mode: 0o644 });
+        } catch (err) {
+          // Two files whose mount points need one path as a file and as a folder never fit: no retry helps.
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR')
+            throw new ConfigurationError(`The file '${f.mountPoint}' cannot be written: another file of the workload is mounted on its path (${code}).`);
+          throw err;
+        }
       }
       return of({ fileMounts: fileMounts.map(({ hostPath, mountPoint }) => ({ hostPath, mountPoint })) });
     });

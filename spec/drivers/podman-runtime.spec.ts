@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { firstValueFrom } from 'rxjs';
+import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { type KubeId, podsPlayed } from '../../lib/drivers/podman-runtime.js';
@@ -308,6 +308,23 @@ spec:
       expect(existing[0].instanceName).to.deep.equal(w.instanceName);
       expect(existing[0].state).to.deep.equal(ExecutionState.running());
       expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.deep.equal(existing[0].id);
+    });
+
+    // swdd~podman-kube-create-workload-returns-workload-id~1
+    it('a create returns the id the runtime keeps: the instance, the pods it played, the manifest and the down options', async () => {
+      const pod = `${agent.agentName}-direct`.replace(/_/g, '-');
+      const w = kube('direct', pod, 'sleep 3600');
+      const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube') as RuntimeConnector<KubeId>;
+      const id = await lastValueFrom(runtime.createWorkload(w, {}));
+      try {
+        expect(id.instance).to.equal(instanceKey(w.instanceName));
+        expect(id.pods).to.deep.equal([podman('pod', 'inspect', pod, '--format={{.ID}}')]);
+        expect(id.manifest).to.equal(manifest(pod, 'sleep 3600'));
+        expect(id.downOptions).to.deep.equal([]);
+      } finally {
+        await lastValueFrom(runtime.deleteWorkload(id), { defaultValue: undefined });
+      }
+      expect(podman('pod', 'ps', '--quiet', `--filter=name=^${pod}$`)).to.equal('');
     });
 
     // swdd~podman-kube-create-continues-if-cannot-create-volume~1

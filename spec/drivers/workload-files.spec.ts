@@ -21,6 +21,23 @@ describe('workload files', () => {
     expect(mountPointProblem('/etc//x')).to.equal("it has empty, '.' or '..' parts");
   });
 
+  // swdd~workload-files-creator-writes-files-at-mount-point-dependent-path~1
+  it('a file that cannot be written, since another file is mounted on its path, fails the create without retries, naming it', async () => {
+    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const spec = {
+      ...workload('w'),
+      files: [
+        { mountPoint: '/etc/app', data: 'a file' },
+        { mountPoint: '/etc/app/conf', data: 'below a file' },
+      ],
+    };
+    const error = await firstValueFrom(new WorkloadFiles(io).prepare(spec)).catch((err: Error) => err);
+    expect(error).to.be.instanceOf(ConfigurationError);
+    expect((error as Error).message).to.match(
+      /^The file '\/etc\/app\/conf' cannot be written: another file of the workload is mounted on its path \((EEXIST|ENOTDIR)\)\.$/,
+    );
+  });
+
   // swdd~location-of-workload-files-at-predefined-path~1, swdd~workload-files-creator-writes-files-at-mount-point-dependent-path~1, swdd~workload-files-creator-decodes-base64-to-binary~2
   it('writes text and base64 binary data under <workload>.<id>/files, mounts them read-only, removes them with the workload', async () => {
     const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
