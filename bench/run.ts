@@ -381,20 +381,34 @@ function fakePodmanWithLogs(): NodeJS.ProcessEnv {
   return { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
 }
 
-async function benchLogRequests(): Promise<void> {
-  console.log('\n10. Log requests (the real agent process, a fake podman whose `podman logs` prints a line and waits)');
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-logs-'));
-  const agentName = uniqueAgent('logs');
+/** The agent as shipped on the fake podman of fakePodmanWithLogs, with `n` workloads running and settled. */
+async function settledAgent(prefix: string, n: number, args: readonly string[] = []) {
+  const run = mkdtempSync(path.join(os.tmpdir(), `ank-bench-${prefix}-`));
+  const agentName = uniqueAgent(prefix);
   const server = await FakeAnkaiosServer.start();
-  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore', env: fakePodmanWithLogs() });
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, ...args], { stdio: 'ignore', env: fakePodmanWithLogs() });
+  const stop = () => {
+    child.kill('SIGKILL');
+    server.stop();
+  };
   try {
     const stream = await server.nextStream();
     const latest = latestStates(stream);
-    const specs = Array.from({ length: 200 }, (_, i) => busybox(`w${i}`, agentName));
+    const specs = Array.from({ length: n }, (_, i) => busybox(`w${i}`, agentName));
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
     await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
     await sleep(SETTLE_MS);
-    const pid = child.pid!;
+    return { pid: child.pid!, stream, specs, stop };
+  } catch (err) {
+    stop();
+    throw err;
+  }
+}
+
+async function benchLogRequests(): Promise<void> {
+  console.log('\n10. Log requests (the real agent process, a fake podman whose `podman logs` prints a line and waits)');
+  const { pid, stream, specs, stop } = await settledAgent('logs', 200);
+  try {
     const before = { ticks: cpuTicks(pid), fds: fdCount(pid), rss: rssKiB(pid) / 1024 };
     let peakZombies = 0;
     const watch = setInterval(() => (peakZombies = Math.max(peakZombies, zombies(pid))), 50);
@@ -463,8 +477,7 @@ async function benchLogRequests(): Promise<void> {
       note: 'at most 256 streams at once',
     });
   } finally {
-    child.kill('SIGKILL');
-    server.stop();
+    stop();
   }
 }
 
@@ -668,23 +681,12 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
     note: `${without.cpu.toFixed(2)} / ${withIt.cpu.toFixed(2)}`,
   });
   // One scrape of an agent with 1 000 workloads.
-  const agentName = uniqueAgent('mx');
-  const server = await FakeAnkaiosServer.start();
-  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, '--metrics', String(port)], {
-    stdio: 'ignore',
-    env: fakePodmanWithLogs(),
-  });
+  const { pid, stop } = await settledAgent('mx', 1000, ['--metrics', String(port)]);
   try {
-    const stream = await server.nextStream();
-    const latest = latestStates(stream);
-    const specs = Array.from({ length: 1000 }, (_, i) => busybox(`w${i}`, agentName));
-    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
-    await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
-    await sleep(SETTLE_MS);
     const scrape = async () => {
-      const ticks = cpuTicks(child.pid!);
+      const ticks = cpuTicks(pid);
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      return { cpuMs: (cpuTicks(child.pid!) - ticks) * 10, bytes: text.length };
+      return { cpuMs: (cpuTicks(pid) - ticks) * 10, bytes: text.length };
     };
     const first = await scrape();
     await sleep(STATS_TTL_MS + 500);
@@ -698,8 +700,7 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
     });
     record({ name: 'one scrape of 1 000 workloads, agent CPU, median of 5', value: median(next.map((n) => n.cpuMs)), unit: 'ms', target: '≤50' });
   } finally {
-    child.kill('SIGKILL');
-    server.stop();
+    stop();
   }
 }
 

@@ -207,13 +207,12 @@ function onRequest(state: ControlInterfacesState, workloadName: string, session:
     return { ...denied, effects: [...denied.effects, { kind: 'authorized', workloadName, allowed: false }] };
   }
   const request: Request = { ...r, requestId: prefixed(workloadName, r.requestId) };
-  const subscriptions = new Set(session.subscriptions);
-  if (isSubscription(request)) subscriptions.add(request.requestId);
-  else if (c.case === 'eventsCancelRequest') subscriptions.delete(request.requestId);
-  const next =
-    subscriptions.size === session.subscriptions.size
-      ? state
-      : { ...state, sessions: new Map(state.sessions).set(workloadName, { ...session, subscriptions }) };
+  // Only a subscription or its cancel changes the session: a plain request copies nothing.
+  const id = request.requestId;
+  const subscribes = isSubscription(request) && !session.subscriptions.has(id);
+  const cancels = c.case === 'eventsCancelRequest' && session.subscriptions.has(id);
+  const subscriptions = subscribes ? new Set(session.subscriptions).add(id) : cancels ? new Set([...session.subscriptions].filter((s) => s !== id)) : undefined;
+  const next = subscriptions ? { ...state, sessions: new Map(state.sessions).set(workloadName, { ...session, subscriptions }) } : state;
   const held = hold(next, workloadName, request, line);
   return { ...held, effects: [{ kind: 'authorized', workloadName, allowed: true }, ...held.effects] };
 }

@@ -76,88 +76,50 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
   // Gauges named like counters, which Prometheus' own checker refuses; the rest of Node's figures stay.
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) register.removeSingleMetric(name);
   const agent = options.agentName;
-  const metric = <T>(make: (r: { registers: [typeof register] }) => T): T => make({ registers: [register] });
+  const registers = [register];
+  const gauge = (name: string, help: string, labelNames: readonly string[] = []) => new prom.Gauge({ name, help, labelNames, registers });
+  const counter = (name: string, help: string, labelNames: readonly string[] = []) => new prom.Counter({ name, help, labelNames, registers });
+  const perWorkload = ['workload', 'agent'];
 
-  const info = metric(
-    (r) =>
-      new prom.Gauge({
-        name: 'ank_agent_info',
-        help: 'The agent: its version and the protocol line of its server.',
-        labelNames: ['version', 'protocol_line'],
-        ...r,
-      }),
-  );
-  const connected = metric((r) => new prom.Gauge({ name: 'ank_agent_server_connected', help: '1 while the agent is connected to its server.', ...r }));
-  const since = metric(
-    (r) => new prom.Gauge({ name: 'ank_agent_server_connected_since_seconds', help: 'When the current server connection came up (Unix time).', ...r }),
-  );
-  const reconnects = metric((r) => new prom.Counter({ name: 'ank_agent_server_reconnects_total', help: 'Server connections after the first.', ...r }));
-  const labels = ['workload', 'agent'] as const;
-  const state = metric(
-    (r) =>
-      new prom.Gauge({
-        name: 'ank_agent_workload_state',
-        help: 'The execution state the agent reports for a workload: 1 for its current state and substate.',
-        labelNames: [...labels, 'state', 'substate'],
-        ...r,
-      }),
-  );
-  const restarts = metric(
-    (r) => new prom.Counter({ name: 'ank_agent_workload_restarts_total', help: 'Starts of a workload after it had ended.', labelNames: labels, ...r }),
-  );
-  const exitCode = metric(
-    (r) => new prom.Gauge({ name: 'ank_agent_workload_last_exit_code', help: "The exit code of a workload's last run.", labelNames: labels, ...r }),
-  );
-  const healthy = metric(
-    (r) =>
-      new prom.Gauge({
-        name: 'ank_agent_workload_healthy',
-        help: '1 while a health-checked workload is healthy, 0 while it is not (yet).',
-        labelNames: labels,
-        ...r,
-      }),
-  );
-  const requests = metric(
-    (r) =>
-      new prom.Counter({
-        name: 'ank_agent_control_interface_requests_total',
-        help: "Control Interface requests of a workload, by the authorizer's decision.",
-        labelNames: ['workload', 'decision'],
-        ...r,
-      }),
-  );
-  const logEntries = metric((r) => new prom.Counter({ name: 'ank_agent_log_entries_total', help: 'Log entries forwarded to the server.', ...r }));
-  const logBytes = metric((r) => new prom.Counter({ name: 'ank_agent_log_bytes_total', help: 'Bytes of the log entries forwarded to the server.', ...r }));
-  const logCut = metric((r) => new prom.Counter({ name: 'ank_agent_log_lines_cut_total', help: 'Log lines cut to fit a response.', ...r }));
-  const podmanCalls = metric(
-    (r) =>
-      new prom.Counter({
-        name: 'ank_agent_podman_calls_total',
-        help: 'Podman calls, by subcommand and outcome (ok, failed, deadline: killed at it).',
-        labelNames: ['subcommand', 'outcome'],
-        ...r,
-      }),
-  );
-  const podmanSeconds = metric(
-    (r) =>
-      new prom.Histogram({
-        name: 'ank_agent_podman_call_duration_seconds',
-        help: 'How long podman calls took, by subcommand.',
-        labelNames: ['subcommand'],
-        buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
-        ...r,
-      }),
-  );
-  const containerGauge = (name: string, help: string) => metric((r) => new prom.Gauge({ name: `ank_agent_container_${name}`, help, labelNames: labels, ...r }));
+  const info = gauge('ank_agent_info', 'The agent: its version and the protocol line of its server.', ['version', 'protocol_line']);
+  const connected = gauge('ank_agent_server_connected', '1 while the agent is connected to its server.');
+  const since = gauge('ank_agent_server_connected_since_seconds', 'When the current server connection came up (Unix time).');
+  const reconnects = counter('ank_agent_server_reconnects_total', 'Server connections after the first.');
+  const state = gauge('ank_agent_workload_state', 'The execution state the agent reports for a workload: 1 for its current state and substate.', [
+    ...perWorkload,
+    'state',
+    'substate',
+  ]);
+  const restarts = counter('ank_agent_workload_restarts_total', 'Starts of a workload after it had ended.', perWorkload);
+  const exitCode = gauge('ank_agent_workload_last_exit_code', "The exit code of a workload's last run.", perWorkload);
+  const healthy = gauge('ank_agent_workload_healthy', '1 while a health-checked workload is healthy, 0 while it is not (yet).', perWorkload);
+  const requests = counter('ank_agent_control_interface_requests_total', "Control Interface requests of a workload, by the authorizer's decision.", [
+    'workload',
+    'decision',
+  ]);
+  const logEntries = counter('ank_agent_log_entries_total', 'Log entries forwarded to the server.');
+  const logBytes = counter('ank_agent_log_bytes_total', 'Bytes of the log entries forwarded to the server.');
+  const logCut = counter('ank_agent_log_lines_cut_total', 'Log lines cut to fit a response.');
+  const podmanCalls = counter('ank_agent_podman_calls_total', 'Podman calls, by subcommand and outcome (ok, failed, deadline: killed at it).', [
+    'subcommand',
+    'outcome',
+  ]);
+  const podmanSeconds = new prom.Histogram({
+    name: 'ank_agent_podman_call_duration_seconds',
+    help: 'How long podman calls took, by subcommand.',
+    labelNames: ['subcommand'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
+    registers,
+  });
   const containers = {
-    cpu: containerGauge('cpu_percent', "A workload's container CPU use, % of one core (podman stats)."),
-    memory: containerGauge('memory_bytes', "A workload's container memory use."),
-    memoryLimit: containerGauge('memory_limit_bytes', "A workload's container memory limit."),
-    netIn: containerGauge('network_receive_bytes', "A workload's container bytes received."),
-    netOut: containerGauge('network_transmit_bytes', "A workload's container bytes sent."),
-    blockIn: containerGauge('block_read_bytes', "A workload's container bytes read from block devices."),
-    blockOut: containerGauge('block_write_bytes', "A workload's container bytes written to block devices."),
-    pids: containerGauge('pids', "A workload's container processes."),
+    cpu: gauge('ank_agent_container_cpu_percent', "A workload's container CPU use, % of one core (podman stats).", perWorkload),
+    memory: gauge('ank_agent_container_memory_bytes', "A workload's container memory use.", perWorkload),
+    memoryLimit: gauge('ank_agent_container_memory_limit_bytes', "A workload's container memory limit.", perWorkload),
+    netIn: gauge('ank_agent_container_network_receive_bytes', "A workload's container bytes received.", perWorkload),
+    netOut: gauge('ank_agent_container_network_transmit_bytes', "A workload's container bytes sent.", perWorkload),
+    blockIn: gauge('ank_agent_container_block_read_bytes', "A workload's container bytes read from block devices.", perWorkload),
+    blockOut: gauge('ank_agent_container_block_write_bytes', "A workload's container bytes written to block devices.", perWorkload),
+    pids: gauge('ank_agent_container_pids', "A workload's container processes.", perWorkload),
   };
 
   /** What is known of each workload: its last state, when it came, and whether it ended since it last ran (for the restarts). */

@@ -28,6 +28,18 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
   before(requirePodman);
   let agent: PodmanAgent;
   afterEach(() => agent.stop());
+  /** Runs `db`, which waits for its check, and makes it healthy. */
+  const runHealthy = async (db: WorkloadSpec) => {
+    agent.send({ kind: 'serverHello', added: [db] });
+    await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
+    inContainer(db, 'touch', '/tmp/ok');
+    await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+  };
+  /** Once its start period (2 s) is over, failures count: makes `db`'s check fail. */
+  const breakAfterStartPeriod = async (db: WorkloadSpec) => {
+    await sleep(2500);
+    inContainer(db, 'rm', '/tmp/ok');
+  };
 
   // rx~health-runs-checks-on-interval~1, rx~health-starting-until-healthy~1, rx~health-running-when-healthy~1
   it('a workload is Running(Ok) only once its check passes, and its ADD_COND_RUNNING dependent waits for that', async () => {
@@ -48,13 +60,9 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
   it('unhealthy: Failed(ExecFailed) with the check output, the container stopped; ALWAYS starts it again, waiting for its check', async () => {
     agent = new PodmanAgent(uniqueAgent('health'));
     const db = checked('db', agent.agentName, 'Always', '2s');
-    agent.send({ kind: 'serverHello', added: [db] });
-    await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
-    inContainer(db, 'touch', '/tmp/ok');
-    await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+    await runHealthy(db);
     const healthy = agent.history('db').length;
-    await sleep(2500);
-    inContainer(db, 'rm', '/tmp/ok');
+    await breakAfterStartPeriod(db);
     await agent.waitFor('db', /^Failed\(ExecFailed\): Health check/, 5000);
     await agent.waitFor('db', /^Removed$/, 20_000);
     const after = agent.history('db').slice(healthy);
@@ -74,12 +82,8 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
   it('NEVER: the unhealthy container is stopped and stays Failed with the check output', async () => {
     agent = new PodmanAgent(uniqueAgent('health'));
     const db = checked('db', agent.agentName, 'Never', '2s');
-    agent.send({ kind: 'serverHello', added: [db] });
-    await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
-    inContainer(db, 'touch', '/tmp/ok');
-    await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
-    await sleep(2500);
-    inContainer(db, 'rm', '/tmp/ok');
+    await runHealthy(db);
+    await breakAfterStartPeriod(db);
     await agent.waitFor('db', /^Failed\(ExecFailed\): Health check/, 5000);
     const stopped = () => execFileSync('podman', ['inspect', '--format', '{{.State.Status}}', instanceKey(db.instanceName)], { encoding: 'utf8' }).trim();
     for (let waited = 0; stopped() !== 'exited' && waited < 15_000; waited += 250) await sleep(250);
