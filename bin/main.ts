@@ -94,7 +94,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       if (trace.enabled('podman')) trace.note('podman', `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s`);
     },
   });
-  const runtimes = userErrors(() => enabledRuntimes(log, cli, setting.runtimes));
+  const runtimes = userErrors(() => enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.eventsRestarted()) }));
   run(setting, runtimes, log, { trace, metrics: metrics?.port });
 }
 
@@ -252,8 +252,13 @@ function readConfigFile(given: string | undefined, log: Logger): ConfigFile {
 }
 
 /** The built-in runtimes the config enables (all by default); names it does not know are warned about. */
-function enabledRuntimes(log: Logger, cli: PodmanCli, { wanted, health }: Setting['runtimes']): Map<string, RuntimeConnector> {
-  const all = builtInRuntimes(log, cli, { health });
+function enabledRuntimes(
+  log: Logger,
+  cli: PodmanCli,
+  { wanted, health }: Setting['runtimes'],
+  observers: { trace: Trace; eventsRestarted?: () => void },
+): Map<string, RuntimeConnector> {
+  const all = builtInRuntimes(log, cli, { health, ...observers });
   const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
   for (const name of unknown)
     log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);

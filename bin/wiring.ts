@@ -7,20 +7,30 @@ import type { Logger } from '../lib/logger.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
 import { stateChecker } from '../streams/state-checker.js';
+import { type Trace, noTrace } from '../streams/trace.js';
 
 /**
  * `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one
- * state checker; `health`: the agent runs the workloads' health checks (lib/podman/health.ts).
+ * state checker; `health`: the agent runs the workloads' health checks (lib/podman/health.ts); `trace` and
+ * `eventsRestarted` tell --debug and the metrics what the cache does.
  */
 export function builtInRuntimes(
   log: Logger,
   cli = new PodmanCli({ log }),
-  { events = true, verifyMs = VERIFY_INTERVAL_MS, health = true } = {},
+  {
+    events = true,
+    verifyMs = VERIFY_INTERVAL_MS,
+    health = true,
+    trace = noTrace,
+    eventsRestarted,
+  }: { events?: boolean; verifyMs?: number; health?: boolean; trace?: Trace; eventsRestarted?: () => void } = {},
 ): Map<string, RuntimeConnector> {
   const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, {
     verifyMs,
     exits$: events ? conmonExits() : EMPTY,
     log,
+    trace,
+    eventsRestarted,
   });
   return podmanRuntimes(cli, stateChecker(cache), log, { health });
 }

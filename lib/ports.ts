@@ -13,6 +13,8 @@ export interface Snapshot {
   /** Undefined when Podman could not be asked; `error` then says why. */
   readonly containers?: readonly Container[];
   readonly error?: string;
+  /** When the change it shows was heard (ms, wall clock): the event's own time, or when the poll answered. */
+  readonly heardAt?: number;
 }
 
 /** What Podman's event stream says of a container. */
@@ -22,6 +24,8 @@ export interface ContainerEvent {
   readonly status: string;
   /** With `died`: how the container's process ended. */
   readonly exitCode?: number;
+  /** When it happened (ms, wall clock), as Podman or conmon tell it. */
+  readonly at?: number;
 }
 
 export interface ContainerCache {

@@ -8,6 +8,7 @@ import {
   type Observable,
   ReplaySubject,
   Subject,
+  asyncScheduler,
   catchError,
   concat,
   defer,
@@ -28,8 +29,9 @@ import {
 } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
 import type { Container } from '../lib/podman/container.js';
-import { EMPTY_VIEW, type ViewInput, stepView } from '../lib/podman/container-view.js';
+import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../lib/podman/container-view.js';
 import type { ContainerCache, ContainerEvent, Snapshot } from '../lib/ports.js';
+import { type Trace, noTrace } from './trace.js';
 
 /** swdd~podmancli-container-state-cache-refresh~1: the refresh while no event stream keeps the cache current. */
 export const CACHE_INTERVAL_MS = 1000;
@@ -57,7 +59,13 @@ interface CacheOptions {
   /** Earlier word of exits (conmon's exit files), applied like events, no health of its own. */
   readonly exits$?: Observable<ContainerEvent>;
   readonly log?: Logger;
+  /** --debug: the stage `podman.cache` says each change the watchers see and where it came from. */
+  readonly trace?: Trace;
+  /** Told each time `podman events` is started again within one run of the cache (for the metrics). */
+  readonly eventsRestarted?: () => void;
 }
+
+const STAGE = 'podman.cache';
 
 export function containerCache(list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, options: CacheOptions = {}): ContainerCache {
   const refresh$ = new Subject<void>();
@@ -84,7 +92,7 @@ function cacheSnapshots(
   events$: Observable<ContainerEvent> | undefined,
   refresh$: Observable<void>,
   polls: { started: number },
-  { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY, log }: CacheOptions,
+  { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY, log, trace = noTrace, eventsRestarted }: CacheOptions,
 ): Observable<Snapshot> {
   // The one state: the reducer's. The rest here is timing.
   let view = EMPTY_VIEW;
@@ -92,15 +100,19 @@ function cacheSnapshots(
   const restart$ = new Subject<void>();
   const step = (input: ViewInput): Snapshot[] => {
     const next = stepView(view, input);
+    if (next.snapshot && trace.enabled(STAGE)) traceChanges(trace, view, next, input);
     view = next.view;
-    if (next.missedEvent) restart$.next();
+    if (next.missedEvent) {
+      trace.note(STAGE, 'The poll found a change no event announced: the event stream is taken for stalled and started again.');
+      restart$.next();
+    }
     return next.snapshot ? [next.snapshot] : [];
   };
   const poll$ = defer(() => {
     const poll = ++polls.started;
     const result$ = list().pipe(
-      map((containers): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy: healthy$.value })),
-      catchError((err: unknown) => of<ViewInput>({ kind: 'pollFailed', poll, error: errorText(err) })),
+      map((containers): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy: healthy$.value, at: asyncScheduler.now() })),
+      catchError((err: unknown) => of<ViewInput>({ kind: 'pollFailed', poll, error: errorText(err), at: asyncScheduler.now() })),
     );
     return concat(of<ViewInput>({ kind: 'pollStarted' }), result$).pipe(mergeMap(step));
   });
@@ -110,8 +122,11 @@ function cacheSnapshots(
         switchMap((healthy, i) => periodic(healthy ? verifyMs : CACHE_INTERVAL_MS, i === 0)),
       )
     : periodic(CACHE_INTERVAL_MS, true);
-  const evented$ = events$ ? followEvents(events$, healthy$, restart$, log).pipe(mergeMap((event) => step({ kind: 'event', event }))) : EMPTY;
-  const early$ = exits$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true })));
+  const heard = (event: ContainerEvent): ContainerEvent => (event.at === undefined ? { ...event, at: asyncScheduler.now() } : event);
+  const evented$ = events$
+    ? followEvents(events$, healthy$, restart$, { log, trace, eventsRestarted }).pipe(mergeMap((event) => step({ kind: 'event', event: heard(event) })))
+    : EMPTY;
+  const early$ = exits$.pipe(mergeMap((event) => step({ kind: 'event', event: heard(event), early: true })));
   return merge(evented$, early$, oneAtATime(merge(ticks$, refresh$), poll$));
 }
 
@@ -139,9 +154,12 @@ function followEvents(
   events$: Observable<ContainerEvent>,
   healthy$: BehaviorSubject<boolean>,
   restart$: Observable<void>,
-  log?: Logger,
+  { log, trace, eventsRestarted }: Pick<CacheOptions, 'log' | 'eventsRestarted'> & { trace: Trace },
 ): Observable<ContainerEvent> {
+  let starts = 0;
   return defer(() => {
+    if (starts++ > 0) eventsRestarted?.();
+    trace.note(STAGE, starts === 1 ? "Following Podman's events." : `Following Podman's events again (start ${starts}).`);
     healthy$.next(true);
     return events$.pipe(
       takeUntil(restart$),
@@ -149,9 +167,22 @@ function followEvents(
         log?.warn(`Podman's event stream failed: ${errorText(err)}; polling every second until it is back.`);
         return EMPTY;
       }),
-      finalize(() => healthy$.next(false)),
+      finalize(() => {
+        trace.note(STAGE, "Podman's event stream ended.");
+        healthy$.next(false);
+      }),
     );
   }).pipe(repeat({ delay: () => timer(EVENTS_RESTART_MS) }));
+}
+
+/** --debug: a line per container whose state the watchers now see changed, with what told it. */
+function traceChanges(trace: Trace, before: ContainerView, next: ViewStep, input: ViewInput): void {
+  if (input.kind === 'pollFailed') {
+    trace.note(STAGE, `Poll ${input.poll} failed: ${input.error}`);
+    return;
+  }
+  const source = input.kind !== 'event' ? 'poll' : input.early ? "conmon's exit file" : `Podman's ${input.event.status} event`;
+  for (const line of changesBetween(before, next.view)) trace.note(STAGE, `${line} (${source})`);
 }
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));

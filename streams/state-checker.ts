@@ -2,6 +2,7 @@
 // runtime supplies only how to read a workload's state out of a snapshot of its containers.
 import { asyncScheduler, distinctUntilChanged, filter, map, scan } from 'rxjs';
 import { ExecutionState, sameState } from '../lib/execution-state.js';
+import { heardAt } from '../lib/heard-at.js';
 import type { ContainerCache, Snapshot, StateReading, WatchState } from '../lib/ports.js';
 
 /** How long a transient state (Podman's `stopped` while a container exits) must last to be reported. */
@@ -20,7 +21,10 @@ const unknown = (error?: string): StateReading => ({
 export function stateChecker(cache: ContainerCache): WatchState {
   return (read) =>
     cache.fresh().pipe(
-      map((s: Snapshot) => (s.containers ? read(s.containers) : unknown(s.error))),
+      map((s: Snapshot) => {
+        const reading = s.containers ? read(s.containers) : unknown(s.error);
+        return { ...reading, state: heardAt(reading.state, s.heardAt) };
+      }),
       scan(
         (acc: { reading?: StateReading; since?: number }, reading) => ({ reading, since: reading.transient ? (acc.since ?? asyncScheduler.now()) : undefined }),
         {},

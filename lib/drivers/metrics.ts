@@ -4,6 +4,7 @@
 import { existsSync, lstatSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
 import type { ExecutionState } from '../execution-state.js';
+import { whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { WorkloadState } from '../messages.js';
 import type { MetricsPort } from '../ports.js';
@@ -41,6 +42,8 @@ export interface MetricsEndpoint {
   readonly port: MetricsPort;
   /** Tells the endpoint a podman call ended (PodmanCli's observer). */
   podmanCall(call: PodmanCall): void;
+  /** Tells the endpoint `podman events` was started again (the container cache's observer). */
+  eventsRestarted(): void;
   /** Where it listens, as a URL or a socket path. */
   readonly where: string;
   close(): void;
@@ -111,6 +114,14 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
     registers,
   });
+  const reportSeconds = new prom.Histogram({
+    name: 'ank_agent_workload_state_report_seconds',
+    help: 'From a container change (as Podman, conmon or a poll told it) to the state report that shows it.',
+    labelNames: perWorkload,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers,
+  });
+  const eventRestarts = counter('ank_agent_podman_event_stream_restarts_total', 'Starts of `podman events` after the first (it ended, failed or stalled).');
   const containers = {
     cpu: gauge('ank_agent_container_cpu_percent', "A workload's container CPU use, % of one core (podman stats).", perWorkload),
     memory: gauge('ank_agent_container_memory_bytes', "A workload's container memory use.", perWorkload),
@@ -131,7 +142,7 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
     for (const [name, known] of last) {
       if (known.state.state !== 'Removed' || Date.now() - known.at < forgetAfterMs) continue;
       last.delete(name);
-      for (const m of [restarts, exitCode, healthy, ...Object.values(containers)]) m.remove({ workload: name, agent });
+      for (const m of [restarts, exitCode, healthy, reportSeconds, ...Object.values(containers)]) m.remove({ workload: name, agent });
     }
   };
   let connections = 0;
@@ -155,6 +166,8 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
         const starts = s.state === 'Pending' && s.substate === 'Starting';
         if (starts && before?.ended) restarts.inc(workload);
         const ended = !starts && (s.state === 'Succeeded' || s.state === 'Failed' || (s.state !== 'Running' && (before?.ended ?? false)));
+        const heard = whenHeard(s);
+        if (heard !== undefined) reportSeconds.observe(workload, Math.max(0, Date.now() - heard) / 1000);
         const code = exitCodeOf(s);
         if (code !== undefined) exitCode.set(workload, code);
         if (s.additionalInfo.startsWith('Waiting for its health check') || s.additionalInfo.startsWith('Health check ')) healthy.set(workload, 0);
@@ -238,6 +251,7 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
       podmanCalls.inc({ subcommand, outcome });
       podmanSeconds.observe({ subcommand }, seconds);
     },
+    eventsRestarted: () => eventRestarts.inc(),
     close: () => server.close(),
   };
 }

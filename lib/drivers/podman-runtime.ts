@@ -24,6 +24,7 @@ import {
   timer,
 } from 'rxjs';
 import { type ExecutionState, is, sameState } from '../execution-state.js';
+import { heardAt, whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
@@ -133,13 +134,16 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     // While the container runs, its health decides (lib/podman/health.ts); once unhealthy it stays Failed until it runs again.
     return container$.pipe(
       switchMap((state) =>
-        (is(state, 'Running', 'Ok') ? this.checks(id, check).pipe(startWith(undefined)) : of(undefined)).pipe(map((health) => ({ state, health }))),
+        (is(state, 'Running', 'Ok') ? this.checks(id, check).pipe(startWith(undefined)) : of(undefined)).pipe(
+          // A check's result is the change its state shows; without one, the container's change is.
+          map((health) => ({ state, health, at: health ? Date.now() : whenHeard(state) })),
+        ),
       ),
-      scan((shown: { failedWith?: string; state?: ExecutionState }, { state, health }) => {
+      scan((shown: { failedWith?: string; state?: ExecutionState; at?: number }, { state, health, at }) => {
         const failedWith = health?.status === 'unhealthy' ? health.output : is(state, 'Running') ? undefined : shown.failedWith;
-        return { failedWith, state: healthState(state, health, failedWith, check) };
+        return { failedWith, state: healthState(state, health, failedWith, check), at };
       }, {}),
-      map((shown) => shown.state!),
+      map((shown) => heardAt(shown.state!, shown.at)),
       distinctUntilChanged(sameState),
     );
   }
@@ -360,9 +364,17 @@ export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
   return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(
     mergeMap((line): ContainerEvent[] => {
       try {
-        const e = JSON.parse(line) as { ID?: unknown; Status?: unknown; ContainerExitCode?: unknown };
+        const e = JSON.parse(line) as { ID?: unknown; Status?: unknown; ContainerExitCode?: unknown; Time?: unknown };
         if (typeof e.ID !== 'string' || typeof e.Status !== 'string') return [];
-        return [{ id: e.ID, status: e.Status, exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined }];
+        const at = typeof e.Time === 'string' ? Date.parse(e.Time) : Number.NaN;
+        return [
+          {
+            id: e.ID,
+            status: e.Status,
+            exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined,
+            at: Number.isFinite(at) ? at : undefined,
+          },
+        ];
       } catch {
         return [];
       }
@@ -386,7 +398,7 @@ export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
         if (!name || !/^[0-9a-f]{64}$/.test(name)) return;
         try {
           const code = Number(readFileSync(path.join(dir, name), 'utf8').slice(0, 16).trim());
-          if (Number.isInteger(code)) subscriber.next({ id: name, status: 'died', exitCode: code });
+          if (Number.isInteger(code)) subscriber.next({ id: name, status: 'died', exitCode: code, at: Date.now() });
         } catch {
           // gone again (Podman's cleanup removes it): its events tell the rest
         }

@@ -22,8 +22,9 @@ export type ViewInput =
   | { readonly kind: 'event'; readonly event: ContainerEvent; readonly early?: boolean }
   | { readonly kind: 'pollStarted' }
   /** `eventsHealthy`: the event stream was up, so a change it did not announce means it missed one. */
-  | { readonly kind: 'polled'; readonly poll: number; readonly containers: readonly Container[]; readonly eventsHealthy: boolean }
-  | { readonly kind: 'pollFailed'; readonly poll: number; readonly error: string };
+  /** `at`: when the poll answered. */
+  | { readonly kind: 'polled'; readonly poll: number; readonly containers: readonly Container[]; readonly eventsHealthy: boolean; readonly at?: number }
+  | { readonly kind: 'pollFailed'; readonly poll: number; readonly error: string; readonly at?: number };
 
 export interface ViewStep {
   readonly view: ContainerView;
@@ -42,13 +43,17 @@ export function stepView(view: ContainerView, input: ViewInput): ViewStep {
     case 'pollStarted':
       return { view: { ...view, duringPoll: [] } };
     case 'polled':
-      return onPoll(view, input.poll, input.containers, input.eventsHealthy);
+      return onPoll(view, input);
     case 'pollFailed':
-      return { view: { ...view, duringPoll: undefined }, snapshot: { poll: input.poll, error: input.error } };
+      return { view: { ...view, duringPoll: undefined }, snapshot: { poll: input.poll, error: input.error, heardAt: input.at } };
   }
 }
 
-const snapshotOf = (containers: ReadonlyMap<string, Container>, poll: number): Snapshot => ({ poll, containers: [...containers.values()] });
+const snapshotOf = (containers: ReadonlyMap<string, Container>, poll: number, heardAt: number | undefined): Snapshot => ({
+  poll,
+  containers: [...containers.values()],
+  heardAt,
+});
 
 /**
  * A snapshot is numbered after the poll it rests on: an event changes a container or two, the rest is
@@ -66,10 +71,10 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean): Vi
   const containers = view.containers.has(event.id) ? new Map(view.containers) : undefined;
   const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
   const next: ContainerView = { ...view, ...tracked, duringPoll, containers: changed ? containers : view.containers };
-  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll) } : { view: next };
+  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, event.at) } : { view: next };
 }
 
-function onPoll(view: ContainerView, poll: number, listed: readonly Container[], eventsHealthy: boolean): ViewStep {
+function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
   const tracked = { exitCodes: new Map(view.exitCodes), early: new Set(view.early) };
   const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
   for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
@@ -78,7 +83,7 @@ function onPoll(view: ContainerView, poll: number, listed: readonly Container[],
     eventsHealthy &&
     view.containers !== undefined &&
     [...view.containers.values()].some((c) => c.State === 'running' && containers.get(c.Id)?.State !== 'running');
-  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll), missedEvent };
+  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
 }
 
 interface Tracked {
@@ -125,4 +130,20 @@ function settled(c: Container, { exitCodes, early }: Tracked): Container {
   const exitCode = exitCodes.get(c.Id);
   if (exitCode === undefined) return c;
   return c.State === 'stopped' || (c.State === 'running' && early.has(c.Id)) ? { ...c, State: 'exited', ExitCode: exitCode } : c;
+}
+
+/** What changed for the watchers between two pictures, a line per container (for --debug): `name: running → exited (1)`. */
+export function changesBetween(before: ContainerView, after: ContainerView): string[] {
+  const was = before.containers ?? new Map<string, Container>();
+  const now = after.containers ?? new Map<string, Container>();
+  const shown = (c: Container) => (c.State === 'exited' && c.ExitCode !== undefined ? `exited (${c.ExitCode})` : (c.State ?? 'unknown'));
+  const nameOf = (c: Container) => c.Names?.[0] ?? c.Id.slice(0, 12);
+  const lines: string[] = [];
+  for (const [id, c] of now) {
+    const old = was.get(id);
+    if (!old) lines.push(`${nameOf(c)}: ${shown(c)}`);
+    else if (shown(old) !== shown(c)) lines.push(`${nameOf(c)}: ${shown(old)} → ${shown(c)}`);
+  }
+  for (const [id, c] of was) if (!now.has(id)) lines.push(`${nameOf(c)}: removed`);
+  return lines;
 }

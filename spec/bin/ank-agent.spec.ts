@@ -476,7 +476,7 @@ describe('ank-agent (the command line)', () => {
     }
   });
 
-  it('--debug=workload,podman says what a waiting workload waits for, what its loop does and each podman call; other stages stay quiet', async () => {
+  it('--debug=workload,podman says what a waiting workload waits for, what its loop does, each podman call and the container change seen; other stages stay quiet', async () => {
     const server = await FakeAnkaiosServer.start();
     const name = `dbg_${process.pid}`;
     try {
@@ -491,6 +491,7 @@ describe('ank-agent (the command line)', () => {
       expect(said).to.match(/\[workload\.scheduler\] app waits for db to be Succeeded \((no state yet|now Pending\(Starting\)[^)]*\))\)/);
       expect(said).to.match(/\[workload\.loop\] db: command create/);
       expect(said).to.match(/\[podman\] run --detach --name db\.[0-9a-f]+\.[^ ]+ .*: ok in \d+\.\d{3} s/);
+      expect(said, "the cache change that made db's state").to.match(/\[podman\.cache\] db\.[0-9a-f]+\.[^:]+: running \((poll|Podman's start event)\)/);
       expect(said, 'server stages not asked for').not.to.match(/\[server\.(in|out)\]/);
       agent.child.kill('SIGTERM');
       await agent.exited;

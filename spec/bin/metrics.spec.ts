@@ -47,7 +47,7 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
   });
   afterEach(() => prometheus?.kill('SIGKILL'));
 
-  it('counts a restart, an exit code and a denied request; shows container memory; promtool and a real Prometheus read it', async () => {
+  it('counts a restart, an exit code, a denied request and the report times; shows container memory; promtool and a real Prometheus read it', async () => {
     const port = await freePort();
     e2e.start({ args: ['--metrics', `127.0.0.1:${port}`] });
     const stream = await e2e.server.nextStream();
@@ -83,6 +83,10 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     expect(seriesValue(text, 'ank_agent_control_interface_requests_total', { workload: 'watcher', decision: 'allowed' })).to.equal(1);
     expect(seriesValue(text, 'ank_agent_server_connected', {})).to.equal(1);
     expect(seriesValue(text, 'ank_agent_podman_calls_total', { subcommand: 'run', outcome: 'ok' })).to.be.at.least(2);
+    // Reports of container changes (flaky: Running, Failed, Running at least), each timed from when the change was heard.
+    expect(seriesValue(text, 'ank_agent_workload_state_report_seconds_count', workload('flaky'))).to.be.at.least(3);
+    expect(seriesValue(text, 'ank_agent_workload_state_report_seconds_sum', workload('flaky'))).to.be.at.least(0);
+    expect(seriesValue(text, 'ank_agent_podman_event_stream_restarts_total', {}), "Podman's event stream never ended").to.equal(0);
     expect(text, 'no instance ids in labels').not.to.match(new RegExp(watcher.instanceName.id));
     const check = spawnChecked('promtool', ['check', 'metrics'], text);
     expect(check, 'promtool check metrics').to.equal('');
@@ -113,6 +117,8 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     expect(await query(running)).to.equal(1);
     expect(await query(`ank_agent_workload_restarts_total{workload="flaky"}`)).to.be.at.least(1);
     expect(await query(`ank_agent_container_memory_bytes{workload="watcher"}`)).to.be.greaterThan(0);
+    const p90 = await query(`histogram_quantile(0.9, ank_agent_workload_state_report_seconds_bucket{workload="flaky"})`);
+    expect(p90, 'the 90th percentile of the report time').to.be.within(0, 2.5);
   });
 
   it('an address it cannot listen on, or one that is none, ends the agent with the reason', async () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Container } from '../../lib/podman/container.js';
-import { type ContainerView, EMPTY_VIEW, type ViewInput, stepView } from '../../lib/podman/container-view.js';
+import { type ContainerView, EMPTY_VIEW, type ViewInput, changesBetween, stepView } from '../../lib/podman/container-view.js';
 
 const running = (Id: string): Container => ({ Id, State: 'running' });
 const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {
@@ -76,9 +76,31 @@ describe("the container view (the cache's rules)", () => {
       { kind: 'pollStarted' },
       polled(1, [running('a')]),
       { kind: 'pollStarted' },
-      { kind: 'pollFailed', poll: 2, error: 'podman hung' },
+      { kind: 'pollFailed', poll: 2, error: 'podman hung', at: 2_000 },
     ]);
-    expect(steps[3].snapshot).to.deep.equal({ poll: 2, error: 'podman hung' });
+    expect(steps[3].snapshot).to.deep.equal({ poll: 2, error: 'podman hung', heardAt: 2_000 });
     expect(view.containers?.get('a')?.State).to.equal('running');
+  });
+
+  it("dates a snapshot by what made it: an event's own time, a poll's answer", () => {
+    const { steps } = run([
+      { kind: 'pollStarted' },
+      { kind: 'polled', poll: 1, containers: [running('a')], eventsHealthy: true, at: 1_000 },
+      { kind: 'event', event: { id: 'a', status: 'died', exitCode: 1, at: 1_250 } },
+    ]);
+    expect(steps.map((s) => s.snapshot?.heardAt)).to.deep.equal([undefined, 1_000, 1_250]);
+  });
+
+  it('tells what changed between two pictures, a line per container (for --debug)', () => {
+    const before = run([
+      { kind: 'pollStarted' },
+      polled(1, [
+        { ...running('a'), Names: ['a.1.x'] },
+        { ...running('b'), Names: ['b.1.x'] },
+      ]),
+    ]).view;
+    const after = run([died('a', 3), { kind: 'event', event: { id: 'b', status: 'remove' } }], before).view;
+    expect(changesBetween(before, after)).to.deep.equal(['a.1.x: running → exited (3)', 'b.1.x: removed']);
+    expect(changesBetween(EMPTY_VIEW, before)).to.deep.equal(['a.1.x: running', 'b.1.x: running']);
   });
 });

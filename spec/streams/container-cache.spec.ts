@@ -3,6 +3,7 @@ import { type Observable, type Subscription, defer, finalize, throwError } from 
 import type { Container } from '../../lib/podman/container.js';
 import type { ContainerEvent, Snapshot } from '../../lib/ports.js';
 import { containerCache } from '../../streams/container-cache.js';
+import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 /** A `podman ps` that takes `duration` frames and counts its calls. */
@@ -95,8 +96,8 @@ describe('containerCache (the PodmanCli container state cache)', () => {
       scheduler.schedule(() => sub.unsubscribe(), 1_500);
       flush();
       expect(seen).to.deep.equal([
-        { poll: 1, error: 'podman: not found' },
-        { poll: 2, error: 'podman: not found' },
+        { poll: 1, error: 'podman: not found', heardAt: 0 },
+        { poll: 2, error: 'podman: not found', heardAt: 1000 },
       ]);
     });
   });
@@ -278,6 +279,80 @@ describe("containerCache kept by Podman's events", () => {
       scheduler.schedule(() => sub.unsubscribe(), 12_000);
       flush();
       expect(starts).to.equal(2);
+    });
+  });
+});
+
+describe('what the containerCache tells --debug and the metrics', () => {
+  /** A Trace that keeps the notes of the stages it is asked for. */
+  const notesOf = (stage: string) => {
+    const notes: string[] = [];
+    const trace = Object.assign(() => (x: never) => x, {
+      note: (s: string, text: string) => s === stage && notes.push(text),
+      enabled: (s: string) => s === stage,
+    }) as unknown as Trace;
+    return { notes, trace };
+  };
+
+  it("each snapshot says when the change it shows was heard: an event's own time, the arrival of one without, the poll's answer", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const list = () => cold('----------(a|)', { a: [{ Id: 'a', State: 'running' }] as Container[] });
+      const events$ = hot<ContainerEvent>('500ms d 99ms s', { d: { id: 'a', status: 'died', exitCode: 3, at: 480 }, s: { id: 'a', status: 'start' } });
+      const heard: Array<[number, number | undefined]> = [];
+      const sub = containerCache(list, events$)
+        .fresh()
+        .subscribe((s) => heard.push([scheduler.now(), s.heardAt]));
+      scheduler.schedule(() => sub.unsubscribe(), 700);
+      flush();
+      expect(heard).to.deep.equal([
+        [10, 10],
+        [500, 480],
+        [600, 600],
+      ]);
+    });
+  });
+
+  it('counts each start of `podman events` after the first in one run, and says so under --debug', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const list = () => cold('----------(a|)', { a: [] as Container[] });
+      // The stream ends after 2 s each time; it is started again a second later.
+      const events$ = cold<ContainerEvent>('2000ms |');
+      const restarts = { count: 0 };
+      const { notes, trace } = notesOf('podman.cache');
+      const sub = containerCache(list, events$, { trace, eventsRestarted: () => (restarts.count += 1) })
+        .fresh()
+        .subscribe();
+      // Starts at 0, 3 000 and 6 000 (looked at before the cache stops following, 10 s after its watcher left).
+      scheduler.schedule(() => {
+        expect(restarts.count).to.equal(2);
+        sub.unsubscribe();
+      }, 6_500);
+      flush();
+      expect(notes.filter((n) => n.startsWith('Following')).slice(0, 3)).to.deep.equal([
+        "Following Podman's events.",
+        "Following Podman's events again (start 2).",
+        "Following Podman's events again (start 3).",
+      ]);
+    });
+  });
+
+  it('under --debug says each change of a container the watchers see, and what told it', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const list = () => cold('----------(a|)', { a: [{ Id: 'a', Names: ['db.1234.agent_A'], State: 'running' }] as Container[] });
+      const exits$ = hot<ContainerEvent>('300ms x', { x: { id: 'a', status: 'died', exitCode: 3 } });
+      const events$ = hot<ContainerEvent>('400ms d 99ms r', { d: { id: 'a', status: 'died', exitCode: 3 }, r: { id: 'a', status: 'remove' } });
+      const { notes, trace } = notesOf('podman.cache');
+      const sub = containerCache(list, events$, { exits$, trace }).fresh().subscribe();
+      scheduler.schedule(() => sub.unsubscribe(), 1_000);
+      flush();
+      expect(notes.filter((n) => n.startsWith('db.')).slice(0, 3)).to.deep.equal([
+        'db.1234.agent_A: running (poll)',
+        "db.1234.agent_A: running → exited (3) (conmon's exit file)",
+        "db.1234.agent_A: removed (Podman's remove event)",
+      ]);
     });
   });
 });

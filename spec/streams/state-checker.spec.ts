@@ -1,5 +1,6 @@
 import { map } from 'rxjs';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
+import { whenHeard } from '../../lib/heard-at.js';
 import { podmanReading } from '../../lib/podman/container-state.js';
 import { stateChecker } from '../../streams/state-checker.js';
 import { testScheduler } from '../helpers/virtual-time.js';
@@ -43,6 +44,19 @@ describe('the state checker and quick polls', () => {
       expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map(shown))).toBe('a 252ms x', {
         a: 'Running(Ok)',
         x: "Failed(ExecFailed): Exit code: '3'",
+      });
+    });
+  });
+});
+
+describe('the state checker and the time a change was heard', () => {
+  it('each state it emits carries when the change it shows was heard (for the report-time metric), and the wire form does not', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
+      const snap = (poll: number, State: string, heardAt: number) => ({ poll, containers: [{ Id: 'id1', State, ExitCode: 2 }], heardAt });
+      const cache = { fresh: () => cold('a-b-c', { a: snap(1, 'running', 100), b: snap(2, 'running', 200), c: snap(3, 'exited', 290) }) };
+      expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map((s) => [formatState(s), whenHeard(s), Object.keys(s).join()]))).toBe('a---c', {
+        a: ['Running(Ok)', 100, 'state,substate,additionalInfo'],
+        c: ["Failed(ExecFailed): Exit code: '2'", 290, 'state,substate,additionalInfo'],
       });
     });
   });
