@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import type { WorkloadState } from '../messages.js';
 import type { MetricsPort } from '../ports.js';
 import { parseInstanceKey } from '../workload.js';
+import { WorkloadHistogram } from './workload-histogram.js';
 
 /** A podman call as the CLI saw it end. */
 export interface PodmanCall {
@@ -114,13 +115,12 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
     registers,
   });
-  const reportSeconds = new prom.Histogram({
-    name: 'ank_agent_workload_state_report_seconds',
-    help: 'From a container change (as Podman, conmon or a poll told it) to the state report that shows it.',
-    labelNames: perWorkload,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers,
-  });
+  const reportSeconds = new WorkloadHistogram(
+    'ank_agent_workload_state_report_seconds',
+    'From a container change (as Podman, conmon, a health check or a poll told it) to the state report that shows it.',
+    [0.005, 0.025, 0.1, 0.5, 2.5],
+    agent,
+  );
   const eventRestarts = counter('ank_agent_podman_event_stream_restarts_total', 'Starts of `podman events` after the first (it ended, failed or stalled).');
   const containers = {
     cpu: gauge('ank_agent_container_cpu_percent', "A workload's container CPU use, % of one core (podman stats).", perWorkload),
@@ -142,7 +142,8 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
     for (const [name, known] of last) {
       if (known.state.state !== 'Removed' || Date.now() - known.at < forgetAfterMs) continue;
       last.delete(name);
-      for (const m of [restarts, exitCode, healthy, reportSeconds, ...Object.values(containers)]) m.remove({ workload: name, agent });
+      for (const m of [restarts, exitCode, healthy, ...Object.values(containers)]) m.remove({ workload: name, agent });
+      reportSeconds.remove(name);
     }
   };
   let connections = 0;
@@ -167,7 +168,7 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
         if (starts && before?.ended) restarts.inc(workload);
         const ended = !starts && (s.state === 'Succeeded' || s.state === 'Failed' || (s.state !== 'Running' && (before?.ended ?? false)));
         const heard = whenHeard(s);
-        if (heard !== undefined) reportSeconds.observe(workload, Math.max(0, Date.now() - heard) / 1000);
+        if (heard !== undefined) reportSeconds.observe(instanceName.workloadName, Math.max(0, Date.now() - heard) / 1000);
         const code = exitCodeOf(s);
         if (code !== undefined) exitCode.set(workload, code);
         if (s.additionalInfo.startsWith('Waiting for its health check') || s.additionalInfo.startsWith('Health check ')) healthy.set(workload, 0);
@@ -231,6 +232,7 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
         register.setContentType(contentType);
         return register.metrics();
       })
+      .then((text) => withFamily(text, reportSeconds.render(), contentType === prom.Registry.OPENMETRICS_CONTENT_TYPE))
       .then(
         (text) => res.writeHead(200, { 'content-type': contentType }).end(text),
         (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(err)}\n`),
@@ -254,6 +256,13 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
     eventsRestarted: () => eventRestarts.inc(),
     close: () => server.close(),
   };
+}
+
+/** A family rendered outside the registry, added to its exposition (before OpenMetrics' closing `# EOF`). */
+function withFamily(exposition: string, family: string, openMetrics: boolean): string {
+  if (!openMetrics) return `${exposition}\n${family}\n`;
+  const end = exposition.lastIndexOf('# EOF');
+  return `${exposition.slice(0, end)}${family}\n# EOF\n`;
 }
 
 function listen(server: http.Server, where: ReturnType<typeof parseMetricsAddress>): Promise<void> {
