@@ -72,6 +72,10 @@ const OWN: Requirement[] = [
     'An unhealthy workload is Failed(ExecFailed) with the check output, its container is stopped, and its restart policy decides',
   ],
   [
+    'rx~health-kube-liveness-probes~1',
+    "A podman-kube workload's containers that Podman gave a health check (of their livenessProbe) are checked like a podman workload's; the workload is healthy once all are, unhealthy once one is",
+  ],
+  [
     'rx~health-switch-off~1',
     'health_checks = false in the agent config gives the released behaviour: the checks are left to Podman, the states come from the container',
   ],

@@ -28,7 +28,16 @@ import { heardAt, whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
-import { type Health, type HealthCheck, healthCheckOf, healthOfInspect, healthState, withAgentChecks } from '../podman/health.js';
+import {
+  type Health,
+  type HealthCheck,
+  combinedHealth,
+  healthCheckOf,
+  healthCheckOfConfig,
+  healthOfInspect,
+  healthState,
+  withAgentChecks,
+} from '../podman/health.js';
 import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface } from '../podman/runtime-config.js';
 import type { ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
@@ -52,6 +61,77 @@ const tolerateMissing = (step: Observable<unknown>) =>
     ignoreElements(),
     catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))),
   );
+
+/**
+ * A health-checked workload's state (lib/podman/health.ts): while its containers run, `health$` (subscribed
+ * anew each time they run) decides; once unhealthy it stays Failed until they run again.
+ */
+function withHealth(container$: Observable<ExecutionState>, health$: () => Observable<Health>, check: HealthCheck): Observable<ExecutionState> {
+  return container$.pipe(
+    switchMap((state) =>
+      (is(state, 'Running', 'Ok') ? health$().pipe(startWith(undefined)) : of(undefined)).pipe(
+        // A check's result is the change its state shows; without one, the container's change is.
+        map((health) => ({ state, health, at: health ? Date.now() : whenHeard(state) })),
+      ),
+    ),
+    scan((shown: { failedWith?: string; state?: ExecutionState; at?: number }, { state, health, at }) => {
+      const failedWith = health?.status === 'unhealthy' ? health.output : is(state, 'Running') ? undefined : shown.failedWith;
+      return { failedWith, state: healthState(state, health, failedWith, check), at };
+    }, {}),
+    map((shown) => heardAt(shown.state!, shown.at)),
+    distinctUntilChanged(sameState),
+  );
+}
+
+/**
+ * A container's health, checked once per interval (never two checks at once): a check that passes is
+ * healthy; one that fails asks Podman what its status is now (retries and start period are Podman's). An
+ * unhealthy container is stopped, and checked no more. A check that cannot run (the container stopped) says nothing.
+ */
+function healthChecks(cli: PodmanCli, id: string, check: HealthCheck): Observable<Health> {
+  const inspect$ = cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(map(healthOfInspect));
+  const one$ = cli.run(['healthcheck', 'run', id], undefined, 'check', check.timeoutMs + CHECK_GRACE_MS).pipe(
+    map((): Health => ({ status: 'healthy' })),
+    catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? inspect$ : EMPTY)),
+    tap((health) => health.status === 'unhealthy' && stopSoon(cli, id)),
+    catchError(() => EMPTY),
+  );
+  return timer(check.intervalMs, check.intervalMs).pipe(
+    exhaustMap(() => one$),
+    takeWhile((health) => health.status !== 'unhealthy', true),
+  );
+}
+
+/**
+ * Stops a container, on its own: the stop changes the state it is watched by, which ends the watch, and
+ * a `podman stop` cut short leaves the container `stopping` for good. It has the command deadline.
+ */
+function stopSoon(cli: PodmanCli, id: string): void {
+  cli.run(['stop', id]).subscribe({ error: () => undefined });
+}
+
+/** A container of a podman-kube workload with the health check Podman made of its livenessProbe. */
+interface Probe {
+  readonly id: string;
+  readonly name: string;
+  readonly check: HealthCheck;
+}
+
+/** The health of all probed containers of a workload, each checked on its own interval. */
+const probesHealth = (cli: PodmanCli, probes: readonly Probe[]): Observable<Health> =>
+  merge(...probes.map((p, i) => healthChecks(cli, p.id, p.check).pipe(map((health) => ({ i, health }))))).pipe(
+    scan(
+      (latest, { i, health }) => latest.map((c, j) => (j === i ? { ...c, health } : c)),
+      probes.map((p): { name: string; health?: Health } => ({ name: p.name })),
+    ),
+    map((latest): Health => combinedHealth(latest) ?? { status: 'starting' }),
+  );
+
+/** The probes as one check, for the states that name it: `app: cat /tmp/ok; web: …`. */
+const describeProbes = (probes: readonly Probe[]): HealthCheck => ({
+  ...probes[0].check,
+  command: probes.map((p) => `${p.name}: ${p.check.command}`).join('; '),
+});
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {
@@ -130,50 +210,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   checkState(id: string, spec: WorkloadSpec): Observable<ExecutionState> {
     const container$ = this.watch(podmanReading(id));
     const check = this.healthCheck(spec);
-    if (!check) return container$;
-    // While the container runs, its health decides (lib/podman/health.ts); once unhealthy it stays Failed until it runs again.
-    return container$.pipe(
-      switchMap((state) =>
-        (is(state, 'Running', 'Ok') ? this.checks(id, check).pipe(startWith(undefined)) : of(undefined)).pipe(
-          // A check's result is the change its state shows; without one, the container's change is.
-          map((health) => ({ state, health, at: health ? Date.now() : whenHeard(state) })),
-        ),
-      ),
-      scan((shown: { failedWith?: string; state?: ExecutionState; at?: number }, { state, health, at }) => {
-        const failedWith = health?.status === 'unhealthy' ? health.output : is(state, 'Running') ? undefined : shown.failedWith;
-        return { failedWith, state: healthState(state, health, failedWith, check), at };
-      }, {}),
-      map((shown) => heardAt(shown.state!, shown.at)),
-      distinctUntilChanged(sameState),
-    );
-  }
-
-  /**
-   * The workload's health, checked once per interval (never two checks at once): a check that passes is
-   * healthy; one that fails asks Podman what its status is now (retries and start period are Podman's). An
-   * unhealthy container is stopped. A check that cannot run (the container stopped) says nothing.
-   */
-  private checks(id: string, check: HealthCheck): Observable<Health> {
-    const inspect$ = this.cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(map(healthOfInspect));
-    const one$ = this.cli.run(['healthcheck', 'run', id], undefined, 'check', check.timeoutMs + CHECK_GRACE_MS).pipe(
-      map((): Health => ({ status: 'healthy' })),
-      catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? inspect$ : EMPTY)),
-      tap((health) => health.status === 'unhealthy' && this.stopSoon(id)),
-      catchError(() => EMPTY),
-    );
-    // No check after the one that found it unhealthy: it is being stopped.
-    return timer(check.intervalMs, check.intervalMs).pipe(
-      exhaustMap(() => one$),
-      takeWhile((health) => health.status !== 'unhealthy', true),
-    );
-  }
-
-  /**
-   * Stops the container, on its own: the stop changes the state it is watched by, which ends the watch, and
-   * a `podman stop` cut short leaves the container `stopping` for good. It has the command deadline.
-   */
-  private stopSoon(id: string): void {
-    this.cli.run(['stop', id]).subscribe({ error: () => undefined });
+    return check ? withHealth(container$, () => healthChecks(this.cli, id, check), check) : container$;
   }
 
   /** A delete when the container id is not known: whatever carries the instance's name or its name label goes. */
@@ -245,10 +282,12 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** swdd~podman-kube-name-returns-podman-kube~1 */
   readonly name = 'podman-kube';
 
+  /** `health`: the agent runs the health checks Podman made of the containers' livenessProbes. */
   constructor(
     private readonly cli: PodmanCli,
     private readonly watch: WatchState,
     private readonly log?: Logger,
+    private readonly health = true,
   ) {}
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
@@ -316,8 +355,39 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
     );
   }
 
+  /**
+   * The pods' containers' states combined. With health checks on, the containers Podman gave a health
+   * check (from their livenessProbe) are checked by the agent as podman workloads are: the workload is
+   * Running(Ok) once all are healthy, and Failed once one is unhealthy (that container is stopped).
+   */
   checkState(id: KubeId): Observable<ExecutionState> {
-    return this.watch(kubeReading(id.pods));
+    const container$ = this.watch(kubeReading(id.pods));
+    if (!this.health || !id.manifest.includes('livenessProbe')) return container$;
+    return this.probes(id.pods).pipe(
+      catchError(() => of([])),
+      switchMap((probes) => (probes.length === 0 ? container$ : withHealth(container$, () => probesHealth(this.cli, probes), describeProbes(probes)))),
+    );
+  }
+
+  /** The containers of the pods that Podman gave a health check, with it. */
+  private probes(pods: readonly string[]): Observable<Probe[]> {
+    return this.cli.listContainers(pods.map((pod) => `pod=${pod}`)).pipe(
+      map((containers) => containers.filter((c) => !c.IsInfra)),
+      switchMap((containers) =>
+        containers.length === 0
+          ? of([])
+          : this.cli.run(['inspect', '--format', '{{.Id}} {{json .Config.Healthcheck}}', ...containers.map((c) => c.Id)], undefined, 'query').pipe(
+              map((out) =>
+                out.split('\n').flatMap((line): Probe[] => {
+                  const [containerId, json] = [line.slice(0, line.indexOf(' ')), line.slice(line.indexOf(' ') + 1)];
+                  const check = healthCheckOfConfig(json);
+                  const name = containers.find((c) => c.Id === containerId)?.Names?.[0] ?? containerId.slice(0, 12);
+                  return check && containerId ? [{ id: containerId, name, check }] : [];
+                }),
+              ),
+            ),
+      ),
+    );
   }
 
   /** swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1 */
@@ -416,6 +486,6 @@ export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
 export function podmanRuntimes(cli: PodmanCli, watch: WatchState, log: Logger, { health = true } = {}): Map<string, RuntimeConnector> {
   return new Map<string, RuntimeConnector>([
     ['podman', new PodmanRuntime(cli, watch, health)],
-    ['podman-kube', new PodmanKubeRuntime(cli, watch, log)],
+    ['podman-kube', new PodmanKubeRuntime(cli, watch, log, health)],
   ]);
 }

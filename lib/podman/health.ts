@@ -80,6 +80,38 @@ export function healthOfInspect(json: string): Health {
   return { status: 'unhealthy', output: output.length > MAX_OUTPUT_CHARS ? `${output.slice(0, MAX_OUTPUT_CHARS)}…` : output };
 }
 
+/**
+ * The health check Podman made of a container's config (`podman inspect --format '{{json .Config.Healthcheck}}'`;
+ * `podman kube play` makes one of a livenessProbe), if it has one: its command without Podman's `CMD-SHELL`/`CMD`
+ * word, its interval and timeout (nanoseconds there; Podman's defaults where zero).
+ */
+export function healthCheckOfConfig(json: string): HealthCheck | undefined {
+  let parsed: { Test?: unknown; Interval?: unknown; Timeout?: unknown } | null;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  const test = Array.isArray(parsed?.Test) ? parsed.Test.filter((word): word is string => typeof word === 'string') : [];
+  if (test.length < 2 || !['CMD-SHELL', 'CMD'].includes(test[0])) return undefined;
+  const ms = (ns: unknown, fallback: number) => (typeof ns === 'number' && ns > 0 ? ns / 1e6 : fallback);
+  return {
+    command: test.slice(1).join(' ').slice(0, MAX_OUTPUT_CHARS),
+    intervalMs: Math.max(ms(parsed?.Interval, DEFAULT_INTERVAL_MS), MIN_INTERVAL_MS),
+    timeoutMs: ms(parsed?.Timeout, DEFAULT_TIMEOUT_MS),
+  };
+}
+
+/**
+ * The health of a workload of several checked containers, from the last health of each (undefined: none
+ * yet): unhealthy as soon as one is (its output, named after its container), healthy once all are.
+ */
+export function combinedHealth(latest: ReadonlyArray<{ readonly name: string; readonly health?: Health }>): Health | undefined {
+  const failed = latest.find((c) => c.health?.status === 'unhealthy');
+  if (failed?.health?.status === 'unhealthy') return { status: 'unhealthy', output: `${failed.name}: ${failed.health.output}` };
+  return latest.length > 0 && latest.every((c) => c.health?.status === 'healthy') ? { status: 'healthy' } : undefined;
+}
+
 export const waitingForHealth = (check: HealthCheck) => ExecutionState.starting(`Waiting for its health check to pass ('${check.command}').`);
 export const unhealthy = (check: HealthCheck, output: string) => ExecutionState.failed(`Health check '${check.command}' failed${output ? `: ${output}` : '.'}`);
 

@@ -105,4 +105,84 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
     }).trim();
     expect(interval, 'the interval as the workload gave it').to.equal('1s');
   });
+
+  describe('podman-kube: the livenessProbe Podman maps to a health check', () => {
+    /** Sleeps, and ends at once on SIGTERM (a shell as PID 1 would ignore it, and the pod's removal would wait 10 s). */
+    const SLEEPS = JSON.stringify(['/bin/sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"]);
+    /** A pod whose container `app` is live while /tmp/ok exists in it (failures count after `delay` s); a readinessProbe Podman does not map. */
+    const probed = (agentName: string, delay = 60) => {
+      const pod = `${agentName}-probed`.replace(/_/g, '-');
+      const manifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${pod}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: ${IMAGE}
+    command: ${SLEEPS}
+    livenessProbe:
+      exec:
+        command: ["cat", "/tmp/ok"]
+      initialDelaySeconds: ${delay}
+      periodSeconds: 1
+      failureThreshold: 1
+    readinessProbe:
+      exec:
+        command: ["cat", "/tmp/ready"]
+  - name: sidecar
+    image: ${IMAGE}
+    command: ${SLEEPS}
+`;
+      const w = spec('db', agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`);
+      return { w, app: `${pod}-app` };
+    };
+    const inApp = (container: string, ...command: string[]) => execFileSync('podman', ['exec', container, ...command], { stdio: 'ignore' });
+    const KUBE_WAITING = /^Pending\(Starting\): Waiting for its health check to pass \('[^']*-probed-app: cat \/tmp\/ok \|\| exit 1'\)\.$/;
+
+    // rx~health-kube-liveness-probes~1, rx~health-starting-until-healthy~1, rx~health-running-when-healthy~1
+    it('the pod is Running(Ok) only once its probed container is healthy, and its ADD_COND_RUNNING dependent waits for that', async () => {
+      agent = new PodmanAgent(uniqueAgent('kubehealth'));
+      const { w, app } = probed(agent.agentName);
+      const dependent = busybox('app', agent.agentName, { dependencies: { db: 'Running' } });
+      agent.send({ kind: 'serverHello', added: [w, dependent] });
+      await agent.waitFor('db', KUBE_WAITING, 30_000);
+      await sleep(3000);
+      expect(agent.history('db').at(-1)).to.match(KUBE_WAITING);
+      expect(agent.history('app')).to.deep.equal(['Pending(WaitingToStart)']);
+      inApp(app, 'touch', '/tmp/ok');
+      await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+      await agent.waitFor('app', /^Running\(Ok\)$/);
+    });
+
+    // rx~health-kube-liveness-probes~1, rx~health-unhealthy-fails-and-stops~1
+    it('unhealthy: Failed(ExecFailed) naming the container and its check output, that container stopped', async () => {
+      agent = new PodmanAgent(uniqueAgent('kubehealth'));
+      const { w, app } = probed(agent.agentName, 2);
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('db', KUBE_WAITING, 30_000);
+      inApp(app, 'touch', '/tmp/ok');
+      await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+      await sleep(2500);
+      inApp(app, 'rm', '/tmp/ok');
+      await agent.waitFor(
+        'db',
+        /^Failed\(ExecFailed\): Health check '[^']*-probed-app: cat \/tmp\/ok \|\| exit 1' failed: [^ ]*-probed-app: cat: can't open '\/tmp\/ok'/,
+        5000,
+      );
+      const status = () => execFileSync('podman', ['inspect', '--format', '{{.State.Status}}', app], { encoding: 'utf8' }).trim();
+      for (let waited = 0; status() !== 'exited' && waited < 15_000; waited += 250) await sleep(250);
+      expect(status()).to.equal('exited');
+    });
+
+    // rx~health-switch-off~1
+    it('with health_checks = false the released behaviour: the pod is Running(Ok) as its containers run', async () => {
+      agent = new PodmanAgent(uniqueAgent('kubenohealth'), undefined, new PodmanCli(), { health: false });
+      const { w } = probed(agent.agentName);
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('db', /^Running\(Ok\)$/, 30_000);
+      expect(agent.history('db')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+    });
+  });
 });

@@ -1,6 +1,16 @@
 import { expect } from 'chai';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
-import { type HealthCheck, MAX_OUTPUT_CHARS, durationMs, healthCheckOf, healthOfInspect, healthState, withAgentChecks } from '../../lib/podman/health.js';
+import {
+  type HealthCheck,
+  MAX_OUTPUT_CHARS,
+  combinedHealth,
+  durationMs,
+  healthCheckOf,
+  healthCheckOfConfig,
+  healthOfInspect,
+  healthState,
+  withAgentChecks,
+} from '../../lib/podman/health.js';
 
 const check: HealthCheck = { command: 'cat /tmp/ok', intervalMs: 1000, timeoutMs: 30_000 };
 
@@ -77,5 +87,42 @@ describe('health checks of podman workloads (lib/podman/health.ts)', () => {
     expect(shown(exited, undefined), 'an exit of its own').to.equal("Failed(ExecFailed): Exit code: '137'");
     expect(shown(ExecutionState.succeeded(), undefined)).to.equal('Succeeded(Ok)');
     expect(shown(running, { status: 'unhealthy', output: '' }, '')).to.equal("Failed(ExecFailed): Health check 'cat /tmp/ok' failed.");
+  });
+
+  // rx~health-kube-liveness-probes~1
+  it("reads the health check Podman made of a kube container's livenessProbe, with Podman's defaults; none when there is none", () => {
+    const made = '{"Test":["CMD-SHELL","cat","/tmp/ok","||","exit","1"],"StartPeriod":1000000000,"Interval":2000000000,"Timeout":3000000000,"Retries":2}';
+    expect(healthCheckOfConfig(made)).to.deep.equal({ command: 'cat /tmp/ok || exit 1', intervalMs: 2000, timeoutMs: 3000 });
+    expect(healthCheckOfConfig('{"Test":["CMD","true"]}')).to.deep.equal({ command: 'true', intervalMs: 30_000, timeoutMs: 30_000 });
+    for (const none of ['null', '{"Test":["NONE"]}', '{"Test":[]}', 'not json', '{"Test":"CMD-SHELL true"}'])
+      expect(healthCheckOfConfig(none), none).to.equal(undefined);
+    expect(healthCheckOfConfig('{"Test":["CMD","true"],"Interval":1}')?.intervalMs, 'never more often than every 100 ms').to.equal(100);
+  });
+
+  // rx~health-kube-liveness-probes~1
+  it('a workload of several checked containers is healthy once all are, and unhealthy as soon as one is, naming it', () => {
+    expect(combinedHealth([{ name: 'a', health: { status: 'healthy' } }, { name: 'b' }])).to.equal(undefined);
+    expect(
+      combinedHealth([
+        { name: 'a', health: { status: 'healthy' } },
+        { name: 'b', health: { status: 'starting' } },
+      ]),
+    ).to.equal(undefined);
+    expect(
+      combinedHealth([
+        { name: 'a', health: { status: 'healthy' } },
+        { name: 'b', health: { status: 'healthy' } },
+      ]),
+    ).to.deep.equal({ status: 'healthy' });
+    expect(
+      combinedHealth([
+        { name: 'a', health: { status: 'healthy' } },
+        { name: 'b', health: { status: 'unhealthy', output: 'gone' } },
+      ]),
+    ).to.deep.equal({
+      status: 'unhealthy',
+      output: 'b: gone',
+    });
+    expect(combinedHealth([])).to.equal(undefined);
   });
 });
