@@ -3,6 +3,8 @@
 // status (retries, start period); the agent runs the checks (`podman healthcheck run`) on the interval,
 // since Podman's own timers need systemd, which many hosts do not run.
 import { ExecutionState, is } from '../execution-state.js';
+import type { WorkloadSpec } from '../workload.js';
+import { parseKubeConfig, parsePodmanConfig } from './runtime-config.js';
 
 export interface HealthCheck {
   /** The command, as the workload gave it (for the messages). */
@@ -126,4 +128,21 @@ export function healthState(container: ExecutionState, health: Health | undefine
   if (!is(container, 'Running', 'Ok')) return container;
   if (health?.status === 'unhealthy') return unhealthy(check, health.output);
   return health?.status === 'healthy' ? container : waitingForHealth(check);
+}
+
+/** Whether the agent runs health checks for this workload: a podman workload's health flags, a kube manifest's livenessProbe. */
+export function asksForHealthCheck(spec: WorkloadSpec): boolean {
+  try {
+    if (spec.runtime === 'podman') return healthCheckOf(parsePodmanConfig(spec.runtimeConfig).commandOptions) !== undefined;
+    return spec.runtime === 'podman-kube' && parseKubeConfig(spec.runtimeConfig).manifest.includes('livenessProbe');
+  } catch {
+    return false;
+  }
+}
+
+/** What a health-checked workload's state says of its health: `starting`, `healthy`, `unhealthy`, or '' (not running). */
+export function healthShown(state: ExecutionState): string {
+  if (state.additionalInfo.startsWith('Health check ')) return 'unhealthy';
+  if (state.additionalInfo.startsWith('Waiting for its health check')) return 'starting';
+  return is(state, 'Running', 'Ok') ? 'healthy' : '';
 }

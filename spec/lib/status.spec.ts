@@ -18,10 +18,10 @@ describe('the status view of standalone mode', () => {
     const alpha = specsFor('agent_A', desired).find((s) => s.instanceName.workloadName === 'alpha')!;
     const states = new Map([[instanceKey(alpha.instanceName), { instanceName: alpha.instanceName, executionState: ExecutionState.failed("Exit code: '3'") }]]);
     expect(statusRows('agent_A', desired, states)).to.deep.equal([
-      { workload: 'alpha', agent: 'agent_A', runtime: 'podman', state: 'Failed(ExecFailed)', info: "Exit code: '3'" },
-      { workload: 'elsewhere', agent: 'agent_B', runtime: 'podman', state: 'NotScheduled', info: "for agent 'agent_B', not this one" },
-      { workload: 'unscheduled', agent: '', runtime: 'podman-kube', state: 'NotScheduled', info: '' },
-      { workload: 'zeta', agent: 'agent_A', runtime: 'podman', state: 'Pending(Initial)', info: '' },
+      { workload: 'alpha', agent: 'agent_A', runtime: 'podman', state: 'Failed(ExecFailed)', health: '', info: "Exit code: '3'" },
+      { workload: 'elsewhere', agent: 'agent_B', runtime: 'podman', state: 'NotScheduled', health: '', info: "for agent 'agent_B', not this one" },
+      { workload: 'unscheduled', agent: '', runtime: 'podman-kube', state: 'NotScheduled', health: '', info: '' },
+      { workload: 'zeta', agent: 'agent_A', runtime: 'podman', state: 'Pending(Initial)', health: '', info: '' },
     ]);
   });
 
@@ -30,5 +30,44 @@ describe('the status view of standalone mode', () => {
     expect(table[0]).to.match(/^WORKLOAD NAME\s+AGENT\s+RUNTIME\s+EXECUTION STATE\s+ADDITIONAL INFO$/);
     expect(table[1]).to.match(/^alpha\s+agent_A\s+podman\s+Pending\(Initial\)$/);
     expect(table).to.have.length(5);
+  });
+
+  // rx~health-starting-until-healthy~1, rx~health-running-when-healthy~1, rx~health-unhealthy-fails-and-stops~1
+  it('shows a HEALTH column for workloads the agent checks: starting, healthy, unhealthy; none with health_checks = false', () => {
+    const checked = parseManifest(`apiVersion: v1
+workloads:
+  db:
+    runtime: podman
+    agent: agent_A
+    runtimeConfig: |
+      image: z
+      commandOptions: ["--health-cmd", "cat /tmp/ok", "--health-interval", "1s"]
+  pod:
+    runtime: podman-kube
+    agent: agent_A
+    runtimeConfig: |
+      manifest: |
+        kind: Pod
+        spec:
+          containers:
+          - name: app
+            livenessProbe: {exec: {command: ["true"]}}
+  plain: {runtime: podman, agent: agent_A, runtimeConfig: "image: a"}
+`);
+    const specs = specsFor('agent_A', checked);
+    const at = (name: string, executionState: ExecutionState) => {
+      const { instanceName } = specs.find((s) => s.instanceName.workloadName === name)!;
+      return [instanceKey(instanceName), { instanceName, executionState }] as const;
+    };
+    const states = (db: ExecutionState, pod: ExecutionState) => new Map([at('db', db), at('pod', pod), at('plain', ExecutionState.running())]);
+    const health = (rows: ReturnType<typeof statusRows>) => rows.map((r) => `${r.workload}:${r.health}`);
+    const waiting = ExecutionState.starting("Waiting for its health check to pass ('cat /tmp/ok').");
+    expect(health(statusRows('agent_A', checked, states(waiting, ExecutionState.running())))).to.deep.equal(['db:starting', 'plain:', 'pod:healthy']);
+    const failed = ExecutionState.failed("Health check 'cat /tmp/ok' failed: gone");
+    expect(health(statusRows('agent_A', checked, states(failed, ExecutionState.succeeded())))).to.deep.equal(['db:unhealthy', 'plain:', 'pod:']);
+    expect(health(statusRows('agent_A', checked, states(ExecutionState.running(), ExecutionState.running()), false))).to.deep.equal(['db:', 'plain:', 'pod:']);
+    const table = formatTable(statusRows('agent_A', checked, states(waiting, ExecutionState.running()))).split('\n');
+    expect(table[0]).to.match(/^WORKLOAD NAME\s+AGENT\s+RUNTIME\s+EXECUTION STATE\s+HEALTH\s+ADDITIONAL INFO$/);
+    expect(table[1]).to.match(/^db\s+agent_A\s+podman\s+Pending\(Starting\)\s+starting\s+Waiting for its health check/);
   });
 });
