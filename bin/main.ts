@@ -8,7 +8,9 @@ import {
   Subject,
   concat,
   first,
+  forkJoin,
   lastValueFrom,
+  map,
   merge,
   of,
   startWith,
@@ -33,6 +35,7 @@ import {
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
 import type { ContainerStats, MetricsEndpoint } from '../lib/drivers/metrics.js';
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
+import { runsInPod } from '../lib/drivers/podman-runtime.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
@@ -46,6 +49,7 @@ import { type DesiredState, ManifestError } from '../lib/manifest.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { MachineSample, MetricsPort } from '../lib/ports.js';
 import type { CrashLoopBackoff } from '../lib/restart-policy.js';
+import { RunningWorkloads } from '../lib/running-workloads.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { LocalSnapshot } from '../lib/status.js';
 import { agentNameProblem } from '../lib/workload.js';
@@ -86,7 +90,9 @@ export async function main(argv: readonly string[]): Promise<void> {
   const log = createLogger(flags.debug.length > 0);
   const trace = flags.debug.length > 0 ? tracer(log, stageFilter(flags.debug)) : noTrace;
   const setting = userErrors(() => (flags.manifest === undefined ? connected(flags, log) : standalone(flags, flags.manifest, log)));
-  const metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log);
+  // What the control loops run, shared with the metrics (whose pod is whose).
+  const running = new RunningWorkloads();
+  const metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running);
   const cli = new PodmanCli({
     log,
     observe: (call) => {
@@ -95,25 +101,37 @@ export async function main(argv: readonly string[]): Promise<void> {
     },
   });
   const runtimes = userErrors(() => enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.eventsRestarted()) }));
-  run(setting, runtimes, log, { trace, metrics: metrics?.port });
+  run(setting, runtimes, log, { trace, metrics: metrics?.port, running });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
-async function metricsEndpoint(setting: Setting, log: Logger): Promise<MetricsEndpoint> {
+async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWorkloads): Promise<MetricsEndpoint> {
   const { startMetrics } = await import('../lib/drivers/metrics.js');
-  const stats = new PodmanCli({ log });
+  const cli = new PodmanCli({ log });
+  const stats$ = cli.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], undefined, 'query').pipe(
+    map((out) =>
+      out
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as ContainerStats & { ContainerID?: string }),
+    ),
+  );
   try {
     return await startMetrics(setting.metrics!, {
       agentName: setting.name,
       version: packageVersion(),
       log,
+      // The pod of each container (podman-kube workloads' figures go by pod) from the same look.
       containerStats: () =>
-        lastValueFrom(stats.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], undefined, 'query')).then((out) =>
-          out
-            .split('\n')
-            .filter((line) => line.startsWith('{'))
-            .map((line) => JSON.parse(line) as ContainerStats),
+        lastValueFrom(
+          forkJoin([stats$, cli.listContainers()]).pipe(
+            map(([stats, containers]) => {
+              const podOf = new Map(containers.map((c) => [c.Id, c.Pod]));
+              return stats.map((s) => ({ ...s, Pod: podOf.get(s.ContainerID ?? '') || undefined }));
+            }),
+          ),
         ),
+      podOwner: (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName,
     });
   } catch (err) {
     return exit(1, `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n`);
@@ -149,7 +167,7 @@ function run(
   setting: Setting,
   runtimes: ReadonlyMap<string, RuntimeConnector>,
   log: Logger,
-  { trace, metrics }: { trace: Trace; metrics?: MetricsPort },
+  { trace, metrics, running }: { trace: Trace; metrics?: MetricsPort; running: RunningWorkloads },
 ): void {
   const pipes = new ControlInterfacePipes(setting.ioFolder, log);
   disposers.push(() => pipes.closeAll());
@@ -170,6 +188,7 @@ function run(
       serverFull$: setting.serverFull$,
       backoff: setting.backoff,
       metrics,
+      running,
     },
   );
   merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({

@@ -10,14 +10,20 @@ export interface Running {
 }
 
 export class RunningWorkloads {
-  private readonly byInstance = new Map<string, Running>();
+  private readonly byInstance = new Map<string, { readonly instanceName: WorkloadInstanceName; readonly running: Running }>();
 
   find(instanceName: WorkloadInstanceName): Running | undefined {
-    return this.byInstance.get(instanceKey(instanceName));
+    return this.byInstance.get(instanceKey(instanceName))?.running;
+  }
+
+  /** The first running instance `test` accepts (for the metrics: which workload a pod belongs to). */
+  findWhere(test: (running: Running) => boolean): WorkloadInstanceName | undefined {
+    for (const { instanceName, running } of this.byInstance.values()) if (test(running)) return instanceName;
+    return undefined;
   }
 
   set(instanceName: WorkloadInstanceName, running: Running): void {
-    this.byInstance.set(instanceKey(instanceName), running);
+    this.byInstance.set(instanceKey(instanceName), { instanceName, running });
   }
 
   delete(instanceName: WorkloadInstanceName): void {

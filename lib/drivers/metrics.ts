@@ -18,9 +18,10 @@ export interface PodmanCall {
   readonly seconds: number;
 }
 
-/** One container's figures from `podman stats`. */
+/** One container's figures from `podman stats`, with the pod it is in (from `podman ps`), if any. */
 export interface ContainerStats {
   readonly Name: string;
+  readonly Pod?: string;
   readonly CPU: number;
   readonly MemUsage: number;
   readonly MemLimit: number;
@@ -37,6 +38,8 @@ export interface MetricsOptions {
   readonly log: Logger;
   /** Every container's figures, asked once per scrape at most every STATS_TTL_MS. */
   readonly containerStats: () => Promise<readonly ContainerStats[]>;
+  /** The workload of this agent a pod belongs to (a podman-kube workload's), if any. */
+  readonly podOwner?: (pod: string) => string | undefined;
 }
 
 export interface MetricsEndpoint {
@@ -194,18 +197,17 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
       .containerStats()
       .then((all) => {
         for (const gauge of Object.values(containers)) gauge.reset();
-        for (const c of all) {
-          const name = parseInstanceKey(c.Name);
-          if (!name || name.agentName !== agent || !last.has(name.workloadName)) continue;
-          const workload = { workload: name.workloadName, agent };
-          containers.cpu.set(workload, c.CPU);
-          containers.memory.set(workload, c.MemUsage);
-          containers.memoryLimit.set(workload, c.MemLimit);
-          containers.netIn.set(workload, c.NetInput);
-          containers.netOut.set(workload, c.NetOutput);
-          containers.blockIn.set(workload, c.BlockInput);
-          containers.blockOut.set(workload, c.BlockOutput);
-          containers.pids.set(workload, c.PIDs);
+        for (const [workload, c] of byWorkload(all, agent, options.podOwner)) {
+          if (!last.has(workload)) continue;
+          const labels = { workload, agent };
+          containers.cpu.set(labels, c.CPU);
+          containers.memory.set(labels, c.MemUsage);
+          containers.memoryLimit.set(labels, c.MemLimit);
+          containers.netIn.set(labels, c.NetInput);
+          containers.netOut.set(labels, c.NetOutput);
+          containers.blockIn.set(labels, c.BlockInput);
+          containers.blockOut.set(labels, c.BlockOutput);
+          containers.pids.set(labels, c.PIDs);
         }
       })
       .catch((err: unknown) => options.log.debug(`The containers' figures are not available now: ${String(err)}`));
@@ -256,6 +258,39 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
     eventsRestarted: () => eventRestarts.inc(),
     close: () => server.close(),
   };
+}
+
+type Figures = Omit<ContainerStats, 'Name' | 'Pod'>;
+
+/**
+ * The containers' figures by workload of this agent: a podman workload's container by its name, a
+ * podman-kube workload's containers by their pod, summed; the memory limit is the largest of theirs, and the
+ * network the pod's own (its containers share it, so each shows all of it).
+ */
+function byWorkload(all: readonly ContainerStats[], agent: string, podOwner?: (pod: string) => string | undefined): Map<string, Figures> {
+  const figures = new Map<string, Figures>();
+  for (const c of all) {
+    const named = parseInstanceKey(c.Name);
+    const workload = named ? (named.agentName === agent ? named.workloadName : undefined) : c.Pod ? podOwner?.(c.Pod) : undefined;
+    if (workload === undefined) continue;
+    const sum = figures.get(workload);
+    figures.set(
+      workload,
+      sum
+        ? {
+            CPU: sum.CPU + c.CPU,
+            MemUsage: sum.MemUsage + c.MemUsage,
+            MemLimit: Math.max(sum.MemLimit, c.MemLimit),
+            NetInput: Math.max(sum.NetInput, c.NetInput),
+            NetOutput: Math.max(sum.NetOutput, c.NetOutput),
+            BlockInput: sum.BlockInput + c.BlockInput,
+            BlockOutput: sum.BlockOutput + c.BlockOutput,
+            PIDs: sum.PIDs + c.PIDs,
+          }
+        : c,
+    );
+  }
+  return figures;
 }
 
 /** A family rendered outside the registry, added to its exposition (before OpenMetrics' closing `# EOF`). */

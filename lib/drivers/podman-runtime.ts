@@ -40,6 +40,7 @@ import {
 } from '../podman/health.js';
 import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface } from '../podman/runtime-config.js';
 import type { ContainerEvent, WatchState } from '../ports.js';
+import type { Running } from '../running-workloads.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
@@ -258,6 +259,10 @@ export interface KubeId {
   readonly manifest: string;
   readonly downOptions: readonly string[];
 }
+
+/** Whether a running workload is a podman-kube one that runs in `pod` (an id, whole or cut short, as Podman shows it). */
+export const runsInPod = ({ runtime, id }: Running, pod: string): boolean =>
+  runtime.name === 'podman-kube' && (id as KubeId).pods.some((p) => p === pod || p.startsWith(pod) || pod.startsWith(p));
 
 /**
  * The data label of a podman-kube bookkeeping volume: base64 without padding, as the released agent

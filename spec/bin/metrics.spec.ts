@@ -10,7 +10,7 @@ import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { endToEnd } from '../helpers/end-to-end.js';
 import { type AgentStream, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { busybox } from '../helpers/podman.js';
+import { IMAGE, busybox, spec } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
 /** A free loopback port. */
@@ -47,7 +47,7 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
   });
   afterEach(() => prometheus?.kill('SIGKILL'));
 
-  it('counts a restart, an exit code, a denied request and the report times; shows container memory; promtool and a real Prometheus read it', async () => {
+  it("counts a restart, an exit code, a denied request and the report times; shows containers' figures, a pod's as its workload's; promtool and a real Prometheus read it", async () => {
     const port = await freePort();
     e2e.start({ args: ['--metrics', `127.0.0.1:${port}`] });
     const stream = await e2e.server.nextStream();
@@ -56,7 +56,14 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
       ...busybox('watcher', agentName),
       controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] },
     };
-    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(flaky), addedWorkload(watcher)] } } });
+    // A podman-kube workload of two containers (and the pod's infra container): its figures are its pod's.
+    const podName = `${agentName}-pod`.replace(/_/g, '-');
+    const container = (name: string) => `  - name: ${name}\n    image: ${IMAGE}\n    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]\n`;
+    const manifest = `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${podName}\nspec:\n  restartPolicy: Never\n  containers:\n${container('a')}${container('b')}`;
+    const pod = spec('pod', agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`);
+    stream.send({
+      FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(flaky), addedWorkload(watcher), addedWorkload(pod)] } },
+    });
     await until(() => reached(stream, 'watcher', /^Running\(Ok\)$/), 'the watcher to run');
     const client = new ControlInterfaceClient(controlInterfaceFolder(path.join(e2e.run, `${agentName}_io`), watcher));
     try {
@@ -74,8 +81,14 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     let text = '';
     await until(async () => {
       text = await scrape(port);
-      return (seriesValue(text, 'ank_agent_container_memory_bytes', workload('watcher')) ?? 0) > 0;
+      return (
+        (seriesValue(text, 'ank_agent_container_memory_bytes', workload('watcher')) ?? 0) > 0 &&
+        seriesValue(text, 'ank_agent_container_pids', workload('pod')) !== undefined
+      );
     }, 'the container figures');
+    // Each of the pod's two containers runs a shell and a sleep.
+    expect(seriesValue(text, 'ank_agent_container_pids', workload('pod')), "the pod's processes").to.be.at.least(4);
+    expect(seriesValue(text, 'ank_agent_container_memory_bytes', workload('pod'))).to.be.greaterThan(0);
     expect(seriesValue(text, 'ank_agent_workload_restarts_total', workload('flaky'))).to.be.at.least(1);
     expect(seriesValue(text, 'ank_agent_workload_last_exit_code', workload('flaky'))).to.equal(3);
     expect(seriesValue(text, 'ank_agent_workload_state', { ...workload('watcher'), state: 'Running', substate: 'Ok' })).to.equal(1);
