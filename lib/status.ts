@@ -22,11 +22,8 @@ export interface StatusRow {
   readonly info: string;
 }
 
-/**
- * swdd~api-object-serialization~1: one row per workload of the desired state, sorted by name; `healthChecks`:
- * the agent runs health checks (the agent config's health_checks), so a workload that asks for one shows its health.
- */
-export function statusRows(agentName: string, desired: DesiredState | undefined, states: ReadonlyMap<string, WorkloadState>, healthChecks = true): StatusRow[] {
+/** swdd~api-object-serialization~1: one row per workload of the desired state, sorted by name; a workload with a health check shows its health. */
+export function statusRows(agentName: string, desired: DesiredState | undefined, states: ReadonlyMap<string, WorkloadState>): StatusRow[] {
   if (!desired) return [];
   return [...desired.workloads.values()]
     .sort((a, b) => a.name.localeCompare(b.name))
@@ -39,7 +36,7 @@ export function statusRows(agentName: string, desired: DesiredState | undefined,
       const current = states.get(instanceKey(spec.instanceName));
       if (!current) return { ...row, state: 'Pending(Initial)', info: '' };
       const [state, ...info] = formatState(current.executionState).split(': ');
-      const health = healthChecks && asksForHealthCheck(spec) ? healthShown(current.executionState) : '';
+      const health = asksForHealthCheck(spec) ? healthShown(current.executionState) : '';
       return { ...row, state, health, info: info.join(': ') };
     });
 }

@@ -7,6 +7,7 @@ import type { ExecutionState } from '../execution-state.js';
 import { whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { WorkloadState } from '../messages.js';
+import { healthShown } from '../podman/health.js';
 import type { MetricsPort } from '../ports.js';
 import { parseInstanceKey } from '../workload.js';
 import { WorkloadHistogram } from './workload-histogram.js';
@@ -174,8 +175,10 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
         if (heard !== undefined) reportSeconds.observe(instanceName.workloadName, Math.max(0, Date.now() - heard) / 1000);
         const code = exitCodeOf(s);
         if (code !== undefined) exitCode.set(workload, code);
-        if (s.additionalInfo.startsWith('Waiting for its health check') || s.additionalInfo.startsWith('Health check ')) healthy.set(workload, 0);
-        else if (s.state === 'Running' && before?.state.additionalInfo.startsWith('Waiting for its health check')) healthy.set(workload, 1);
+        // A workload without a check is Running(Ok) too: healthy only after its check was awaited.
+        const health = healthShown(s);
+        if (health === 'starting' || health === 'unhealthy') healthy.set(workload, 0);
+        else if (health === 'healthy' && before && healthShown(before.state) === 'starting') healthy.set(workload, 1);
         last.set(instanceName.workloadName, { state: s, at: Date.now(), ended });
       }
     },

@@ -376,6 +376,8 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 
   /** The containers of the pods that Podman gave a health check, with it. */
   private probes(pods: readonly string[]): Observable<Probe[]> {
+    // No pod, no filter: `podman ps` would list the host's every container.
+    if (pods.length === 0) return of([]);
     return this.cli.listContainers(pods.map((pod) => `pod=${pod}`)).pipe(
       map((containers) => containers.filter((c) => !c.IsInfra)),
       switchMap((containers) =>

@@ -61,8 +61,17 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     const container = (name: string) => `  - name: ${name}\n    image: ${IMAGE}\n    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]\n`;
     const manifest = `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${podName}\nspec:\n  restartPolicy: Never\n  containers:\n${container('a')}${container('b')}`;
     const pod = spec('pod', agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`);
+    const checked = spec(
+      'checked',
+      agentName,
+      'podman',
+      `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--health-cmd", "true", "--health-interval", "1s"]\ncommandArgs: ["sleep", "3600"]\n`,
+    );
     stream.send({
-      FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(flaky), addedWorkload(watcher), addedWorkload(pod)] } },
+      FromServerEnum: {
+        case: 'serverHello',
+        value: { addedWorkloads: [addedWorkload(flaky), addedWorkload(watcher), addedWorkload(pod), addedWorkload(checked)] },
+      },
     });
     await until(() => reached(stream, 'watcher', /^Running\(Ok\)$/), 'the watcher to run');
     const client = new ControlInterfaceClient(controlInterfaceFolder(path.join(e2e.run, `${agentName}_io`), watcher));
@@ -83,7 +92,8 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
       text = await scrape(port);
       return (
         (seriesValue(text, 'ank_agent_container_memory_bytes', workload('watcher')) ?? 0) > 0 &&
-        seriesValue(text, 'ank_agent_container_pids', workload('pod')) !== undefined
+        seriesValue(text, 'ank_agent_container_pids', workload('pod')) !== undefined &&
+        seriesValue(text, 'ank_agent_workload_healthy', workload('checked')) === 1
       );
     }, 'the container figures');
     // Each of the pod's two containers runs a shell and a sleep.
@@ -92,6 +102,8 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     expect(seriesValue(text, 'ank_agent_workload_restarts_total', workload('flaky'))).to.be.at.least(1);
     expect(seriesValue(text, 'ank_agent_workload_last_exit_code', workload('flaky'))).to.equal(3);
     expect(seriesValue(text, 'ank_agent_workload_state', { ...workload('watcher'), state: 'Running', substate: 'Ok' })).to.equal(1);
+    expect(seriesValue(text, 'ank_agent_workload_healthy', workload('checked')), 'a health-checked workload whose check passed').to.equal(1);
+    expect(seriesValue(text, 'ank_agent_workload_healthy', workload('watcher')), 'a workload without a check').to.equal(undefined);
     expect(seriesValue(text, 'ank_agent_control_interface_requests_total', { workload: 'watcher', decision: 'denied' })).to.equal(1);
     expect(seriesValue(text, 'ank_agent_control_interface_requests_total', { workload: 'watcher', decision: 'allowed' })).to.equal(1);
     expect(seriesValue(text, 'ank_agent_server_connected', {})).to.equal(1);

@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { conmonExits } from '../../lib/drivers/podman-runtime.js';
+import { conmonExits, containerEvents } from '../../lib/drivers/podman-runtime.js';
 import type { ContainerEvent } from '../../lib/ports.js';
 import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
@@ -59,13 +59,33 @@ describe("container states from Podman's events (real Podman)", function () {
     expect(agent.history('three').filter((h) => h.startsWith('Stopping(Stopping)'))).to.deep.equal([]);
   });
 
+  it("Podman's died event carries the exit code and the time Podman gives it", async () => {
+    const seen: ContainerEvent[] = [];
+    const sub = containerEvents(new PodmanCli()).subscribe((e) => seen.push(e));
+    try {
+      await new Promise((r) => setTimeout(r, 500)); // the stream is up
+      const started = Date.now();
+      const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', 'sleep 1; exit 4'], { encoding: 'utf8' }).trim();
+      await until(() => seen.some((e) => e.id === id && e.status === 'died'), 'the died event');
+      const died = seen.find((e) => e.id === id && e.status === 'died')!;
+      expect(died.exitCode).to.equal(4);
+      expect(died.at, "Podman's time of it: after the sleep, before now").to.be.within(started + 1000, Date.now());
+      execFileSync('podman', ['rm', '-f', id], { stdio: 'ignore' });
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
   it("conmon's exit file tells an exit, with its code, as the container exits", async () => {
     const seen: ContainerEvent[] = [];
     const sub = conmonExits().subscribe((e) => seen.push(e));
     try {
+      const started = Date.now();
       const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', 'sleep 1; exit 6'], { encoding: 'utf8' }).trim();
       await until(() => seen.some((e) => e.id === id), 'the exit file');
-      expect(seen.find((e) => e.id === id)).to.deep.equal({ id, status: 'died', exitCode: 6 });
+      const { at, ...event } = seen.find((e) => e.id === id)!;
+      expect(event).to.deep.equal({ id, status: 'died', exitCode: 6 });
+      expect(at, 'when it was heard: after the sleep, before now').to.be.within(started + 1000, Date.now());
       execFileSync('podman', ['rm', '-f', id], { stdio: 'ignore' });
     } finally {
       sub.unsubscribe();

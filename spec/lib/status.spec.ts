@@ -33,7 +33,7 @@ describe('the status view of standalone mode', () => {
   });
 
   // rx~health-starting-until-healthy~1, rx~health-running-when-healthy~1, rx~health-unhealthy-fails-and-stops~1
-  it('shows a HEALTH column for workloads the agent checks: starting, healthy, unhealthy; none with health_checks = false', () => {
+  it('shows a HEALTH column for workloads the agent checks: starting, healthy, unhealthy', () => {
     const checked = parseManifest(`apiVersion: v1
 workloads:
   db:
@@ -65,7 +65,6 @@ workloads:
     expect(health(statusRows('agent_A', checked, states(waiting, ExecutionState.running())))).to.deep.equal(['db:starting', 'plain:', 'pod:healthy']);
     const failed = ExecutionState.failed("Health check 'cat /tmp/ok' failed: gone");
     expect(health(statusRows('agent_A', checked, states(failed, ExecutionState.succeeded())))).to.deep.equal(['db:unhealthy', 'plain:', 'pod:']);
-    expect(health(statusRows('agent_A', checked, states(ExecutionState.running(), ExecutionState.running()), false))).to.deep.equal(['db:', 'plain:', 'pod:']);
     const table = formatTable(statusRows('agent_A', checked, states(waiting, ExecutionState.running()))).split('\n');
     expect(table[0]).to.match(/^WORKLOAD NAME\s+AGENT\s+RUNTIME\s+EXECUTION STATE\s+HEALTH\s+ADDITIONAL INFO$/);
     expect(table[1]).to.match(/^db\s+agent_A\s+podman\s+Pending\(Starting\)\s+starting\s+Waiting for its health check/);
