@@ -23,7 +23,7 @@ import { ControlInterfaceClient } from '../spec/helpers/ci-client.js';
 import { FakeRuntime } from '../spec/helpers/fake-runtime.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../spec/helpers/fake-server.js';
 import { workload } from '../spec/helpers/fixtures.js';
-import { IMAGE, PodmanAgent, busybox, cleanup, requirePodman, spec, uniqueAgent } from '../spec/helpers/podman.js';
+import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, busybox, cleanup, kubePod, requirePodman, spec, uniqueAgent } from '../spec/helpers/podman.js';
 
 interface Figure {
   readonly name: string;
@@ -774,23 +774,8 @@ const checkedWorkload = (name: string, agentName: string, restartPolicy: 'Never'
 /** A podman-kube workload whose container `app` is live while /tmp/ok exists in it, probed every second. */
 const probedPod = (agentName: string) => {
   const pod = `${agentName}-probed`.replace(/_/g, '-');
-  const manifest = `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${pod}
-spec:
-  restartPolicy: Never
-  containers:
-  - name: app
-    image: ${IMAGE}
-    command: ["/bin/sh", "-c", "touch /tmp/ok; trap 'exit 0' TERM; sleep 3600 & wait"]
-    livenessProbe:
-      exec:
-        command: ["cat", "/tmp/ok"]
-      periodSeconds: 1
-      failureThreshold: 1
-`;
-  return { workload: spec('pod', agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`), container: `${pod}-app` };
+  const probe = '    livenessProbe:\n      exec:\n        command: ["cat", "/tmp/ok"]\n      periodSeconds: 1\n      failureThreshold: 1\n';
+  return { workload: kubePod('pod', agentName, pod, [{ name: 'app', script: `touch /tmp/ok; ${SLEEP_UNTIL_STOPPED}`, more: probe }]), container: `${pod}-app` };
 };
 
 async function benchHealth(crashSeconds: number): Promise<void> {

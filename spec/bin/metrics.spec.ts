@@ -10,7 +10,7 @@ import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { endToEnd } from '../helpers/end-to-end.js';
 import { type AgentStream, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { IMAGE, busybox, spec } from '../helpers/podman.js';
+import { IMAGE, busybox, kubePod, spec } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
 /** A free loopback port. */
@@ -57,10 +57,7 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
       controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['desiredState'] }], denyRules: [] },
     };
     // A podman-kube workload of two containers (and the pod's infra container): its figures are its pod's.
-    const podName = `${agentName}-pod`.replace(/_/g, '-');
-    const container = (name: string) => `  - name: ${name}\n    image: ${IMAGE}\n    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]\n`;
-    const manifest = `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${podName}\nspec:\n  restartPolicy: Never\n  containers:\n${container('a')}${container('b')}`;
-    const pod = spec('pod', agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`);
+    const pod = kubePod('pod', agentName, `${agentName}-pod`.replace(/_/g, '-'), [{ name: 'a' }, { name: 'b' }]);
     const checked = spec(
       'checked',
       agentName,

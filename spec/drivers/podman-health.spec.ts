@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { instanceKey } from '../../lib/workload.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { IMAGE, PodmanAgent, busybox, kubePod, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
 
 /**
  * A workload that is healthy while /tmp/ok exists in it, checked every second; failures in its start period
@@ -107,22 +107,10 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
   });
 
   describe('podman-kube: the livenessProbe Podman maps to a health check', () => {
-    /** Sleeps, and ends at once on SIGTERM (a shell as PID 1 would ignore it, and the pod's removal would wait 10 s). */
-    const SLEEPS = JSON.stringify(['/bin/sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"]);
     /** A pod whose container `app` is live while /tmp/ok exists in it (failures count after `delay` s); a readinessProbe Podman does not map. */
     const probed = (agentName: string, delay = 60) => {
       const pod = `${agentName}-probed`.replace(/_/g, '-');
-      const manifest = `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${pod}
-spec:
-  restartPolicy: Never
-  containers:
-  - name: app
-    image: ${IMAGE}
-    command: ${SLEEPS}
-    livenessProbe:
+      const probes = `    livenessProbe:
       exec:
         command: ["cat", "/tmp/ok"]
       initialDelaySeconds: ${delay}
@@ -131,12 +119,8 @@ spec:
     readinessProbe:
       exec:
         command: ["cat", "/tmp/ready"]
-  - name: sidecar
-    image: ${IMAGE}
-    command: ${SLEEPS}
 `;
-      const w = spec('db', agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`);
-      return { w, app: `${pod}-app` };
+      return { w: kubePod('db', agentName, pod, [{ name: 'app', more: probes }, { name: 'sidecar' }]), app: `${pod}-app` };
     };
     const inApp = (container: string, ...command: string[]) => execFileSync('podman', ['exec', container, ...command], { stdio: 'ignore' });
     const KUBE_WAITING = /^Pending\(Starting\): Waiting for its health check to pass \('[^']*-probed-app: cat \/tmp\/ok \|\| exit 1'\)\.$/;

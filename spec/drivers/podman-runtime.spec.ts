@@ -13,7 +13,8 @@ import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import { podmanRunArgs, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
 import { instanceKey } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, busybox, containerOf, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { parseKubeConfig } from '../../lib/podman/runtime-config.js';
+import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
 
 describe('Podman runtimes (real Podman)', function () {
   this.timeout(60_000);
@@ -247,24 +248,12 @@ describe('Podman runtimes (real Podman)', function () {
   });
 
   describe('podman-kube', () => {
-    const manifest = (name: string, script: string) => `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  restartPolicy: Never
-  containers:
-  - name: main
-    image: ${IMAGE}
-    command: ["/bin/sh", "-c", ${JSON.stringify(script)}]
-`;
-    const kube = (name: string, podName: string, script: string) =>
-      spec(name, agent.agentName, 'podman-kube', `manifest: |\n${manifest(podName, script).replace(/^/gm, '  ')}`);
+    const kube = (name: string, podName: string, script?: string) => kubePod(name, agent.agentName, podName, [{ name: 'main', script }]);
 
     // swdd~agent-supports-podman-kube-runtime~1, swdd~podman-kube-uses-podman-cli~1, swdd~podman-kube-create-workload-apply-manifest~1, swdd~podman-kube-state-getter-combines-states~2, swdd~podman-kube-create-workload-creates-config-volume~1, swdd~podman-kube-create-workload-creates-pods-volume~1, swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1
     it('a pod runs, is reported, and is torn down with its volumes', async () => {
       const pod = `${agent.agentName}-pod`.replace(/_/g, '-');
-      const w = kube('pod', pod, 'sleep 3600');
+      const w = kube('pod', pod);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('pod', /^Running\(Ok\)$/);
       const key = instanceKey(w.instanceName);
@@ -278,7 +267,7 @@ spec:
     // swdd~podman-kube-state-getter-treats-missing-pods-as-unknown~1
     it('a pod removed from outside (podman pod rm -f) is Failed(Unknown), never Removed', async () => {
       const pod = `${agent.agentName}-gone`.replace(/_/g, '-');
-      const w = kube('gone', pod, 'sleep 3600');
+      const w = kube('gone', pod);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('gone', /^Running\(Ok\)$/);
       podman('pod', 'rm', '--force', '--time=0', pod);
@@ -299,7 +288,7 @@ spec:
 
     // swdd~podman-kube-list-existing-workloads-using-config-volumes~1, swdd~podman-kube-get-workload-id-uses-volumes~1, swdd~podman-kube-create-workload-returns-workload-id~1
     it('a pod of an earlier run is found through its volumes', async () => {
-      const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'), 'sleep 3600');
+      const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'));
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('found', /^Running/);
       const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube') as RuntimeConnector<KubeId>;
@@ -313,13 +302,14 @@ spec:
     // swdd~podman-kube-create-workload-returns-workload-id~1
     it('a create returns the id the runtime keeps: the instance, the pods it played, the manifest and the down options', async () => {
       const pod = `${agent.agentName}-direct`.replace(/_/g, '-');
-      const w = kube('direct', pod, 'sleep 3600');
+      const w = kube('direct', pod);
       const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube') as RuntimeConnector<KubeId>;
       const id = await lastValueFrom(runtime.createWorkload(w, {}));
       try {
         expect(id.instance).to.equal(instanceKey(w.instanceName));
         expect(id.pods).to.deep.equal([podman('pod', 'inspect', pod, '--format={{.ID}}')]);
-        expect(id.manifest).to.equal(manifest(pod, 'sleep 3600'));
+        expect(id.manifest, 'the manifest as the workload gave it').to.equal(parseKubeConfig(w.runtimeConfig).manifest);
+        expect(id.manifest).to.contain(`name: ${pod}`);
         expect(id.downOptions).to.deep.equal([]);
       } finally {
         await lastValueFrom(runtime.deleteWorkload(id), { defaultValue: undefined });
@@ -329,7 +319,7 @@ spec:
 
     // swdd~podman-kube-create-continues-if-cannot-create-volume~1
     it('the pod is played even when its volumes cannot be made', async () => {
-      const w = kube('novolume', `${agent.agentName}-novolume`.replace(/_/g, '-'), 'sleep 3600');
+      const w = kube('novolume', `${agent.agentName}-novolume`.replace(/_/g, '-'));
       const key = instanceKey(w.instanceName);
       podman('volume', 'create', `${key}.config`); // taken: the agent's own volume create fails
       agent.send({ kind: 'serverHello', added: [w] });

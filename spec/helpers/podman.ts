@@ -69,6 +69,25 @@ export interface BusyboxOptions {
   extra?: string;
 }
 
+/** A script that sleeps and ends at once on SIGTERM (a shell as PID 1 ignores it: a pod's removal would wait 10 s). */
+export const SLEEP_UNTIL_STOPPED = "trap 'exit 0' TERM; sleep 3600 & wait";
+
+/** A container of a pod: its name, the shell script it runs (by default it sleeps until stopped), further keys (probes) as YAML indented by four spaces. */
+export interface PodContainer {
+  readonly name: string;
+  readonly script?: string;
+  readonly more?: string;
+}
+
+/** A podman-kube workload: one pod named `podName` of containers of the local busybox image. */
+export function kubePod(name: string, agentName: string, podName: string, containers: readonly PodContainer[], o: BusyboxOptions = {}): WorkloadSpec {
+  const listed = containers.map(
+    (c) => `  - name: ${c.name}\n    image: ${IMAGE}\n    command: ["/bin/sh", "-c", ${JSON.stringify(c.script ?? SLEEP_UNTIL_STOPPED)}]\n${c.more ?? ''}`,
+  );
+  const manifest = `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${podName}\nspec:\n  restartPolicy: Never\n  containers:\n${listed.join('')}`;
+  return spec(name, agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`, o);
+}
+
 /** A podman workload running `sh -c <script>` in the local busybox image. */
 export function busybox(name: string, agentName: string, o: BusyboxOptions = {}): WorkloadSpec {
   const runtimeConfig = `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1"]\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(o.script ?? 'sleep 3600')}]\n${o.extra ?? ''}`;
