@@ -59,18 +59,28 @@ describe("container states from Podman's events (real Podman)", function () {
     expect(agent.history('three').filter((h) => h.startsWith('Stopping(Stopping)'))).to.deep.equal([]);
   });
 
+  /** Containers that exit after a second with `code`, removed after each test however it ended. */
+  const exited: string[] = [];
+  const exitingContainer = (code: number) => {
+    const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', `sleep 1; exit ${code}`], { encoding: 'utf8' }).trim();
+    exited.push(id);
+    return id;
+  };
+  afterEach(() => {
+    if (exited.length > 0) execFileSync('podman', ['rm', '-f', ...exited.splice(0)], { stdio: 'ignore' });
+  });
+
   it("Podman's died event carries the exit code and the time Podman gives it", async () => {
     const seen: ContainerEvent[] = [];
     const sub = containerEvents(new PodmanCli()).subscribe((e) => seen.push(e));
     try {
       await new Promise((r) => setTimeout(r, 500)); // the stream is up
       const started = Date.now();
-      const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', 'sleep 1; exit 4'], { encoding: 'utf8' }).trim();
+      const id = exitingContainer(4);
       await until(() => seen.some((e) => e.id === id && e.status === 'died'), 'the died event');
       const died = seen.find((e) => e.id === id && e.status === 'died')!;
       expect(died.exitCode).to.equal(4);
       expect(died.at, "Podman's time of it: after the sleep, before now").to.be.within(started + 1000, Date.now());
-      execFileSync('podman', ['rm', '-f', id], { stdio: 'ignore' });
     } finally {
       sub.unsubscribe();
     }
@@ -81,12 +91,11 @@ describe("container states from Podman's events (real Podman)", function () {
     const sub = conmonExits().subscribe((e) => seen.push(e));
     try {
       const started = Date.now();
-      const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', 'sleep 1; exit 6'], { encoding: 'utf8' }).trim();
+      const id = exitingContainer(6);
       await until(() => seen.some((e) => e.id === id), 'the exit file');
       const { at, ...event } = seen.find((e) => e.id === id)!;
       expect(event).to.deep.equal({ id, status: 'died', exitCode: 6 });
       expect(at, 'when it was heard: after the sleep, before now').to.be.within(started + 1000, Date.now());
-      execFileSync('podman', ['rm', '-f', id], { stdio: 'ignore' });
     } finally {
       sub.unsubscribe();
     }
