@@ -36,6 +36,7 @@ import {
   healthCheckOfConfig,
   healthOfInspect,
   healthState,
+  namedChecks,
   withAgentChecks,
 } from '../podman/health.js';
 import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface } from '../podman/runtime-config.js';
@@ -127,12 +128,6 @@ const probesHealth = (cli: PodmanCli, probes: readonly Probe[]): Observable<Heal
     ),
     map((latest): Health => combinedHealth(latest) ?? { status: 'starting' }),
   );
-
-/** The probes as one check, for the states that name it: `app: cat /tmp/ok; web: …`. */
-const describeProbes = (probes: readonly Probe[]): HealthCheck => ({
-  ...probes[0].check,
-  command: probes.map((p) => `${p.name}: ${p.check.command}`).join('; '),
-});
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {
@@ -370,7 +365,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
     if (!this.health || !id.manifest.includes('livenessProbe')) return container$;
     return this.probes(id.pods).pipe(
       catchError(() => of([])),
-      switchMap((probes) => (probes.length === 0 ? container$ : withHealth(container$, () => probesHealth(this.cli, probes), describeProbes(probes)))),
+      switchMap((probes) => (probes.length === 0 ? container$ : withHealth(container$, () => probesHealth(this.cli, probes), namedChecks(probes)))),
     );
   }
 

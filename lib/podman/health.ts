@@ -24,6 +24,7 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const MIN_INTERVAL_MS = 100;
 /** How much of a check's output a state carries. */
 export const MAX_OUTPUT_CHARS = 512;
+const bounded = (text: string) => (text.length > MAX_OUTPUT_CHARS ? `${text.slice(0, MAX_OUTPUT_CHARS)}…` : text);
 
 /** The value of a flag given as `--flag value` or `--flag=value` (the last one wins, as with Podman). */
 function flagValue(options: readonly string[], flag: string): string | undefined {
@@ -79,7 +80,7 @@ export function healthOfInspect(json: string): Health {
   if (status !== 'unhealthy') return { status: 'starting' };
   const last = Array.isArray(parsed?.Log) ? parsed.Log.at(-1)?.Output : undefined;
   const output = typeof last === 'string' ? last.replace(/\s+/g, ' ').trim() : '';
-  return { status: 'unhealthy', output: output.length > MAX_OUTPUT_CHARS ? `${output.slice(0, MAX_OUTPUT_CHARS)}…` : output };
+  return { status: 'unhealthy', output: bounded(output) };
 }
 
 /**
@@ -98,7 +99,7 @@ export function healthCheckOfConfig(json: string): HealthCheck | undefined {
   if (test.length < 2 || !['CMD-SHELL', 'CMD'].includes(test[0])) return undefined;
   const ms = (ns: unknown, fallback: number) => (typeof ns === 'number' && ns > 0 ? ns / 1e6 : fallback);
   return {
-    command: test.slice(1).join(' ').slice(0, MAX_OUTPUT_CHARS),
+    command: bounded(test.slice(1).join(' ')),
     intervalMs: Math.max(ms(parsed?.Interval, DEFAULT_INTERVAL_MS), MIN_INTERVAL_MS),
     timeoutMs: ms(parsed?.Timeout, DEFAULT_TIMEOUT_MS),
   };
@@ -112,6 +113,11 @@ export function combinedHealth(latest: ReadonlyArray<{ readonly name: string; re
   const failed = latest.find((c) => c.health?.status === 'unhealthy');
   if (failed?.health?.status === 'unhealthy') return { status: 'unhealthy', output: `${failed.name}: ${failed.health.output}` };
   return latest.length > 0 && latest.every((c) => c.health?.status === 'healthy') ? { status: 'healthy' } : undefined;
+}
+
+/** Several containers' checks as one, for the states that name it: `app: cat /tmp/ok; web: …` (bounded). */
+export function namedChecks(checks: ReadonlyArray<{ readonly name: string; readonly check: HealthCheck }>): HealthCheck {
+  return { ...checks[0].check, command: bounded(checks.map((c) => `${c.name}: ${c.check.command}`).join('; ')) };
 }
 
 export const waitingForHealth = (check: HealthCheck) => ExecutionState.starting(`Waiting for its health check to pass ('${check.command}').`);

@@ -9,6 +9,7 @@ import {
   healthCheckOfConfig,
   healthOfInspect,
   healthState,
+  namedChecks,
   withAgentChecks,
 } from '../../lib/podman/health.js';
 
@@ -124,5 +125,17 @@ describe('health checks of podman workloads (lib/podman/health.ts)', () => {
       output: 'b: gone',
     });
     expect(combinedHealth([])).to.equal(undefined);
+  });
+
+  // rx~health-kube-liveness-probes~1
+  it("names several containers' checks in one bounded text, for the states", () => {
+    const one = { name: 'pod-app', check: { command: 'cat /tmp/ok || exit 1', intervalMs: 1000, timeoutMs: 3000 } };
+    expect(namedChecks([one, { name: 'pod-web', check: { ...check, command: 'true' } }])).to.deep.equal({
+      command: 'pod-app: cat /tmp/ok || exit 1; pod-web: true',
+      intervalMs: 1000,
+      timeoutMs: 3000,
+    });
+    const many = Array.from({ length: 100 }, (_, i) => ({ name: `pod-c${i}`, check: { ...check, command: 'x'.repeat(500) } }));
+    expect(namedChecks(many).command).to.have.length(MAX_OUTPUT_CHARS + 1);
   });
 });
