@@ -1,4 +1,4 @@
-// When the agent heard of the container change an execution state shows (a Podman event's own time,
+// When the agent heard of the change an execution state shows (a Podman event's own time, a health check,
 // conmon's exit file, the poll that found it): kept beside the state object, never in it, so nothing
 // that compares, stores or sends states sees it. Read by the metrics when the state is reported.
 import type { ExecutionState } from './execution-state.js';

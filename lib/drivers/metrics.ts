@@ -272,9 +272,12 @@ type Figures = Omit<ContainerStats, 'Name' | 'Pod'>;
  */
 function byWorkload(all: readonly ContainerStats[], agent: string, podOwner?: (pod: string) => string | undefined): Map<string, Figures> {
   const figures = new Map<string, Figures>();
+  // A pod's owner is asked once, however many containers it has.
+  const owners = new Map<string, string | undefined>();
+  const ownerOf = (pod: string) => (owners.has(pod) ? owners.get(pod) : owners.set(pod, podOwner?.(pod)).get(pod));
   for (const c of all) {
     const named = parseInstanceKey(c.Name);
-    const workload = named ? (named.agentName === agent ? named.workloadName : undefined) : c.Pod ? podOwner?.(c.Pod) : undefined;
+    const workload = named ? (named.agentName === agent ? named.workloadName : undefined) : c.Pod ? ownerOf(c.Pod) : undefined;
     if (workload === undefined) continue;
     const sum = figures.get(workload);
     figures.set(
