@@ -26,7 +26,12 @@ describe("container states from Podman's events (real Podman)", function () {
   this.timeout(60_000);
   before(requirePodman);
   let agent: PodmanAgent | undefined;
-  afterEach(() => agent?.stop());
+  /** Containers the tests ran themselves (exitingContainer), removed however a test ended. */
+  const exited: string[] = [];
+  afterEach(() => {
+    agent?.stop();
+    if (exited.length > 0) execFileSync('podman', ['rm', '-f', ...exited.splice(0)], { stdio: 'ignore' });
+  });
 
   it("the host's other containers churning cause no podman call of the agent, and its own workload's exit is reported once", async () => {
     agent = new PodmanAgent(uniqueAgent('churn'), undefined, new PodmanCli(), { verifyMs: 600_000 });
@@ -59,17 +64,12 @@ describe("container states from Podman's events (real Podman)", function () {
     expect(agent.history('three').filter((h) => h.startsWith('Stopping(Stopping)'))).to.deep.equal([]);
   });
 
-  /** Containers that exit after a second with `code`, removed after each test however it ended. */
-  const exited: string[] = [];
+  /** A container that exits after a second with `code`. */
   const exitingContainer = (code: number) => {
     const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', `sleep 1; exit ${code}`], { encoding: 'utf8' }).trim();
     exited.push(id);
     return id;
   };
-  afterEach(() => {
-    if (exited.length > 0) execFileSync('podman', ['rm', '-f', ...exited.splice(0)], { stdio: 'ignore' });
-  });
-
   it("Podman's died event carries the exit code and the time Podman gives it", async () => {
     const seen: ContainerEvent[] = [];
     const sub = containerEvents(new PodmanCli()).subscribe((e) => seen.push(e));
