@@ -2,7 +2,7 @@
 // that run it on real parts.
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
 import { EMPTY } from 'rxjs';
-import { conmonExits, containerEvents, podmanRuntimes } from '../lib/drivers/podman-runtime.js';
+import { conmonExits, containerEvents, podmanRuntimes, systemdRuns } from '../lib/drivers/podman-runtime.js';
 import type { Logger } from '../lib/logger.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
@@ -11,7 +11,8 @@ import { type Trace, noTrace } from '../streams/trace.js';
 
 /**
  * `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one
- * state checker; `health`: the agent runs the workloads' health checks (lib/podman/health.ts); `trace` and
+ * state checker; `health`: the agent runs the workloads' health checks (lib/podman/health.ts), where Podman's
+ * timers do not (`podmanTimers`: systemd runs); `trace` and
  * `eventsRestarted` tell --debug and the metrics what the cache does.
  */
 export function builtInRuntimes(
@@ -21,9 +22,10 @@ export function builtInRuntimes(
     events = true,
     verifyMs = VERIFY_INTERVAL_MS,
     health = true,
+    podmanTimers = systemdRuns(),
     trace = noTrace,
     eventsRestarted,
-  }: { events?: boolean; verifyMs?: number; health?: boolean; trace?: Trace; eventsRestarted?: () => void } = {},
+  }: { events?: boolean; verifyMs?: number; health?: boolean; podmanTimers?: boolean; trace?: Trace; eventsRestarted?: () => void } = {},
 ): Map<string, RuntimeConnector> {
   const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, {
     verifyMs,
@@ -32,5 +34,5 @@ export function builtInRuntimes(
     trace,
     eventsRestarted,
   });
-  return podmanRuntimes(cli, stateChecker(cache), log, { health });
+  return podmanRuntimes(cli, stateChecker(cache), log, { health, podmanTimers });
 }

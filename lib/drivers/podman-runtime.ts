@@ -1,5 +1,5 @@
 // The `podman` and `podman-kube` runtime connectors, both on the Podman CLI and the shared state cache.
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import { type FSWatcher, existsSync, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
 import {
   EMPTY,
@@ -90,11 +90,16 @@ function withHealth(container$: Observable<ExecutionState>, health$: () => Obser
  * healthy; one that fails asks Podman what its status is now (retries and start period are Podman's). An
  * unhealthy container is stopped, and checked no more. A check that cannot run (the container stopped) says nothing.
  */
-function healthChecks(cli: PodmanCli, id: string, check: HealthCheck): Observable<Health> {
+function healthChecks(cli: PodmanCli, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
   const inspect$ = cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(map(healthOfInspect));
-  const one$ = cli.run(['healthcheck', 'run', id], undefined, 'check', check.timeoutMs + CHECK_GRACE_MS).pipe(
-    map((): Health => ({ status: 'healthy' })),
-    catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? inspect$ : EMPTY)),
+  // Where Podman's own timers run the check, the agent only reads the status they left: each check runs once.
+  const checked$ = podmanRunsThem
+    ? inspect$
+    : cli.run(['healthcheck', 'run', id], undefined, 'check', check.timeoutMs + CHECK_GRACE_MS).pipe(
+        map((): Health => ({ status: 'healthy' })),
+        catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? inspect$ : EMPTY)),
+      );
+  const one$ = checked$.pipe(
     tap((health) => health.status === 'unhealthy' && stopSoon(cli, id)),
     catchError(() => EMPTY),
   );
@@ -119,9 +124,9 @@ interface Probe {
   readonly check: HealthCheck;
 }
 
-/** The health of all probed containers of a workload, each checked on its own interval. */
-const probesHealth = (cli: PodmanCli, probes: readonly Probe[]): Observable<Health> =>
-  merge(...probes.map((p, i) => healthChecks(cli, p.id, p.check).pipe(map((health) => ({ i, health }))))).pipe(
+/** The health of all probed containers of a workload, each checked on its own interval (by Podman's timers where they run). */
+const probesHealth = (cli: PodmanCli, probes: readonly Probe[], podmanTimers: boolean): Observable<Health> =>
+  merge(...probes.map((p, i) => healthChecks(cli, p.id, p.check, podmanTimers).pipe(map((health) => ({ i, health }))))).pipe(
     scan(
       (latest, { i, health }) => latest.map((c, j) => (j === i ? { ...c, health } : c)),
       probes.map((p): { name: string; health?: Health } => ({ name: p.name })),
@@ -282,12 +287,15 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** swdd~podman-kube-name-returns-podman-kube~1 */
   readonly name = 'podman-kube';
 
-  /** `health`: the agent runs the health checks Podman made of the containers' livenessProbes. */
+  /**
+   * `health`: the agent runs the health checks Podman made of the containers' livenessProbes; `podmanTimers`:
+   * Podman's own timers run them (the host runs systemd), so the agent reads their status instead.
+   */
   constructor(
     private readonly cli: PodmanCli,
     private readonly watch: WatchState,
     private readonly log?: Logger,
-    private readonly health = true,
+    private readonly health: { readonly on: boolean; readonly podmanTimers: boolean } = { on: true, podmanTimers: false },
   ) {}
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
@@ -362,10 +370,12 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
    */
   checkState(id: KubeId): Observable<ExecutionState> {
     const container$ = this.watch(kubeReading(id.pods));
-    if (!this.health || !id.manifest.includes('livenessProbe')) return container$;
+    if (!this.health.on || !id.manifest.includes('livenessProbe')) return container$;
     return this.probes(id.pods).pipe(
       catchError(() => of([])),
-      switchMap((probes) => (probes.length === 0 ? container$ : withHealth(container$, () => probesHealth(this.cli, probes), namedChecks(probes)))),
+      switchMap((probes) =>
+        probes.length === 0 ? container$ : withHealth(container$, () => probesHealth(this.cli, probes, this.health.podmanTimers), namedChecks(probes)),
+      ),
     );
   }
 
@@ -485,9 +495,20 @@ export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
 }
 
 /** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI and one state checker. */
-export function podmanRuntimes(cli: PodmanCli, watch: WatchState, log: Logger, { health = true } = {}): Map<string, RuntimeConnector> {
+export function podmanRuntimes(
+  cli: PodmanCli,
+  watch: WatchState,
+  log: Logger,
+  { health = true, podmanTimers = systemdRuns() } = {},
+): Map<string, RuntimeConnector> {
   return new Map<string, RuntimeConnector>([
     ['podman', new PodmanRuntime(cli, watch, health)],
-    ['podman-kube', new PodmanKubeRuntime(cli, watch, log, health)],
+    ['podman-kube', new PodmanKubeRuntime(cli, watch, log, { on: health, podmanTimers })],
   ]);
 }
+
+/**
+ * Whether the host runs systemd (as sd_booted() tells it), and so Podman's health-check timers: a
+ * podman-kube container's check (of its livenessProbe) then runs by Podman, which the agent cannot turn off.
+ */
+export const systemdRuns = (): boolean => existsSync('/run/systemd/system');

@@ -160,6 +160,21 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
       expect(status()).to.equal('exited');
     });
 
+    // rx~health-kube-liveness-probes~1
+    it("on a host whose systemd runs Podman's timers, the agent runs no check itself and follows the status they leave", async () => {
+      agent = new PodmanAgent(uniqueAgent('kubetimers'), undefined, new PodmanCli(), { podmanTimers: true });
+      const { w, app } = probed(agent.agentName);
+      agent.send({ kind: 'serverHello', added: [w] });
+      await agent.waitFor('db', KUBE_WAITING, 30_000);
+      inApp(app, 'touch', '/tmp/ok');
+      // A check would pass now; none runs (this host has no systemd), and the agent runs none either.
+      await sleep(3000);
+      expect(agent.history('db').at(-1)).to.match(KUBE_WAITING);
+      // What Podman's timer would do: one check.
+      execFileSync('podman', ['healthcheck', 'run', app], { stdio: 'ignore' });
+      await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+    });
+
     // rx~health-switch-off~1
     it('with health_checks = false the released behaviour: the pod is Running(Ok) as its containers run', async () => {
       agent = new PodmanAgent(uniqueAgent('kubenohealth'), undefined, new PodmanCli(), { health: false });

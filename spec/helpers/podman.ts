@@ -124,7 +124,7 @@ export class PodmanAgent {
     ioFolder?: string,
     readonly cli = new PodmanCli(),
     /** The container cache's and health checks' options, and the crash-loop back-off (kubelet's unless given). */
-    cache: { verifyMs?: number; events?: boolean; health?: boolean; backoff?: CrashLoopBackoff } = {},
+    cache: { verifyMs?: number; events?: boolean; health?: boolean; podmanTimers?: boolean; backoff?: CrashLoopBackoff } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
