@@ -122,11 +122,12 @@ function cacheSnapshots(
         switchMap((healthy, i) => periodic(healthy ? verifyMs : CACHE_INTERVAL_MS, i === 0)),
       )
     : periodic(CACHE_INTERVAL_MS, true);
-  const heard = (event: ContainerEvent): ContainerEvent => (event.at === undefined ? { ...event, at: asyncScheduler.now() } : event);
   const evented$ = events$
-    ? followEvents(events$, healthy$, restart$, { log, trace, eventsRestarted }).pipe(mergeMap((event) => step({ kind: 'event', event: heard(event) })))
+    ? followEvents(events$, healthy$, restart$, { log, trace, eventsRestarted }).pipe(
+        mergeMap((event) => step({ kind: 'event', event, at: asyncScheduler.now() })),
+      )
     : EMPTY;
-  const early$ = exits$.pipe(mergeMap((event) => step({ kind: 'event', event: heard(event), early: true })));
+  const early$ = exits$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true, at: asyncScheduler.now() })));
   return merge(evented$, early$, oneAtATime(merge(ticks$, refresh$), poll$));
 }
 

@@ -11,15 +11,17 @@ export interface ContainerView {
   readonly poll: number;
   /** Exit codes the died events told, for containers Podman still shows as `stopped`. */
   readonly exitCodes: ReadonlyMap<string, number>;
-  /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet. */
-  readonly early: ReadonlySet<string>;
+  /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet, with when they were heard. */
+  readonly early: ReadonlyMap<string, number | undefined>;
+  /** When each container's latest start that the picture applied happened (Podman's time of the start event). */
+  readonly started: ReadonlyMap<string, number>;
   /** Events that came while a poll ran (undefined: none runs): applied again on top of its result. */
   readonly duringPoll?: readonly ContainerEvent[];
 }
 
 export type ViewInput =
-  /** Podman's event, or (`early`) an exit conmon's exit file told first. */
-  | { readonly kind: 'event'; readonly event: ContainerEvent; readonly early?: boolean }
+  /** Podman's event, or (`early`) an exit conmon's exit file told first; `at`: when it came (dates the snapshot when the event has no time of its own). */
+  | { readonly kind: 'event'; readonly event: ContainerEvent; readonly early?: boolean; readonly at?: number }
   | { readonly kind: 'pollStarted' }
   /** `eventsHealthy`: the event stream was up, so a change it did not announce means it missed one. */
   /** `at`: when the poll answered. */
@@ -34,12 +36,12 @@ export interface ViewStep {
   readonly missedEvent?: boolean;
 }
 
-export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Set() };
+export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), started: new Map() };
 
 export function stepView(view: ContainerView, input: ViewInput): ViewStep {
   switch (input.kind) {
     case 'event':
-      return onEvent(view, input.event, input.early ?? false);
+      return onEvent(view, input.event, input.early ?? false, input.event.at ?? input.at);
     case 'pollStarted':
       return { view: { ...view, duringPoll: [] } };
     case 'polled':
@@ -59,10 +61,10 @@ const snapshotOf = (containers: ReadonlyMap<string, Container>, poll: number, he
  * A snapshot is numbered after the poll it rests on: an event changes a container or two, the rest is
  * as old as that poll. Before the first poll there is nothing to apply an event to (that poll is under way).
  */
-function onEvent(view: ContainerView, event: ContainerEvent, early: boolean): ViewStep {
-  const tracked = { exitCodes: new Map(view.exitCodes), early: new Set(view.early) };
-  if (event.status === 'died') {
-    if (early) tracked.early.add(event.id);
+function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, heardAt: number | undefined): ViewStep {
+  const tracked = trackedOf(view);
+  if (event.status === 'died' && !staleExit(event, tracked)) {
+    if (early) tracked.early.set(event.id, event.at);
     else tracked.early.delete(event.id);
   }
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
@@ -71,11 +73,11 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean): Vi
   const containers = view.containers.has(event.id) ? new Map(view.containers) : undefined;
   const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
   const next: ContainerView = { ...view, ...tracked, duringPoll, containers: changed ? containers : view.containers };
-  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, event.at) } : { view: next };
+  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt) } : { view: next };
 }
 
 function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
-  const tracked = { exitCodes: new Map(view.exitCodes), early: new Set(view.early) };
+  const tracked = trackedOf(view);
   const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
   for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
@@ -88,7 +90,26 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
 
 interface Tracked {
   readonly exitCodes: Map<string, number>;
-  readonly early: Set<string>;
+  readonly early: Map<string, number | undefined>;
+  readonly started: Map<string, number>;
+}
+
+const trackedOf = (view: ContainerView): Tracked => ({ exitCodes: new Map(view.exitCodes), early: new Map(view.early), started: new Map(view.started) });
+
+/** A died event of a run before the latest start applied: Podman's stream told it after a quick restart. */
+function staleExit(e: ContainerEvent, { started }: Tracked): boolean {
+  const start = started.get(e.id);
+  return e.at !== undefined && start !== undefined && e.at < start;
+}
+
+/**
+ * A start event of the run whose exit conmon already told: Podman's stream is behind the exit files. A start
+ * after that exit (a restart, by Podman's time of it) is not; without the times, a start is taken for old.
+ */
+function staleStart(e: ContainerEvent, { early }: Tracked): boolean {
+  if (!early.has(e.id)) return false;
+  const exitAt = early.get(e.id);
+  return exitAt === undefined || e.at === undefined || e.at <= exitAt;
 }
 
 /**
@@ -99,15 +120,17 @@ interface Tracked {
 function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked): boolean {
   const c = to.get(e.id);
   if (e.status === 'died' || e.status === 'cleanup') {
+    if (staleExit(e, tracked)) return false;
     if (e.exitCode !== undefined) tracked.exitCodes.set(e.id, e.exitCode);
     if (!c) return false;
     to.set(e.id, { ...c, State: 'exited', ExitCode: tracked.exitCodes.get(e.id) ?? c.ExitCode });
     return true;
   }
   if (e.status === 'start') {
-    // Podman's stream is behind the exit files: the start it reports now is older than the exit known.
-    if (tracked.early.has(e.id)) return false;
+    if (staleStart(e, tracked)) return false;
+    tracked.early.delete(e.id);
     tracked.exitCodes.delete(e.id);
+    if (e.at !== undefined) tracked.started.set(e.id, e.at);
     if (!c) return false;
     to.set(e.id, { ...c, State: 'running' });
     return true;
@@ -115,6 +138,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
   if (e.status === 'remove') {
     tracked.exitCodes.delete(e.id);
     tracked.early.delete(e.id);
+    tracked.started.delete(e.id);
     return to.delete(e.id);
   }
   // create, init (old news for a container the picture shows) and what says nothing about a state

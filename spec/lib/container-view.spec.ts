@@ -64,6 +64,28 @@ describe("the container view (the cache's rules)", () => {
     expect(podmanCaughtUp.states()).to.deep.equal({ a: 'running' });
   });
 
+  it("a restart right after an exit told early runs: Podman's start event, later than that exit, is applied; the old run's late died event is not", () => {
+    const event = (status: string, at: number, exitCode?: number, early = false): ViewInput => ({
+      kind: 'event',
+      event: { id: 'a', status, exitCode, at },
+      early,
+    });
+    const { steps, states, view } = run([
+      { kind: 'pollStarted' },
+      polled(1, [running('a')]),
+      event('died', 1_000, 0, true), // conmon: run 1 ended
+      event('start', 900), // Podman's stream, behind: run 1's start
+      event('start', 1_200), // `podman start`: run 2
+      event('died', 1_050, 0), // Podman's stream: run 1's died, told after run 2 started
+    ]);
+    expect(states()).to.deep.equal({ a: 'running' });
+    expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], view).states(), 'a poll after it agrees').to.deep.equal({ a: 'running' });
+    // Step by step: exited at the exit file, unchanged by the old start, running at the new one, unchanged by the old died.
+    expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].State)).to.deep.equal(['exited', undefined, 'running', undefined]);
+    // Run 2's own exit is an exit again.
+    expect(run([event('died', 2_300, 3, true)], view).states()).to.deep.equal({ a: 'exited 3' });
+  });
+
   it('says an event was missed when a poll finds a running container changed while the stream was up', () => {
     const base = run([{ kind: 'pollStarted' }, polled(1, [running('a')])]).view;
     expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], true)).missedEvent).to.equal(true);
