@@ -28,6 +28,7 @@ import { heardAt, whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
+import { EXIT_FILE_TAKEN } from '../podman/container-view.js';
 import {
   type Health,
   type HealthCheck,
@@ -469,8 +470,8 @@ export const CONMON_EXIT_DIR = '/run/libpod/exits';
 
 /**
  * The exits conmon records in its exit folder, as died events: they come as the container exits, some
- * 100–200 ms before Podman's own `died` event (which waits for `podman container cleanup`). Nothing when
- * the folder is not there.
+ * 100–200 ms before Podman's own `died` event (which waits for `podman container cleanup`); a file that
+ * goes is EXIT_FILE_TAKEN (Podman has taken the exit in). Nothing when the folder is not there.
  */
 export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
   return new Observable<ContainerEvent>((subscriber) => {
@@ -478,12 +479,16 @@ export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
     try {
       watcher = watch(dir, (_event, name) => {
         if (!name || !/^[0-9a-f]{64}$/.test(name)) return;
+        let text: string;
         try {
-          const code = Number(readFileSync(path.join(dir, name), 'utf8').slice(0, 16).trim());
-          if (Number.isInteger(code)) subscriber.next({ id: name, status: 'died', exitCode: code, at: Date.now() });
+          text = readFileSync(path.join(dir, name), 'utf8');
         } catch {
-          // gone again (Podman's cleanup removes it): its events tell the rest
+          // Gone: Podman took it (a cleanup, or a start of the container again).
+          subscriber.next({ id: name, status: EXIT_FILE_TAKEN });
+          return;
         }
+        const code = Number(text.slice(0, 16).trim());
+        if (Number.isInteger(code)) subscriber.next({ id: name, status: 'died', exitCode: code, at: Date.now() });
       });
     } catch {
       subscriber.complete();

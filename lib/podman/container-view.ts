@@ -36,6 +36,12 @@ export interface ViewStep {
   readonly missedEvent?: boolean;
 }
 
+/**
+ * What conmon's exit folder tells when an exit file goes: Podman took it (its own state says the container
+ * exited, or it was started again), so an exit told early no longer outweighs what `podman ps` shows.
+ */
+export const EXIT_FILE_TAKEN = 'exit-file-taken';
+
 export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), started: new Map() };
 
 export function stepView(view: ContainerView, input: ViewInput): ViewStep {
@@ -63,6 +69,10 @@ const snapshotOf = (containers: ReadonlyMap<string, Container>, poll: number, he
  */
 function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, heardAt: number | undefined): ViewStep {
   const tracked = trackedOf(view);
+  if (event.status === EXIT_FILE_TAKEN) {
+    tracked.early.delete(event.id);
+    return { view: { ...view, ...tracked } };
+  }
   if (event.status === 'died' && !staleExit(event, tracked)) {
     if (early) tracked.early.set(event.id, event.at);
     else tracked.early.delete(event.id);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Container } from '../../lib/podman/container.js';
-import { type ContainerView, EMPTY_VIEW, type ViewInput, changesBetween, stepView } from '../../lib/podman/container-view.js';
+import { type ContainerView, EMPTY_VIEW, EXIT_FILE_TAKEN, type ViewInput, changesBetween, stepView } from '../../lib/podman/container-view.js';
 
 const running = (Id: string): Container => ({ Id, State: 'running' });
 const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {
@@ -84,6 +84,14 @@ describe("the container view (the cache's rules)", () => {
     expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].State)).to.deep.equal(['exited', undefined, 'running', undefined]);
     // Run 2's own exit is an exit again.
     expect(run([event('died', 2_300, 3, true)], view).states()).to.deep.equal({ a: 'exited 3' });
+  });
+
+  it('once Podman took the exit file, a poll that shows the container running (started again) is believed', () => {
+    const told = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), died('a', 0, true)]).view;
+    expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], told).states(), 'Podman has not taken it yet').to.deep.equal({ a: 'exited 0' });
+    const taken = run([{ kind: 'event', event: { id: 'a', status: EXIT_FILE_TAKEN }, early: true }], told);
+    expect(taken.steps[0].snapshot, 'nothing to tell the watchers by itself').to.equal(undefined);
+    expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], taken.view).states()).to.deep.equal({ a: 'running' });
   });
 
   it('says an event was missed when a poll finds a running container changed while the stream was up', () => {
