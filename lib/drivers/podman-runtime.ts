@@ -32,6 +32,7 @@ import { EXIT_FILE_TAKEN } from '../podman/container-view.js';
 import {
   type Health,
   type HealthCheck,
+  asksForHealthCheck,
   combinedHealth,
   healthCheckOf,
   healthCheckOfConfig,
@@ -369,9 +370,9 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
    * check (from their livenessProbe) are checked by the agent as podman workloads are: the workload is
    * Running(Ok) once all are healthy, and Failed once one is unhealthy (that container is stopped).
    */
-  checkState(id: KubeId): Observable<ExecutionState> {
+  checkState(id: KubeId, spec: WorkloadSpec): Observable<ExecutionState> {
     const container$ = this.watch(kubeReading(id.pods));
-    if (!this.health.on || !id.manifest.includes('livenessProbe')) return container$;
+    if (!this.health.on || !asksForHealthCheck(spec)) return container$;
     return this.probes(id.pods).pipe(
       catchError(() => of([])),
       switchMap((probes) =>
