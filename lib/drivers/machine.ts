@@ -1,5 +1,5 @@
-// Reads the machine's CPU times and free memory from /proc.
-import { readFileSync } from 'node:fs';
+// Reads the machine's CPU times and free memory from /proc, and finds processes there by their environment.
+import { readFileSync, readdirSync } from 'node:fs';
 import type { MachineSample } from '../ports.js';
 
 /** The first line of /proc/stat: `cpu user nice system idle iowait irq softirq steal …`. */
@@ -18,4 +18,36 @@ export function parseMemFree(text: string): number {
 
 export function sampleMachine(): MachineSample {
   return { ...parseProcStat(readFileSync('/proc/stat', 'utf8')), freeMemory: parseMemFree(readFileSync('/proc/meminfo', 'utf8')) };
+}
+
+/**
+ * Kills every process whose environment carries `marker` (`NAME=value`), as root sees them all in /proc: what a
+ * health check started in a container, and what it forked, however it hangs. Passes until none is found (a
+ * process may fork while it is being killed), at most a few.
+ */
+export function killMarkedProcesses(marker: string): number {
+  const needle = Buffer.from(`\0${marker}\0`);
+  let killed = 0;
+  for (let pass = 0; pass < 5; pass++) {
+    let found = 0;
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      let environ: Buffer;
+      try {
+        environ = readFileSync(`/proc/${pid}/environ`);
+      } catch {
+        continue; // gone, or not ours to read
+      }
+      if (!Buffer.concat([Buffer.from([0]), environ]).includes(needle)) continue;
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+        found += 1;
+      } catch {
+        // gone already
+      }
+    }
+    killed += found;
+    if (found === 0) break;
+  }
+  return killed;
 }

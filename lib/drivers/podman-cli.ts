@@ -1,9 +1,11 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { Observable, type Subscriber, type Subscription, map, of } from 'rxjs';
 import { LogLines } from '../log-lines.js';
 import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container.js';
+import { killMarkedProcesses } from './machine.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
 export class PodmanError extends Error {
@@ -55,6 +57,21 @@ function withSubprocess<T>(start: (execa: typeof import('execa')['execa'], subsc
     };
   });
 }
+
+/** How a health check in a container ended: `output` is the start of what it wrote on stdout and stderr. */
+export type CheckOutcome =
+  | { readonly kind: 'passed' | 'failed'; readonly output: string }
+  /** Still running at its timeout: killed, with all it started. */
+  | { readonly kind: 'timed-out'; readonly output: string }
+  /** Podman could not run it (the container is not running): it says nothing of the health. */
+  | { readonly kind: 'not-run'; readonly output: string };
+
+/** The variable that marks a check's processes in the container, so that all of them can be found and killed. */
+const CHECK_MARK = 'ANKAGENT_HEALTH_CHECK';
+/** How much of a check's output is kept (a state shows 512 characters of it). */
+const MAX_CHECK_OUTPUT_BYTES = 4096;
+/** Podman's own exit code for "podman failed" (not the command's). */
+const PODMAN_FAILED = 125;
 
 export interface Volume {
   readonly Name: string;
@@ -238,6 +255,67 @@ export class PodmanCli {
             if (child.exitCode === null) child.kill('SIGKILL');
           },
         };
+      }),
+    );
+  }
+
+  /**
+   * Runs a health check in a running container (`podman exec`, in the check slots) and emits how it ended.
+   * A check still running at `timeoutMs` has failed: it is killed, and so is everything it started in the
+   * container, found by the variable it carries (`podman exec` leaves them running when its client dies). The
+   * same when the check is cancelled. Only the first 4 KiB of its output are kept.
+   */
+  check(container: string, argv: readonly string[], timeoutMs: number): Observable<CheckOutcome> {
+    return this.checkSlots.run(
+      new Observable<CheckOutcome>((subscriber) => {
+        let over = false;
+        const marker = `${CHECK_MARK}=${randomBytes(12).toString('hex')}`;
+        const sweep = () => setImmediate(() => killMarkedProcesses(marker));
+        const teardown = startSoon(() => {
+          this.calls += 1;
+          const started = performance.now();
+          const child = spawn(this.binary, ['exec', '--env', marker, container, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+          const kept: Buffer[] = [];
+          let keptBytes = 0;
+          const keep = (chunk: Buffer) => {
+            if (keptBytes >= MAX_CHECK_OUTPUT_BYTES) return;
+            kept.push(chunk.subarray(0, MAX_CHECK_OUTPUT_BYTES - keptBytes));
+            keptBytes += Math.min(chunk.length, MAX_CHECK_OUTPUT_BYTES - keptBytes);
+          };
+          child.stdout.on('data', keep);
+          child.stderr.on('data', keep);
+          const output = () => Buffer.concat(kept).toString();
+          const end = (outcome: CheckOutcome, observed: 'ok' | 'failed' | 'deadline') => {
+            if (over) return;
+            over = true;
+            clearTimeout(deadline);
+            this.options.observe?.({ subcommand: 'exec', args: ['exec', container], outcome: observed, seconds: (performance.now() - started) / 1000 });
+            subscriber.next(outcome);
+            subscriber.complete();
+          };
+          const deadline = setTimeout(() => {
+            child.kill('SIGKILL');
+            child.stdout.destroy();
+            child.stderr.destroy();
+            sweep();
+            end({ kind: 'timed-out', output: output() }, 'deadline');
+          }, timeoutMs);
+          child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run podman: ${err.message}` }, 'failed'));
+          child.on('close', (code) => {
+            if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
+            else end({ kind: code === PODMAN_FAILED ? 'not-run' : 'failed', output: output() }, 'failed');
+          });
+          return {
+            kill: () => {
+              if (over) return;
+              over = true;
+              clearTimeout(deadline);
+              child.kill('SIGKILL');
+              sweep();
+            },
+          };
+        });
+        return teardown;
       }),
     );
   }

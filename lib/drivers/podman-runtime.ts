@@ -30,8 +30,10 @@ import type { LogsOptions } from '../messages.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
 import { EXIT_FILE_TAKEN } from '../podman/container-view.js';
 import {
+  type CheckResult,
   type Health,
   type HealthCheck,
+  NO_CHECK_YET,
   asksForHealthCheck,
   combinedHealth,
   healthCheckOf,
@@ -39,6 +41,8 @@ import {
   healthOfInspect,
   healthState,
   namedChecks,
+  nextHealth,
+  timedOut,
   withAgentChecks,
 } from '../podman/health.js';
 import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface } from '../podman/runtime-config.js';
@@ -47,9 +51,6 @@ import type { Running } from '../running-workloads.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
-
-/** How much longer than the check's own timeout `podman healthcheck run` may take. */
-const CHECK_GRACE_MS = 10_000;
 
 const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
 /** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
@@ -88,25 +89,32 @@ function withHealth(container$: Observable<ExecutionState>, health$: () => Obser
 }
 
 /**
- * A container's health, checked once per interval (never two checks at once): a check that passes is
- * healthy; one that fails asks Podman what its status is now (retries and start period are Podman's). An
- * unhealthy container is stopped, and checked no more. A check that cannot run (the container stopped) says nothing.
+ * A container's health, checked once per interval (never two checks at once) and counted by Podman's rule
+ * (`nextHealth`): a check that outlives its timeout has failed. An unhealthy container is stopped, and checked
+ * no more. A check that cannot run (the container stopped) says nothing. Where Podman's own timers run the
+ * checks (`podmanRunsThem`), the agent only reads the status they leave: each check runs once.
  */
 function healthChecks(cli: PodmanCli, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
-  const inspect$ = cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(map(healthOfInspect));
-  // Where Podman's own timers run the check, the agent only reads the status they left: each check runs once.
-  const checked$ = podmanRunsThem
-    ? inspect$
-    : cli.run(['healthcheck', 'run', id], undefined, 'check', check.timeoutMs + CHECK_GRACE_MS).pipe(
-        map((): Health => ({ status: 'healthy' })),
-        catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? inspect$ : EMPTY)),
-      );
-  const one$ = checked$.pipe(
+  const statuses$ = podmanRunsThem
+    ? timer(check.intervalMs, check.intervalMs).pipe(
+        exhaustMap(() => cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(catchError(() => EMPTY))),
+        map(healthOfInspect),
+      )
+    : defer(() => {
+        const started = Date.now();
+        return timer(check.intervalMs, check.intervalMs).pipe(
+          exhaustMap(() => cli.check(id, check.argv, check.timeoutMs)),
+          mergeMap((outcome): Observable<CheckResult> => {
+            if (outcome.kind === 'not-run') return EMPTY;
+            const output = outcome.kind === 'timed-out' ? timedOut(check) : outcome.output;
+            return of({ passed: outcome.kind === 'passed', output, sinceStartMs: Date.now() - started });
+          }),
+          scan((count, result) => nextHealth(count, result, check), NO_CHECK_YET),
+          map((count) => count.health),
+        );
+      });
+  return statuses$.pipe(
     tap((health) => health.status === 'unhealthy' && stopSoon(cli, id)),
-    catchError(() => EMPTY),
-  );
-  return timer(check.intervalMs, check.intervalMs).pipe(
-    exhaustMap(() => one$),
     takeWhile((health) => health.status !== 'unhealthy', true),
   );
 }
@@ -177,7 +185,9 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {
     return defer(() => {
       const given = parsePodmanConfig(spec.runtimeConfig);
-      const config = this.healthCheck(spec) ? { ...given, commandOptions: withAgentChecks(given.commandOptions) } : given;
+      // Health flags Podman would refuse fail the create here, naming the flag (a RuntimeConfigError).
+      const checked = this.health && healthCheckOf(given.commandOptions) !== undefined;
+      const config = checked ? { ...given, commandOptions: withAgentChecks(given.commandOptions) } : given;
       const key = instanceKey(spec.instanceName);
       const container = nameOption(config.commandOptions) ?? key;
       return this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options)).pipe(

@@ -1,30 +1,72 @@
 // Health checks of podman workloads (this agent's own, beyond the released agent): the health flags of a
-// workload's commandOptions, and what its execution state is while its container runs. Podman keeps the
-// status (retries, start period); the agent runs the checks (`podman healthcheck run`) on the interval,
-// since Podman's own timers need systemd, which many hosts do not run.
+// workload's commandOptions, the rule that turns check results into a health status, and what its execution
+// state is while its container runs. The agent runs the checks itself (`podman exec`, with its own deadline)
+// and keeps the status as Podman would: Podman 4.3's own `healthcheck run` waits for a hanging check for ever,
+// and its timers need systemd, which many hosts do not run.
 import { ExecutionState, is } from '../execution-state.js';
 import type { WorkloadSpec } from '../workload.js';
-import { parseKubeConfig, parsePodmanConfig } from './runtime-config.js';
+import { RuntimeConfigError, parseKubeConfig, parsePodmanConfig } from './runtime-config.js';
 
 export interface HealthCheck {
   /** The command, as the workload gave it (for the messages). */
   readonly command: string;
+  /** What runs in the container: `/bin/sh -c <command>` (Podman's CMD-SHELL) or the words of a CMD. */
+  readonly argv: readonly string[];
   readonly intervalMs: number;
-  /** How long one check may take (Podman's --health-timeout). */
+  /** How long one check may take (Podman's --health-timeout): a check still running then has failed. */
   readonly timeoutMs: number;
+  /** How many failed checks in a row make the container unhealthy. */
+  readonly retries: number;
+  /** Failures in this time after the container started do not count. */
+  readonly startPeriodMs: number;
 }
 
-/** What the last check left: Podman's status, and the output of the last check when it turned unhealthy. */
+/** What the last checks left: the status, and the output of the check that made it unhealthy. */
 export type Health = { readonly status: 'starting' | 'healthy' } | { readonly status: 'unhealthy'; readonly output: string };
+
+/** One check's result; `sinceStartMs`: when it ended, counted from the container's start. */
+export interface CheckResult {
+  readonly passed: boolean;
+  readonly output: string;
+  readonly sinceStartMs: number;
+}
+
+/** The status and the failures in a row that led to it. */
+export interface HealthCount {
+  readonly health: Health;
+  readonly failingStreak: number;
+}
+
+export const NO_CHECK_YET: HealthCount = { health: { status: 'starting' }, failingStreak: 0 };
 
 /** Podman's defaults. */
 const DEFAULT_INTERVAL_MS = 30_000;
 const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_RETRIES = 3;
 /** No check more often than this, whatever the workload says. */
 const MIN_INTERVAL_MS = 100;
+/** No interval or timeout longer than a day: a timer cannot wait much longer (Node's limit is 24.8 days), and a check needs no more. */
+export const MAX_DURATION_MS = 86_400_000;
 /** How much of a check's output a state carries. */
 export const MAX_OUTPUT_CHARS = 512;
 const bounded = (text: string) => (text.length > MAX_OUTPUT_CHARS ? `${text.slice(0, MAX_OUTPUT_CHARS)}…` : text);
+const oneLine = (text: string) => bounded(text.replace(/\s+/g, ' ').trim());
+
+/**
+ * Podman's rule for a check's result (as `podman healthcheck run` keeps it): a pass is healthy and ends the
+ * streak; a failure inside the start period counts for nothing, after it `retries` in a row make the container
+ * unhealthy, with that check's output. Unhealthy is final: the container is stopped and checked no more.
+ */
+export function nextHealth(count: HealthCount, result: CheckResult, check: HealthCheck): HealthCount {
+  if (count.health.status === 'unhealthy') return count;
+  if (result.passed) return { health: { status: 'healthy' }, failingStreak: 0 };
+  if (result.sinceStartMs < check.startPeriodMs) return count;
+  const failingStreak = count.failingStreak + 1;
+  return failingStreak >= check.retries ? { health: { status: 'unhealthy', output: oneLine(result.output) }, failingStreak } : { ...count, failingStreak };
+}
+
+/** What a check that outlived its timeout says. */
+export const timedOut = (check: HealthCheck) => `The check did not finish within its timeout of ${check.timeoutMs / 1000} s.`;
 
 /** The value of a flag given as `--flag value` or `--flag=value` (the last one wins, as with Podman). */
 function flagValue(options: readonly string[], flag: string): string | undefined {
@@ -36,27 +78,76 @@ function flagValue(options: readonly string[], flag: string): string | undefined
   return value;
 }
 
-/** A Go duration as Podman reads it (`1m30s`, `500ms`, `2s`); undefined when it is none. */
+const UNIT_MS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 1e-3, µs: 1e-3, μs: 1e-3, ns: 1e-6 };
+const GO_DURATION = /^[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:h|ms|m|s|us|µs|μs|ns))+$/;
+
+/** A duration in Go's grammar, as Podman reads it (`1m30s`, `.5s`, `5.s`, `-1s`, `0`); undefined when it is none. */
 export function durationMs(text: string): number | undefined {
-  const parts = /^(?:\d+(?:\.\d+)?(?:h|m|s|ms|us|µs|ns))+$/.test(text) ? text.match(/\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns)/g) : null;
-  if (!parts) return undefined;
-  const unit: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 1e-3, µs: 1e-3, ns: 1e-6 };
-  return parts.reduce((sum, part) => {
-    const [, number, suffix] = /^(\d+(?:\.\d+)?)(\D+)$/.exec(part)!;
-    return sum + Number(number) * unit[suffix];
-  }, 0);
+  if (text === '0' || text === '+0' || text === '-0') return 0;
+  if (!GO_DURATION.test(text)) return undefined;
+  const sign = text.startsWith('-') ? -1 : 1;
+  let sum = 0;
+  for (const [, number, unit] of text.matchAll(/(\d+\.?\d*|\.\d+)(h|ms|m|s|us|µs|μs|ns)/g)) sum += Number(number) * UNIT_MS[unit];
+  return sign * sum;
 }
 
-/** The health check a podman workload's commandOptions ask for, if any (`--health-cmd none` and `--no-healthcheck` ask for none). */
+/** A duration flag's value in ms (its default when not given); a value Podman would refuse is refused, naming the flag. */
+function durationFlag(options: readonly string[], flag: string, fallback: number): number {
+  const given = flagValue(options, flag);
+  if (given === undefined) return fallback;
+  const ms = durationMs(given);
+  if (ms === undefined) throw new RuntimeConfigError(`The health check option ${flag} '${given}' is not a duration (such as 30s, 1m30s or .5s).`);
+  return ms;
+}
+
+/** The words Podman runs for a health command: a JSON list starting with CMD or CMD-SHELL as given, anything else under a shell. */
+function commandWords(command: string): string[] {
+  if (command.startsWith('[')) {
+    try {
+      const words: unknown = JSON.parse(command);
+      if (Array.isArray(words) && words.length > 1 && words.every((w) => typeof w === 'string') && ['CMD', 'CMD-SHELL'].includes(words[0])) return words;
+    } catch {
+      // Not a list: the command as written, under a shell.
+    }
+  }
+  return ['CMD-SHELL', command];
+}
+
+/** `CMD-SHELL x y` runs `/bin/sh -c 'x y'`, `CMD x y` runs `x y`, as Podman runs them. */
+function argvOf(words: readonly string[]): string[] {
+  return words[0] === 'CMD-SHELL' ? ['/bin/sh', '-c', words.slice(1).join(' ')] : words.slice(1);
+}
+
+const clamp = (ms: number, min = 0) => Math.min(Math.max(ms, min), MAX_DURATION_MS);
+
+/**
+ * The health check a podman workload's commandOptions ask for, if any (`--health-cmd none`, `--no-healthcheck`
+ * and an interval of `disable` or 0 ask for none). Values Podman refuses (a duration that is none, a timeout
+ * of 0, a negative start period, retries below 1) are refused with the flag named; interval and timeout are
+ * kept within [100 ms, a day] and [0, a day].
+ */
 export function healthCheckOf(commandOptions: readonly string[]): HealthCheck | undefined {
   const command = flagValue(commandOptions, '--health-cmd');
   if (command === undefined || command === '' || command === 'none' || commandOptions.includes('--no-healthcheck')) return undefined;
-  const interval = flagValue(commandOptions, '--health-interval');
-  const intervalMs = interval === undefined ? DEFAULT_INTERVAL_MS : durationMs(interval);
-  // `disable`: the workload asked for no timer, so nothing runs its checks (as with Podman).
-  if (intervalMs === undefined || intervalMs === 0) return undefined;
-  const timeout = flagValue(commandOptions, '--health-timeout');
-  return { command, intervalMs: Math.max(intervalMs, MIN_INTERVAL_MS), timeoutMs: (timeout && durationMs(timeout)) || DEFAULT_TIMEOUT_MS };
+  const words = commandWords(command);
+  if (flagValue(commandOptions, '--health-interval') === 'disable') return undefined;
+  const intervalMs = durationFlag(commandOptions, '--health-interval', DEFAULT_INTERVAL_MS);
+  if (intervalMs <= 0) return undefined;
+  const timeoutMs = durationFlag(commandOptions, '--health-timeout', DEFAULT_TIMEOUT_MS);
+  if (timeoutMs <= 0) throw new RuntimeConfigError(`The health check option --health-timeout must be more than 0.`);
+  const startPeriodMs = durationFlag(commandOptions, '--health-start-period', 0);
+  if (startPeriodMs < 0) throw new RuntimeConfigError(`The health check option --health-start-period must be 0 or more.`);
+  const retriesGiven = flagValue(commandOptions, '--health-retries');
+  const retries = retriesGiven === undefined ? DEFAULT_RETRIES : /^\+?\d{1,9}$/.test(retriesGiven) ? Number(retriesGiven) : 0;
+  if (retries < 1) throw new RuntimeConfigError(`The health check option --health-retries '${retriesGiven}' must be a whole number above 0.`);
+  return {
+    command: bounded(words.slice(1).join(' ')),
+    argv: argvOf(words),
+    intervalMs: clamp(intervalMs, MIN_INTERVAL_MS),
+    timeoutMs: clamp(timeoutMs),
+    retries,
+    startPeriodMs,
+  };
 }
 
 /** The commandOptions as the agent runs them: Podman sets up no timer of its own (the agent runs the checks). */
@@ -79,17 +170,16 @@ export function healthOfInspect(json: string): Health {
   if (status === 'healthy') return { status: 'healthy' };
   if (status !== 'unhealthy') return { status: 'starting' };
   const last = Array.isArray(parsed?.Log) ? parsed.Log.at(-1)?.Output : undefined;
-  const output = typeof last === 'string' ? last.replace(/\s+/g, ' ').trim() : '';
-  return { status: 'unhealthy', output: bounded(output) };
+  return { status: 'unhealthy', output: oneLine(typeof last === 'string' ? last : '') };
 }
 
 /**
  * The health check Podman made of a container's config (`podman inspect --format '{{json .Config.Healthcheck}}'`;
- * `podman kube play` makes one of a livenessProbe), if it has one: its command without Podman's `CMD-SHELL`/`CMD`
- * word, its interval and timeout (nanoseconds there; Podman's defaults where zero).
+ * `podman kube play` makes one of a livenessProbe), if it has one: its command, interval, timeout, retries and
+ * start period (nanoseconds there; Podman's defaults where zero), kept within the same bounds.
  */
 export function healthCheckOfConfig(json: string): HealthCheck | undefined {
-  let parsed: { Test?: unknown; Interval?: unknown; Timeout?: unknown } | null;
+  let parsed: { Test?: unknown; Interval?: unknown; Timeout?: unknown; Retries?: unknown; StartPeriod?: unknown } | null;
   try {
     parsed = JSON.parse(json);
   } catch {
@@ -98,10 +188,14 @@ export function healthCheckOfConfig(json: string): HealthCheck | undefined {
   const test = Array.isArray(parsed?.Test) ? parsed.Test.filter((word): word is string => typeof word === 'string') : [];
   if (test.length < 2 || !['CMD-SHELL', 'CMD'].includes(test[0])) return undefined;
   const ms = (ns: unknown, fallback: number) => (typeof ns === 'number' && ns > 0 ? ns / 1e6 : fallback);
+  const retries = parsed?.Retries;
   return {
     command: bounded(test.slice(1).join(' ')),
-    intervalMs: Math.max(ms(parsed?.Interval, DEFAULT_INTERVAL_MS), MIN_INTERVAL_MS),
-    timeoutMs: ms(parsed?.Timeout, DEFAULT_TIMEOUT_MS),
+    argv: argvOf(test),
+    intervalMs: clamp(ms(parsed?.Interval, DEFAULT_INTERVAL_MS), MIN_INTERVAL_MS),
+    timeoutMs: clamp(ms(parsed?.Timeout, DEFAULT_TIMEOUT_MS)),
+    retries: typeof retries === 'number' && Number.isInteger(retries) && retries > 0 ? retries : DEFAULT_RETRIES,
+    startPeriodMs: ms(parsed?.StartPeriod, 0),
   };
 }
 

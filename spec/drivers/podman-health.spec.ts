@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { instanceKey } from '../../lib/workload.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, busybox, kubePod, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
 
 /**
  * A workload that is healthy while /tmp/ok exists in it, checked every second; failures in its start period
@@ -106,6 +106,97 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
     expect(interval, 'the interval as the workload gave it').to.equal('1s');
   });
 
+  describe('checks that hang, flood or carry values Podman reads differently', () => {
+    /** A workload checked by `cmd` with the given health flags (timer every second unless given). */
+    const withCheck = (agentName: string, cmd: string, ...flags: string[]) =>
+      spec(
+        'db',
+        agentName,
+        'podman',
+        `image: ${IMAGE}\ncommandOptions: ${JSON.stringify(['--stop-timeout', '1', '--health-cmd', cmd, ...flags])}\ncommandArgs: ["/bin/sh", "-c", "sleep 3601"]\n`,
+      );
+    /** The processes in the workload's container that a check started (`sleep 3600` is the check's, `sleep 3601` the workload's own). */
+    const checkProcesses = (w: WorkloadSpec) =>
+      execFileSync('podman', ['top', instanceKey(w.instanceName), 'args'], { encoding: 'utf8' })
+        .split('\n')
+        .filter((line) => line.trim() === 'sleep 3600');
+
+    // rx~health-unhealthy-fails-and-stops~1
+    it('a check that outlives its timeout has failed: retries of them make the workload Failed, and nothing of them stays running', async () => {
+      agent = new PodmanAgent(uniqueAgent('hang'));
+      const db = withCheck(agent.agentName, 'sleep 3600 & sleep 3600', '--health-timeout', '1s', '--health-retries', '3', '--health-interval', '1s');
+      agent.send({ kind: 'serverHello', added: [db] });
+      await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
+      // Checks start at 1 s and 2 s; each is killed (with the sleep it forked) at its timeout.
+      await sleep(3700);
+      expect(checkProcesses(db).length, 'the two sleeps of at most the one check under way').to.be.at.most(2);
+      await agent.waitFor('db', /^Failed\(ExecFailed\): Health check/, 10_000);
+      expect(agent.history('db').at(-1)).to.equal(
+        "Failed(ExecFailed): Health check 'sleep 3600 & sleep 3600' failed: The check did not finish within its timeout of 1 s.",
+      );
+    });
+
+    // rx~health-unhealthy-fails-and-stops~1
+    it('a check whose output never ends is cut at its timeout and fails; the agent keeps only the start of what it wrote', async () => {
+      agent = new PodmanAgent(uniqueAgent('flood'));
+      const db = withCheck(agent.agentName, 'yes', '--health-timeout', '1s', '--health-retries', '1', '--health-interval', '1s');
+      agent.send({ kind: 'serverHello', added: [db] });
+      await agent.waitFor('db', /^Failed\(ExecFailed\): Health check 'yes' failed: The check did not finish within its timeout of 1 s\.$/, 15_000);
+    });
+
+    // rx~health-runs-checks-on-interval~1
+    it('an interval of 600h is kept to a day: no check runs at once, the workload waits for the first', async () => {
+      agent = new PodmanAgent(uniqueAgent('longinterval'));
+      const db = withCheck(agent.agentName, 'true', '--health-interval', '600h');
+      agent.send({ kind: 'serverHello', added: [db] });
+      await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
+      const calls = agent.cli.calls;
+      await sleep(2500);
+      expect(agent.history('db')).to.deep.equal([
+        'Pending(Starting): Triggered at runtime.',
+        "Pending(Starting): Waiting for its health check to pass ('true').",
+      ]);
+      expect(agent.cli.calls - calls, 'podman calls while it waits').to.be.at.most(1);
+    });
+
+    // rx~health-runs-checks-on-interval~1, rx~health-running-when-healthy~1
+    it('a timeout of 600h lets a passing check pass, and an interval of .5s (Go grammar) runs every half second', async () => {
+      agent = new PodmanAgent(uniqueAgent('grammar'));
+      const db = withCheck(agent.agentName, 'true', '--health-timeout', '600h', '--health-interval', '.5s');
+      agent.send({ kind: 'serverHello', added: [db] });
+      await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+    });
+
+    // rx~health-runs-checks-on-interval~1
+    it('a health flag Podman would refuse fails the workload with Pending(StartingFailed) naming the flag, without retries', async () => {
+      agent = new PodmanAgent(uniqueAgent('badflag'));
+      const db = withCheck(agent.agentName, 'true', '--health-interval', '5x');
+      agent.send({ kind: 'serverHello', added: [db] });
+      await agent.waitFor('db', /^Pending\(StartingFailed\)/);
+      expect(agent.history('db').at(-1)).to.equal(
+        "Pending(StartingFailed): The health check option --health-interval '5x' is not a duration (such as 30s, 1m30s or .5s).",
+      );
+      expect(podman('ps', '--all', '--quiet', `--filter=label=agent=${agent.agentName}`)).to.equal('');
+    });
+
+    // rx~health-unhealthy-fails-and-stops~1
+    it('a workload deleted while its check hangs is removed at once, and the check goes with it', async () => {
+      agent = new PodmanAgent(uniqueAgent('delhang'));
+      const db = withCheck(agent.agentName, 'sleep 3600', '--health-timeout', '60s', '--health-interval', '1s', '--stop-timeout', '0');
+      agent.send({ kind: 'serverHello', added: [db] });
+      await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
+      await sleep(1500);
+      expect(checkProcesses(db).length, 'the check is under way').to.equal(1);
+      agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: db.instanceName, dependencies: {} }] });
+      await agent.waitFor('db', /^Removed$/, 10_000);
+      expect(
+        execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
+          .split('\n')
+          .filter((l) => l === 'sleep 3600'),
+      ).to.deep.equal([]);
+    });
+  });
+
   describe('podman-kube: the livenessProbe Podman maps to a health check', () => {
     /** A pod whose container `app` is live while /tmp/ok exists in it (failures count after `delay` s); a readinessProbe Podman does not map. */
     const probed = (agentName: string, delay = 60) => {
@@ -158,6 +249,22 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
       const status = () => execFileSync('podman', ['inspect', '--format', '{{.State.Status}}', app], { encoding: 'utf8' }).trim();
       for (let waited = 0; status() !== 'exited' && waited < 15_000; waited += 250) await sleep(250);
       expect(status()).to.equal('exited');
+    });
+
+    // rx~health-kube-liveness-probes~1, rx~health-unhealthy-fails-and-stops~1
+    it('a livenessProbe that outlives its timeoutSeconds has failed: failureThreshold of them fail the pod', async () => {
+      agent = new PodmanAgent(uniqueAgent('kubehang'));
+      const pod = `${agent.agentName}-hang`.replace(/_/g, '-');
+      const probe = `    livenessProbe:
+      exec:
+        command: ["sleep", "3600"]
+      periodSeconds: 1
+      timeoutSeconds: 1
+      failureThreshold: 2
+`;
+      agent.send({ kind: 'serverHello', added: [kubePod('db', agent.agentName, pod, [{ name: 'app', more: probe }])] });
+      await agent.waitFor('db', /^Failed\(ExecFailed\): Health check/, 30_000);
+      expect(agent.history('db').at(-1)).to.match(/failed: [^ ]*-hang-app: The check did not finish within its timeout of 1 s\.$/);
     });
 
     // rx~health-kube-liveness-probes~1
