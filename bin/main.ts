@@ -30,6 +30,7 @@ import {
   defaultRunFolder,
   parseConfigFile,
   resolveConfig,
+  resolveStandaloneConfig,
   selectRuntimes,
 } from '../lib/config.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
@@ -52,7 +53,6 @@ import type { CrashLoopBackoff } from '../lib/restart-policy.js';
 import { RunningWorkloads } from '../lib/running-workloads.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { LocalSnapshot } from '../lib/status.js';
-import { agentNameProblem } from '../lib/workload.js';
 import { agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
 import { type Connect, ServerRefused, serverLink } from '../streams/server-link.js';
@@ -287,15 +287,21 @@ function enabledRuntimes(
 /** Without a server: the local server runs the manifest, and a workload may speak either protocol line to it. */
 function standalone(flags: CommandLine, manifestFile: string, log: Logger): Setting {
   const initial = readManifest(manifestFile, log);
-  const name = flags.name ?? agentOf(initial);
-  const problem = agentNameProblem(name);
-  if (problem) throw new ConfigError(problem);
-  const ioFolder = prepareRunFolder(flags.runFolder ?? defaultRunFolder(process.env), name, flags.runFolder === undefined);
+  if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
+  const {
+    name,
+    runFolder,
+    runtimes: wanted,
+    crashLoopBackoff,
+    healthChecks,
+    metrics,
+  } = resolveStandaloneConfig(flags, process.env, readConfigFile(flags.agentConfig, log), () => agentOf(initial.desired));
+  const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
   const view = statusView(name, process.stdout, log);
   // Fed by the local server as its state changes: --delete-on-exit ends the run when it holds no workload.
   const snapshots$ = new ReplaySubject<LocalSnapshot>(1);
-  const empty: DesiredState = { apiVersion: initial.apiVersion, workloads: new Map(), configs: {} };
+  const empty: DesiredState = { apiVersion: initial.desired.apiVersion, workloads: new Map(), configs: {} };
   // --delete-on-exit: on stop, an empty manifest deletes every workload before the agent ends.
   const manifests$ = flags.deleteOnExit
     ? concat(watchManifest(manifestFile, initial, log).pipe(takeUntil(stop$)), of(empty))
@@ -304,8 +310,9 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
   return {
     name,
     ioFolder,
-    runtimes: { health: true },
-    metrics: flags.metrics ?? (process.env.ANKAGENT_METRICS || undefined),
+    runtimes: { wanted, health: healthChecks },
+    backoff: crashLoopBackoff,
+    metrics,
     link: (toServer$) =>
       localServer(manifests$, toServer$, {
         agentName: name,

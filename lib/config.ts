@@ -22,9 +22,9 @@ export class ConfigError extends Error {
 /** A PEM item: a file to read, or its content given in the config file. */
 export type PemSource = { readonly path: string } | { readonly content: string; readonly key: string };
 
-export interface AgentConfig {
+/** What both modes take from flags, environment and config file: everything but the server and how to reach it. */
+export interface RunConfig {
   readonly name: string;
-  readonly serverUrl: string;
   readonly runFolder: string;
   /** Said to a 1.x server in the hello. */
   readonly tags: Readonly<Record<string, string>>;
@@ -36,6 +36,10 @@ export interface AgentConfig {
   readonly healthChecks: boolean;
   /** Where the metrics endpoint listens, if it is wanted. */
   readonly metrics?: string;
+}
+
+export interface AgentConfig extends RunConfig {
+  readonly serverUrl: string;
   readonly security: { readonly insecure: true } | { readonly insecure: false; readonly ca: PemSource; readonly cert: PemSource; readonly key: PemSource };
 }
 
@@ -195,19 +199,11 @@ export function selectRuntimes(available: readonly string[], wanted: readonly st
   return { enabled, unknown };
 }
 
-/** Combines flags, environment and config file; throws ConfigError on anything wrong; `warn` hears of what is odd but works. */
-export function resolveConfig(
-  flags: Flags,
-  env: Readonly<Record<string, string | undefined>>,
-  file: ConfigFile = {},
-  warn: (message: string) => void = () => undefined,
-): AgentConfig {
-  const name = flags.name ?? file.name;
+/** The part of the config both modes read; `name` already chosen. Throws ConfigError on anything wrong. */
+function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile): RunConfig {
   if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
   const nameProblem = agentNameProblem(name);
   if (nameProblem) throw new ConfigError(nameProblem);
-  const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
-  checkServerUrl(serverUrl);
   const runFolder = flags.runFolder ?? file.run_folder ?? defaultRunFolder(env);
   if (runFolder.trim() === '') throw new ConfigError('The run folder is empty: give a folder, or leave -r out for the default.');
   if (/^\/(proc|sys|dev)(\/|$)/.test(runFolder.replace(/\/+/g, '/')))
@@ -216,7 +212,32 @@ export function resolveConfig(
   const given = Object.entries(file.crash_loop_backoff ?? {}).map(([key, seconds]) => [BACKOFF_KEYS[key as keyof typeof BACKOFF_KEYS], seconds * 1000]);
   const crashLoopBackoff: CrashLoopBackoff = { ...KUBELET_BACKOFF, ...Object.fromEntries(given) };
   const metrics = flags.metrics ?? (env.ANKAGENT_METRICS || undefined) ?? file.metrics;
-  const common = { name, serverUrl, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff, healthChecks: file.health_checks ?? true, metrics };
+  return { name, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff, healthChecks: file.health_checks ?? true, metrics };
+}
+
+/**
+ * Standalone mode's config: the same flags, environment and file as connected mode, with the same checks,
+ * less the server's keys (not used without one). Without a name given, the manifest's agent (`manifestAgent`).
+ */
+export function resolveStandaloneConfig(
+  flags: Flags,
+  env: Readonly<Record<string, string | undefined>>,
+  file: ConfigFile,
+  manifestAgent: () => string,
+): RunConfig {
+  return runConfig(flags.name ?? file.name ?? manifestAgent(), flags, env, file);
+}
+
+/** Combines flags, environment and config file; throws ConfigError on anything wrong; `warn` hears of what is odd but works. */
+export function resolveConfig(
+  flags: Flags,
+  env: Readonly<Record<string, string | undefined>>,
+  file: ConfigFile = {},
+  warn: (message: string) => void = () => undefined,
+): AgentConfig {
+  const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
+  const common = { ...runConfig(flags.name ?? file.name, flags, env, file), serverUrl };
+  checkServerUrl(serverUrl);
   // Flag over environment over file, a `false` as much as a `true`.
   const insecure = flags.insecure || (booleanFromEnv('ANKAGENT_INSECURE', env.ANKAGENT_INSECURE) ?? file.insecure ?? false);
 

@@ -1,13 +1,19 @@
 // The side effects of standalone mode: reading and watching the manifest, and showing the status.
 import { type FSWatcher, readFileSync, unwatchFile, watch, watchFile } from 'node:fs';
 import path from 'node:path';
-import { Observable, debounceTime, distinctUntilChanged, filter, map, merge, of } from 'rxjs';
+import { Observable, debounceTime, distinctUntilChanged, filter, map, merge, of, skip, startWith } from 'rxjs';
 import type { Logger } from '../logger.js';
 import { type DesiredState, ManifestError, parseManifest } from '../manifest.js';
 import { type LocalSnapshot, type StatusRow, formatTable, statusRows } from '../status.js';
 
+/** A manifest as read: what it says, and its text (a later read that finds the same text is no change). */
+export interface ManifestRead {
+  readonly desired: DesiredState;
+  readonly text: string;
+}
+
 /** Reads the manifest; throws ManifestError naming the file. */
-export function readManifest(file: string, log: Logger): DesiredState {
+export function readManifest(file: string, log: Logger): ManifestRead {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -15,7 +21,7 @@ export function readManifest(file: string, log: Logger): DesiredState {
     throw new ManifestError(`Cannot read the manifest '${file}': ${(err as Error).message}`);
   }
   try {
-    return parseManifest(text, (w) => log.warn(`${file}: ${w}`));
+    return { desired: parseManifest(text, (w) => log.warn(`${file}: ${w}`)), text };
   } catch (err) {
     throw new ManifestError(`The manifest '${file}' is invalid: ${(err as Error).message}`);
   }
@@ -30,7 +36,7 @@ export const MANIFEST_POLL_MS = 1000;
  * by renaming; a Kubernetes ConfigMap swaps a `..data` symlink), and its path is looked at every second
  * too, so a folder replaced as a whole is followed as well.
  */
-export function watchManifest(file: string, first: DesiredState, log: Logger): Observable<DesiredState> {
+export function watchManifest(file: string, first: ManifestRead, log: Logger): Observable<DesiredState> {
   const changes$ = new Observable<void>((subscriber) => {
     const folder = path.dirname(path.resolve(file));
     let watcher: FSWatcher | undefined;
@@ -48,7 +54,7 @@ export function watchManifest(file: string, first: DesiredState, log: Logger): O
     };
   });
   return merge(
-    of(first),
+    of(first.desired),
     changes$.pipe(
       debounceTime(150),
       map(() => {
@@ -59,7 +65,10 @@ export function watchManifest(file: string, first: DesiredState, log: Logger): O
         }
       }),
       filter((text): text is string => text !== undefined),
+      // Only a text other than the one last read is a change (a folder event or a poll says nothing of the content).
+      startWith(first.text),
       distinctUntilChanged(),
+      skip(1),
       map((text) => {
         try {
           const state = parseManifest(text, (w) => log.warn(`${file}: ${w}`));

@@ -1,6 +1,7 @@
 // Standalone mode: the real agent process runs a manifest on real Podman, without a server.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -24,6 +25,16 @@ function start(manifest: string, ...args: string[]): Agent {
   child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
   return { child, log: () => log, exited: new Promise((r) => child.on('close', r)) };
+}
+
+/** A TCP port nothing listens on now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 /** `workload: state` lines of the status log, in order. */
@@ -116,6 +127,33 @@ describe('ank-agent --manifest (standalone mode)', function () {
     expect(await agent.exited).to.equal(0);
     const after = states(agent.log());
     expect(after.filter((s) => /Stopping|Removed/.test(s))).to.deep.equal([]);
+  });
+
+  it('reads the agent config (-x) as connected mode does: runtimes, health checks and metrics, and refuses a bad value', async () => {
+    const name = uniqueAgent('conf');
+    const port = await freePort();
+    const config = path.join(tmp, `${name}.toml`);
+    writeFileSync(config, `version = 'v1'\nruntimes = ['podman']\nhealth_checks = false\nmetrics = '127.0.0.1:${port}'\n`);
+    const manifest = path.join(tmp, `${name}.yaml`);
+    // A check that never passes: with the agent's checks off it does not matter. A podman-kube workload: not enabled.
+    writeFileSync(
+      manifest,
+      `apiVersion: v1\nworkloads:\n  checked:\n    runtime: podman\n    agent: ${name}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandOptions: ["--health-cmd", "false", "--health-interval", "1s"]\n      commandArgs: ["/bin/sleep", "3600"]\n  pod:\n    runtime: podman-kube\n    agent: ${name}\n    runtimeConfig: |\n      manifest: "kind: Pod"\n`,
+    );
+    const agent = start(manifest, '-x', config);
+    agents.push([agent, name]);
+    await until(() => states(agent.log()).includes('checked: Running(Ok)'), 'the checked workload to run');
+    await until(() => states(agent.log()).some((s) => s.startsWith('pod: Pending(StartingFailed)')), 'the podman-kube workload to be refused');
+    const scraped = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(scraped).to.match(/^ank_agent_info\{/m);
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(agent.log(), 'an unchanged manifest is no change').not.to.include('Applying the changed manifest');
+
+    writeFileSync(config, `version = 'v1'\nhealth_checks = 'yes'\n`);
+    const refused = start(manifest, '-x', config);
+    expect(await refused.exited).to.equal(1);
+    expect(refused.log()).to.include(`The key 'health_checks' in the agent config '${config}' must be a boolean.`);
+    expect(refused.log()).not.to.match(/\n\s+at /);
   });
 
   it('rejects a manifest with a cycle or without apiVersion at the start, naming the problem', async () => {
