@@ -82,6 +82,7 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<U
     let ended = false;
     let closed = false;
     let full = false;
+    let untilClosed = () => undefined as void;
     const write = (m: Uint8Array) => {
       if (ended || call!.write(m) || full) return;
       // grpc buffers what the server does not take yet: say so, and when it drained.
@@ -104,6 +105,11 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<U
         (m) => Buffer.from(m.buffer, m.byteOffset, m.byteLength),
         (b) => fromBinary(FromServerSchema, (options.line ?? LINE_1).read(b)),
       );
+      // An open call keeps the process alive: grpc-js unrefs its connection, and a connection that nghttp2
+      // closes under the call (a server's header over 64 KiB, such as a very long refusal, which it cannot
+      // read) ends the call only when keepalive notices, seconds later; until then nothing else holds the loop.
+      const alive = setInterval(() => undefined, 2 ** 30);
+      untilClosed = () => clearInterval(alive);
       call.on('data', (m: FromServer) => subscriber.next(m));
       call.on('error', (e: grpc.ServiceError) => {
         ended = true;
@@ -123,6 +129,7 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<U
     });
     return () => {
       closed = true;
+      untilClosed();
       writing?.unsubscribe();
       if (call && !ended) call.cancel();
       if (full) options.onBackpressure?.(false);

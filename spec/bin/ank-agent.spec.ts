@@ -430,6 +430,32 @@ describe('ank-agent (the command line)', () => {
       expect(agent.stderr()).to.include('The server refused the agent: Unsupported protocol version 0.8.0');
     });
 
+    for (const size of [1000, 20_000]) {
+      it(`exits 1 with a refusal of ${size} characters, cut to one line of sane length`, async () => {
+        const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
+        const stream = await server.nextStream();
+        await stream.waitFor(() => true);
+        stream.close(grpc.status.FAILED_PRECONDITION, `Unsupported protocol version ${'x'.repeat(size)}`);
+        expect(await agent.exited).to.equal(1);
+        expect(agent.stderr()).to.match(new RegExp(`The server refused the agent: Unsupported protocol version x{470,500}… \\(${size + 29} characters\\)`));
+        expect(agent.stderr().length).to.be.below(2000);
+      });
+    }
+
+    it('never ends silently on a refusal too long for HTTP/2 to read (100 000 characters): it says the connection dropped and tries again', async function () {
+      this.timeout(30_000);
+      const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
+      const stream = await server.nextStream();
+      await stream.waitFor(() => true);
+      stream.close(grpc.status.FAILED_PRECONDITION, 'x'.repeat(100_000));
+      // Keepalive (5 s, then 5 s for the answer) notices the connection nghttp2 closed under the call.
+      await server.nextStream(20_000, 1);
+      expect(agent.child.exitCode, 'still running').to.equal(null);
+      expect(agent.stderr()).to.match(/No connection to the server \(.*\); retrying every second\./);
+      agent.child.kill('SIGTERM');
+      expect(await agent.exited).to.equal(0);
+    });
+
     it('sends AgentLoadStatus every 2 seconds while connected', async () => {
       const agent = await startUntil(['-n', 'agent_load', '-s', server.url, '-k', '-r', RUN], /connecting/);
       const stream = await server.nextStream();
