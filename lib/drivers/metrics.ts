@@ -1,7 +1,7 @@
 // The metrics endpoint (--metrics): Prometheus text (or OpenMetrics when the scraper asks for it) from
 // prom-client, served on a loopback port, an address given in full, or a unix socket. Loaded only when
 // asked for. Series are per workload name and agent, never per instance id, and go with the workload.
-import { existsSync, lstatSync, unlinkSync } from 'node:fs';
+import { existsSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
 import type { ExecutionState } from '../execution-state.js';
 import { whenHeard } from '../heard-at.js';
@@ -10,6 +10,7 @@ import type { WorkloadState } from '../messages.js';
 import { healthShown } from '../podman/health.js';
 import type { MetricsPort } from '../ports.js';
 import { parseInstanceKey } from '../workload.js';
+import { checkSocketPlace } from './run-folder.js';
 import { WorkloadHistogram } from './workload-histogram.js';
 
 /** A podman call as the CLI saw it end. */
@@ -57,7 +58,10 @@ export interface MetricsEndpoint {
 /** How long the containers' figures of one `podman stats` serve scrapes. */
 export const STATS_TTL_MS = 5000;
 /** Scrapers at once; more wait in the kernel's backlog. */
-const MAX_CONNECTIONS = 16;
+/** How long a scraper may take to send its request (a slow one is cut off then). */
+const CUT_OFF_MS = 10_000;
+/** How many scrapes may wait for an exposition at once; more get 503. */
+const MAX_WAITING = 1024;
 
 /** `9100` (loopback), `host:port`, `[v6]:port`, or an absolute unix socket path. */
 export function parseMetricsAddress(text: string): { readonly port: number; readonly host: string } | { readonly socket: string } {
@@ -218,17 +222,15 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
     return asked;
   };
 
+  // One exposition at a time (the content type is the registry's), and scrapes that come while one of their
+  // type is rendered share it: a burst of scrapers costs one render, not one each.
   let rendering: Promise<unknown> = Promise.resolve();
-  const server = http.createServer((req, res) => {
-    if (req.method !== 'GET' || !/^\/metrics(\?|$)/.test(req.url ?? '')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('Not found: the metrics are at /metrics\n');
-      return;
-    }
-    const contentType = /application\/openmetrics-text/.test(req.headers.accept ?? '')
-      ? prom.Registry.OPENMETRICS_CONTENT_TYPE
-      : prom.Registry.PROMETHEUS_CONTENT_TYPE;
-    // One exposition at a time (the content type is the registry's): many scrapers cost a queue, not parallel work.
-    rendering = rendering
+  const underWay = new Map<unknown, Promise<string>>();
+  type ContentType = import('prom-client').RegistryContentType;
+  const exposition = (contentType: ContentType): Promise<string> => {
+    const shared = underWay.get(contentType);
+    if (shared) return shared;
+    const rendered = rendering
       .then(() => {
         forgetRemoved();
         return refreshStats();
@@ -238,15 +240,35 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
         return register.metrics();
       })
       .then((text) => withFamily(text, reportSeconds.render(), contentType === prom.Registry.OPENMETRICS_CONTENT_TYPE))
+      .finally(() => underWay.delete(contentType));
+    underWay.set(contentType, rendered);
+    rendering = rendered.catch(() => undefined);
+    return rendered;
+  };
+  let waiting = 0;
+  const server = http.createServer({ connectionsCheckingInterval: 1000, headersTimeout: CUT_OFF_MS, requestTimeout: CUT_OFF_MS }, (req, res) => {
+    if (req.method !== 'GET' || !/^\/metrics(\?|$)/.test(req.url ?? '')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('Not found: the metrics are at /metrics\n');
+      return;
+    }
+    // Past this many scrapes waiting, one more is told to come back (never reset): memory stays bounded.
+    if (waiting >= MAX_WAITING) {
+      res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '1' }).end('Too many scrapes at once; try again.\n');
+      return;
+    }
+    const contentType = /application\/openmetrics-text/.test(req.headers.accept ?? '')
+      ? prom.Registry.OPENMETRICS_CONTENT_TYPE
+      : prom.Registry.PROMETHEUS_CONTENT_TYPE;
+    waiting += 1;
+    exposition(contentType)
       .then(
         (text) => res.writeHead(200, { 'content-type': contentType }).end(text),
         (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(err)}\n`),
-      );
+      )
+      .finally(() => (waiting -= 1));
   });
-  // A slow or stalled scraper is cut off; it holds nothing of the agent's but its socket.
-  server.maxConnections = MAX_CONNECTIONS;
-  server.requestTimeout = 10_000;
-  server.headersTimeout = 5_000;
+  // A slow or stalled scraper is cut off (checked every second, not Node's 30 s); it holds nothing of the
+  // agent's but its socket, and takes no other scraper's place.
   server.keepAliveTimeout = 5_000;
   await listen(server, where);
   const shown = 'socket' in where ? where.socket : `http://${where.host.includes(':') ? `[${where.host}]` : where.host}:${where.port}/metrics`;
@@ -307,10 +329,15 @@ function withFamily(exposition: string, family: string, openMetrics: boolean): s
 }
 
 function listen(server: http.Server, where: ReturnType<typeof parseMetricsAddress>): Promise<void> {
-  if ('socket' in where && existsSync(where.socket)) {
-    // A socket left by an earlier run is replaced; anything else at that path is not touched.
-    if (!lstatSync(where.socket).isSocket()) return Promise.reject(new Error(`'${where.socket}' exists and is no socket.`));
-    unlinkSync(where.socket);
+  if ('socket' in where) {
+    // The run folder's rule: no other user can swap the socket or lead the path elsewhere. A socket of
+    // root's or the agent's, left by an earlier run, is replaced; anything else there is not touched.
+    try {
+      checkSocketPlace(where.socket);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (existsSync(where.socket)) unlinkSync(where.socket);
   }
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -59,14 +59,32 @@ function folderProblem(stat: Stats): string | undefined {
  * The folders above the run folder, as given and as resolved: none may let another user swap what lies
  * below it, and a link on the way must be root's or the agent's.
  */
-function checkAncestry(parent: string): void {
+function checkAncestry(parent: string, below = 'the run folder'): void {
   for (const dir of prefixes(parent)) {
     const stat = lstatSync(dir);
-    if (stat.isSymbolicLink() && !trusted(stat)) throw new ConfigError(`The link '${dir}' above the run folder belongs to another user (uid ${stat.uid}).`);
+    if (stat.isSymbolicLink() && !trusted(stat)) throw new ConfigError(`The link '${dir}' above ${below} belongs to another user (uid ${stat.uid}).`);
   }
   for (const dir of prefixes(realpathSync(parent))) {
     const problem = folderProblem(lstatSync(dir));
-    if (problem) throw new ConfigError(`The folder '${dir}' above the run folder ${problem}.`);
+    if (problem) throw new ConfigError(`The folder '${dir}' above ${below} ${problem}.`);
+  }
+}
+
+/**
+ * A unix socket path the agent listens on (the metrics endpoint), checked by the run folder's rule: no folder
+ * on the way another user can change, no link of another user; a file already there must be a socket of
+ * root or the agent's user (left by an earlier run), which may be replaced. Throws ConfigError saying why not.
+ */
+export function checkSocketPlace(socket: string): void {
+  const file = path.resolve(socket);
+  try {
+    checkAncestry(path.dirname(file), `the socket '${file}'`);
+    const there = lstatIfThere(file);
+    if (there && !there.isSocket()) throw new ConfigError(`'${file}' exists and is no socket.`);
+    if (there && !trusted(there)) throw new ConfigError(`The socket '${file}' belongs to another user (uid ${there.uid}): it must be root's or the agent's.`);
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError(`Cannot use the socket '${file}': ${(err as Error).message}`);
   }
 }
 

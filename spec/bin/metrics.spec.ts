@@ -1,7 +1,8 @@
 // The metrics endpoint of a running agent, with real Podman workloads, checked by Prometheus' own tools:
 // promtool for the exposition, and a real Prometheus server scraping the agent and answering queries.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -146,15 +147,103 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
   it('an address it cannot listen on, or one that is none, ends the agent with the reason', async () => {
     const port = await freePort();
     const blocker = net.createServer().listen(port, '127.0.0.1');
+    await new Promise((resolve) => blocker.once('listening', resolve));
     try {
-      const child = e2e.start({ args: ['--metrics', `127.0.0.1:${port}`], stderr: false });
-      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-      expect(code).to.equal(1);
+      const said = spawnChecked(
+        process.execPath,
+        [path.resolve('bin/ank-agent.js'), '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', `127.0.0.1:${port}`],
+        '',
+      );
+      expect(said).to.contain(`ank-agent: error: Cannot serve the metrics: listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
     } finally {
       blocker.close();
     }
     const bad = spawnChecked(process.execPath, [path.resolve('bin/ank-agent.js'), '-n', 'x', '-k', '--metrics', 'nowhere'], '');
     expect(bad).to.contain("The metrics address 'nowhere' is none");
+  });
+});
+
+describe('the metrics endpoint against slow, many and hostile scrapers', function () {
+  this.timeout(60_000);
+  const e2e = endToEnd('scrapers');
+  /** Starts the agent with metrics on a free port and waits until it answers. */
+  const started = async () => {
+    const port = await freePort();
+    e2e.start({ args: ['--metrics', `127.0.0.1:${port}`] });
+    await until(async () => (await scrape(port).catch(() => '')).includes('ank_agent_info'), 'the endpoint', 10_000);
+    return port;
+  };
+  /** One GET on a connection of its own: its status, or how it failed. */
+  const get = (port: number) =>
+    new Promise<string>((resolve) => {
+      http
+        .get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(String(res.statusCode)));
+        })
+        .on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    });
+
+  it('cuts off a scraper that sends its request a byte a second after 10 s, and answers the others meanwhile', async () => {
+    const port = await started();
+    const opened = Date.now();
+    const slow = Array.from({ length: 30 }, () => {
+      const socket = net.connect(port, '127.0.0.1');
+      const request = 'GET /metrics HTTP/1.1\r\nHost: x\r\n';
+      let sent = 0;
+      const write = () => socket.write(request[sent++ % request.length]);
+      socket.on('connect', write);
+      const drip = setInterval(write, 1000);
+      return new Promise<number>((resolve) => {
+        socket.on('error', () => undefined);
+        socket.on('close', () => {
+          clearInterval(drip);
+          resolve(Date.now() - opened);
+        });
+      });
+    });
+    const answers: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      answers.push(await get(port));
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(answers, 'the normal scrapes while 30 slow ones are open').to.deep.equal(Array(20).fill('200'));
+    const closedAfter = await Promise.all(slow);
+    expect(Math.max(...closedAfter), 'every slow scraper cut off within about 10 s').to.be.within(9_000, 13_500);
+  });
+
+  it('answers 1 000 scrapes at once: each gets the metrics or a 503 to come back, none is reset', async () => {
+    const port = await started();
+    const outcomes = await Promise.all(Array.from({ length: 1000 }, () => get(port)));
+    const counted = outcomes.reduce<Record<string, number>>((n, o) => ({ ...n, [o]: (n[o] ?? 0) + 1 }), {});
+    expect(
+      Object.keys(counted).filter((o) => o !== '200' && o !== '503'),
+      JSON.stringify(counted),
+    ).to.deep.equal([]);
+    expect(counted['200'], 'most are answered with the metrics').to.be.at.least(900);
+  });
+
+  it('refuses a socket whose folder another user owns, or that a link of another user leads to, naming it', () => {
+    const base = mkdtempSync(path.join(tmpdir(), 'ank-sock-'));
+    const theirs = path.join(base, 'theirs');
+    mkdirSync(theirs);
+    chownSync(theirs, 65534, 65534);
+    const run = (socket: string) =>
+      spawnChecked(process.execPath, [path.resolve('bin/ank-agent.js'), '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', socket], '');
+    expect(run(path.join(theirs, 'm.sock'))).to.contain(`The folder '${theirs}' above the socket '${theirs}/m.sock' belongs to another user (uid 65534)`);
+    const link = path.join(base, 'link');
+    symlinkSync('/run', link);
+    lchownSync(link, 65534, 65534);
+    expect(run(path.join(link, 'm.sock'))).to.contain(`The link '${link}' above the socket '${link}/m.sock' belongs to another user (uid 65534)`);
+    expect(existsSync('/run/m.sock'), 'nothing made where the link leads').to.equal(false);
+    const planted = path.join(base, 'planted.sock');
+    const theirSocket = net.createServer().listen(planted);
+    try {
+      chownSync(planted, 65534, 65534);
+      expect(run(planted)).to.contain(`The socket '${planted}' belongs to another user (uid 65534)`);
+    } finally {
+      theirSocket.close();
+    }
   });
 });
 
