@@ -23,7 +23,16 @@ describe('hostile input and faults (end to end)', function () {
     const good = { ...busybox('good', agentName, { files }), controlInterfaceAccess: access };
     const withName = (workloadName: string) => ({ ...good, instanceName: { ...good.instanceName, workloadName } });
     const withId = (id: string) => ({ ...good, instanceName: { ...good.instanceName, workloadName: 'evil_id', id } });
-    const hostile = [withName('../x'), withName('a.b'), withName('n'.repeat(200)), withId(`/../../..${outside}/target`), withId('ABC')];
+    const hostile = [
+      withName('../x'),
+      withName('a.b'),
+      withName('n'.repeat(200)),
+      withName('a"b'),
+      withName('a\nb'),
+      withName('m'.repeat(300)),
+      withId(`/../../..${outside}/target`),
+      withId('ABC'),
+    ];
     e2e.start({ run });
     const stream = await e2e.server.nextStream();
     stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [...hostile, withName(''), good].map(addedWorkload) } } });
@@ -36,6 +45,9 @@ describe('hostile input and faults (end to end)', function () {
       ['../x', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
       ['a.b', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
       ['nnnnnnnn', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
+      ['a"b', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
+      ['a\nb', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
+      ['mmmmmmmm', "Pending(StartingFailed): Invalid workload name '…': a workload name has 1 to 63 letters, digits, '-' or '_'."],
       ['evil_id', "Pending(StartingFailed): Invalid instance id '…': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits."],
       ['evil_id', "Pending(StartingFailed): Invalid instance id '…': an instance id is the SHA-256 of the runtime config, 64 lowercase hex digits."],
     ]);
