@@ -710,6 +710,88 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
   }
 }
 
+// 16. Soak: memory over a long churn of updates and log requests ------------------------------------
+
+/** The slope of a least-squares line through (x, y), per unit of x. */
+function slope(points: ReadonlyArray<readonly [number, number]>): number {
+  const n = points.length;
+  const mx = points.reduce((a, [x]) => a + x, 0) / n;
+  const my = points.reduce((a, [, y]) => a + y, 0) / n;
+  const sxy = points.reduce((a, [x, y]) => a + (x - mx) * (y - my), 0);
+  const sxx = points.reduce((a, [x]) => a + (x - mx) ** 2, 0);
+  return sxx === 0 ? 0 : sxy / sxx;
+}
+
+/**
+ * The agent as shipped under churn (real Podman): 10 workloads, one updated every 3 s, a LogsRequest every 10 s.
+ * Memory is sampled every 10 s: RSS, and the heap in use as the metrics endpoint tells it; the lowest heap of
+ * each minute is what is left after V8 collected, so its trend (from minute 5 on) tells a leak from garbage.
+ */
+async function benchSoak(minutes: number): Promise<void> {
+  console.log(`\n16. Soak (the real agent process, real Podman, ${minutes} min: an update every 3 s, a log request every 10 s)`);
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-soak-'));
+  const agentName = uniqueAgent('soak');
+  const server = await FakeAnkaiosServer.start();
+  const port = 19_500 + (process.pid % 400);
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, '--metrics', String(port)], { stdio: 'ignore' });
+  try {
+    const stream = await server.nextStream();
+    const latest = latestStates(stream);
+    const version = (i: number, v: number) => busybox(`w${i}`, agentName, { script: `echo v${v}; sleep 3600` });
+    const current = Array.from({ length: 10 }, (_, i) => version(i, 0));
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: current.map(addedWorkload) } } });
+    await until(() => current.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 120_000);
+    const heapUsed = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
+    };
+    const samples: Array<{ at: number; rss: number; heap: number }> = [];
+    const started = performance.now();
+    let updates = 0;
+    for (let tick = 0; performance.now() - started < minutes * 60_000; tick++) {
+      const i = tick % 10;
+      const next = version(i, tick + 1);
+      stream.send({
+        FromServerEnum: {
+          case: 'updateWorkload',
+          value: { addedWorkloads: [addedWorkload(next)], deletedWorkloads: [{ instanceName: current[i].instanceName, dependencies: {} }] },
+        },
+      });
+      current[i] = next;
+      updates += 1;
+      if (tick % 3 === 0) {
+        stream.send({
+          FromServerEnum: {
+            case: 'logsRequest',
+            value: { requestId: `soak${tick}`, logsRequest: { workloadNames: [current[(i + 5) % 10].instanceName], tail: 10 } },
+          },
+        });
+        samples.push({ at: (performance.now() - started) / 60_000, rss: rssKiB(child.pid!) / 1024, heap: await heapUsed() });
+      }
+      await sleep(3000);
+    }
+    await until(() => current.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 60_000);
+    const settled = samples.filter((x) => x.at >= Math.min(5, minutes / 2));
+    const lowest = new Map<number, number>();
+    for (const x of settled) lowest.set(Math.floor(x.at), Math.min(lowest.get(Math.floor(x.at)) ?? Number.POSITIVE_INFINITY, x.heap));
+    const lowestHeapPerMinute = [...lowest.entries()];
+    record({ name: 'soak: updates applied, all 10 running at the end', value: updates, unit: 'updates' });
+    record({ name: 'soak: RSS first sample → last', value: samples.at(-1)!.rss, unit: 'MiB', note: `from ${samples[0].rss.toFixed(1)}` });
+    record({ name: 'soak: RSS trend after the first minutes', value: slope(settled.map((x) => [x.at / 60, x.rss])), unit: 'MiB/h' });
+    record({
+      name: "soak: heap left after GC (each minute's lowest), trend",
+      value: slope(lowestHeapPerMinute.map(([m, h]) => [m / 60, h])),
+      unit: 'MiB/h',
+      target: '≈0',
+      note: `${lowestHeapPerMinute[0]?.[1].toFixed(1)} → ${lowestHeapPerMinute.at(-1)?.[1].toFixed(1)} MiB`,
+    });
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  }
+}
+
 // 14. --debug: what tracing costs when off, and when on ---------------------------------------------------
 
 async function benchTracing(n: number, rounds: number): Promise<void> {
@@ -1131,6 +1213,9 @@ if (wanted('logcost')) await benchLogCost();
 if (wanted('metrics')) await benchMetrics(quick ? 10 : 30);
 if (wanted('health')) await benchHealth(quick ? 60 : 300);
 if (wanted('tracing')) await benchTracing(quick ? 200 : 500, quick ? 3 : 5);
+// Only when asked for: it takes an hour (--quick: 10 minutes; --soak-minutes=N).
+const soakMinutes = Number(process.argv.find((a) => a.startsWith('--soak-minutes='))?.slice('--soak-minutes='.length) ?? (quick ? 10 : 60));
+if (only?.includes('soak')) await benchSoak(soakMinutes);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

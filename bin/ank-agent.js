@@ -20,17 +20,30 @@ const notBuilt = () => {
 };
 const newer = (a, b) => statSync(a).mtimeMs > statSync(b).mtimeMs;
 
-/** The bundle, compiled with its code cache when the cache was made of exactly this bundle. */
+/** Said under --debug only: how the bundle was compiled. */
+const debug = (text) => args.some((a) => a === '--debug' || a.startsWith('--debug=')) && process.stderr.write(`ank-agent: ${text}\n`);
+
+/**
+ * The bundle, compiled with its code cache when the cache was made of exactly this bundle. V8 itself rejects
+ * a cache made by another Node version or under other options; the bundle then compiles as any script does.
+ */
 function loadBundle(bundle) {
   const source = readFileSync(bundle, 'utf8');
   let cachedData;
   try {
     const cache = readFileSync(dist('ank-agent.cache'));
     if (cache.subarray(0, 32).equals(createHash('sha256').update(source).digest())) cachedData = cache.subarray(32);
+    else debug('the code cache was made of another bundle: compiling without it.');
   } catch {
-    // No cache: the bundle compiles as any script does.
+    debug('no code cache: compiling the bundle without it.');
   }
   const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: bundle, cachedData });
+  if (cachedData)
+    debug(
+      script.cachedDataRejected
+        ? 'V8 rejected the code cache (made by another Node version or under other options): compiled without it.'
+        : 'compiled from the code cache.',
+    );
   const module = { exports: {} };
   script.runInThisContext()(module.exports, createRequire(bundle), module, bundle, dist('.'));
   return module.exports;

@@ -82,7 +82,7 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<U
     let ended = false;
     let closed = false;
     let full = false;
-    let untilClosed = () => undefined as void;
+    let untilClosed: () => void = () => undefined;
     const write = (m: Uint8Array) => {
       if (ended || call!.write(m) || full) return;
       // grpc buffers what the server does not take yet: say so, and when it drained.

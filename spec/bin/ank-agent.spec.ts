@@ -90,7 +90,7 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'agent_A', '-k', '-s', 'ftp://host:1']), "Invalid server URL 'ftp://host:1'");
   });
 
-  it('runs the bundle from a code cache made of exactly that bundle: a cache of another bundle is not used', () => {
+  it('runs the bundle from a code cache made of exactly that bundle and its Node options; --debug says when it is not used', () => {
     // A copy of the built agent whose bundle changed after its cache was made (same length, so V8 alone would take the cache).
     const copy = mkdtempSync(path.join(tmp, 'stale-'));
     mkdirSync(path.join(copy, 'bin'));
@@ -103,17 +103,24 @@ describe('ank-agent (the command line)', () => {
     writeFileSync(path.join(copy, 'dist', 'bin', 'ank-agent.cjs'), bundle.replace('Show this help', 'Show THIS help'));
     // A wrong flag: the bundle itself answers, with its help.
     // Run as shipped (a program, with its Node options), as the cache was made.
-    const run = (dir: string) => execFileSync(path.join(dir, 'bin', 'ank-agent.js'), ['--wrong'], { encoding: 'utf8', stdio: 'pipe' });
-    const stderrOf = (dir: string) => {
+    const stderrOf = (command: string, ...args: string[]) => {
       try {
-        run(dir);
+        execFileSync(command, [...args, '--wrong', '--debug'], { encoding: 'utf8', stdio: 'pipe' });
         return '';
       } catch (err) {
         return (err as { stderr: string }).stderr;
       }
     };
-    expect(stderrOf('.')).to.contain('Show this help');
-    expect(stderrOf(copy)).to.contain('Show THIS help');
+    const shipped = stderrOf(BIN);
+    expect(shipped).to.contain('Show this help');
+    expect(shipped).to.contain('ank-agent: compiled from the code cache.');
+    const stale = stderrOf(path.join(copy, 'bin', 'ank-agent.js'));
+    expect(stale).to.contain('Show THIS help');
+    expect(stale).to.contain('ank-agent: the code cache was made of another bundle: compiling without it.');
+    // Under other Node options (as with another Node version) V8 rejects the cache: the bundle compiles without it.
+    const otherOptions = stderrOf(process.execPath, '--max-semi-space-size=4', BIN);
+    expect(otherOptions).to.contain('Show this help');
+    expect(otherOptions).to.contain('ank-agent: V8 rejected the code cache (made by another Node version or under other options): compiled without it.');
   });
 
   it("--version prints the agent's version and the protocol lines it speaks", async () => {
