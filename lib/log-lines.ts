@@ -1,6 +1,9 @@
 // A program's output as lines, in bounded memory: a line longer than what is kept of it is counted, not
 // held, and one too long to be a log line ends the output's collection.
 
+/** What a log response (2 MiB at most) carries of one line, with room for its envelope: a longer line is cut there. */
+export const MAX_LINE_BYTES = 2 * 1024 * 1024 - 64 * 1024;
+
 /** swdd~agent-checks-size-of-logs~1: a single line longer than this closes the log campaign of its output. */
 export const LOG_CAMPAIGN_LIMIT_BYTES = 50 * 1024 * 1024;
 /** The entry that takes the place of such a line (the released agent's words). */

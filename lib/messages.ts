@@ -25,7 +25,15 @@ export interface LogsOptions {
 export interface LogEntry {
   readonly instanceName: WorkloadInstanceName;
   readonly message: string;
+  /** The message's length in UTF-8, measured once where the line is taken (batching, metrics and the codec read it). */
+  readonly bytes: number;
 }
+
+export const logEntry = (instanceName: WorkloadInstanceName, message: string, bytes = Buffer.byteLength(message)): LogEntry => ({
+  instanceName,
+  message,
+  bytes,
+});
 
 export type FromServer =
   /** Not a message of the server's: the link's word that a connection is up, and which protocol lines workloads may speak through it. */

@@ -46,7 +46,7 @@ function logFigures(entries: readonly LogEntry[]): [number, number, number] {
   let bytes = 0;
   let cut = 0;
   for (const e of entries) {
-    bytes += Buffer.byteLength(e.message);
+    bytes += e.bytes;
     if (e.message === TRUNCATED_INFO) cut += 1;
   }
   return [entries.length, bytes, cut];

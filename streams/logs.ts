@@ -2,7 +2,8 @@
 // bounded batches, each ended by a LogsStopResponse; a LogsCancelRequest stops the streams.
 import { EMPTY, type Observable, bufferTime, catchError, concat, defer, filter, map, merge, mergeMap, of, share, takeUntil } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
-import type { FromServer, LogEntry, LogsOptions, ToServer } from '../lib/messages.js';
+import { MAX_LINE_BYTES } from '../lib/log-lines.js';
+import { type FromServer, type LogEntry, type LogsOptions, type ToServer, logEntry } from '../lib/messages.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { type WorkloadInstanceName, instanceKey } from '../lib/workload.js';
 
@@ -10,7 +11,6 @@ import { type WorkloadInstanceName, instanceKey } from '../lib/workload.js';
 export const MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
 /** Room for the envelope of each entry and of the response. */
 const ENTRY_OVERHEAD_BYTES = 256;
-export const MAX_LINE_BYTES = MAX_RESPONSE_BYTES - 64 * 1024;
 export const TRUNCATED = ' [truncated]';
 /** The entry after a cut one (the released agent's words). */
 export const TRUNCATED_INFO = 'The previous message was truncated due to exceeding the maximum 2 MB size.';
@@ -33,7 +33,10 @@ type LogsRequest = Extract<FromServer, { kind: 'logsRequest' }>;
 
 /** A line cut to fit a response, marked when cut. */
 export function fitLine(line: string, maxBytes = MAX_LINE_BYTES): string {
-  if (Buffer.byteLength(line) <= maxBytes) return line;
+  return Buffer.byteLength(line) <= maxBytes ? line : cutLine(line, maxBytes);
+}
+
+function cutLine(line: string, maxBytes: number): string {
   let cut = Buffer.from(line)
     .subarray(0, maxBytes - Buffer.byteLength(TRUNCATED))
     .toString();
@@ -43,16 +46,13 @@ export function fitLine(line: string, maxBytes = MAX_LINE_BYTES): string {
 
 /**
  * swdd~agent-checks-size-of-logs~1: a line too long for a response is cut, marked, and followed by an
- * entry that says so (both fit one response: MAX_LINE_BYTES leaves room).
+ * entry that says so (both fit one response: MAX_LINE_BYTES leaves room). A line's bytes are counted here,
+ * once: the entry carries them.
  */
 export function entriesOf(instanceName: WorkloadInstanceName, line: string): LogEntry[] {
-  const message = fitLine(line);
-  return message === line
-    ? [{ instanceName, message }]
-    : [
-        { instanceName, message },
-        { instanceName, message: TRUNCATED_INFO },
-      ];
+  const bytes = Buffer.byteLength(line);
+  if (bytes <= MAX_LINE_BYTES) return [logEntry(instanceName, line, bytes)];
+  return [logEntry(instanceName, cutLine(line, MAX_LINE_BYTES)), logEntry(instanceName, TRUNCATED_INFO)];
 }
 
 /** Splits entries into groups whose responses stay under the limit. */
@@ -61,7 +61,7 @@ export function splitBySize(entries: readonly LogEntry[], maxBytes = MAX_RESPONS
   let group: LogEntry[] = [];
   let size = 0;
   for (const e of entries) {
-    const bytes = Buffer.byteLength(e.message) + instanceKey(e.instanceName).length + ENTRY_OVERHEAD_BYTES;
+    const bytes = e.bytes + instanceKey(e.instanceName).length + ENTRY_OVERHEAD_BYTES;
     if (group.length > 0 && size + bytes > maxBytes) {
       groups.push(group);
       group = [];

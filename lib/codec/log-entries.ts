@@ -62,8 +62,7 @@ export function encodeLogEntries(requestId: string, entries: readonly LogEntry[]
     names.set(n, bytes);
     return bytes;
   };
-  const messageSizes = entries.map((e) => Buffer.byteLength(e.message));
-  const entrySizes = entries.map((e, i) => fieldSize(nameOf(e.instanceName).length) + stringFieldSize(messageSizes[i]));
+  const entrySizes = entries.map((e) => fieldSize(nameOf(e.instanceName).length) + stringFieldSize(e.bytes));
   const listSize = entrySizes.reduce((sum, size) => sum + fieldSize(size), 0);
   const idSize = Buffer.byteLength(requestId);
   const responseSize = stringFieldSize(idSize) + fieldSize(listSize);
@@ -72,7 +71,7 @@ export function encodeLogEntries(requestId: string, entries: readonly LogEntry[]
   out.field(2, listSize);
   entries.forEach((e, i) => {
     out.field(1, entrySizes[i]).bytes(1, nameOf(e.instanceName));
-    out.string(2, e.message, messageSizes[i]);
+    out.string(2, e.message, e.bytes);
   });
   return out.buf;
 }

@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Observable, type Subscriber, type Subscription, map, of } from 'rxjs';
-import { LogLines } from '../log-lines.js';
+import { LogLines, MAX_LINE_BYTES } from '../log-lines.js';
 import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container.js';
 import { killMarkedProcesses } from './machine.js';
@@ -136,8 +136,6 @@ export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
 export const DEFAULT_MAX_PROCESSES = 8;
 /** Every workload of a large node can have its logs followed at once; a flood of requests cannot start thousands of podman processes. */
 export const DEFAULT_MAX_STREAMS = 256;
-/** How much of a line `lines` keeps (a log response cuts it anyway); lib/log-lines.ts says what happens to longer ones. */
-export const MAX_LINE_BYTES = 2 * 1024 * 1024;
 
 export class PodmanCli {
   /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
@@ -211,7 +209,7 @@ export class PodmanCli {
    * Runs `podman <args>` and emits each line it writes on stdout or stderr as it comes; completes when
    * podman ends; unsubscribing kills it. While `paused$` says true its output is not read: the pipes fill
    * and podman waits, so what it prints costs the agent nothing until it is wanted. Of a line longer than
-   * `maxLineBytes` only that much is kept: no line, however long, is held whole (lib/log-lines.ts). At most
+   * `maxLineBytes` (what a log response carries of one) only that much is kept: no line, however long, is held whole (lib/log-lines.ts). At most
    * `maxStreams` run at once; more wait in line for one to end.
    */
   lines(args: readonly string[], paused$: Observable<boolean> = of(false), maxLineBytes = MAX_LINE_BYTES): Observable<string> {

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
 import { encodeLogEntries } from '../../lib/codec/log-entries.js';
 import { toServerMessage } from '../../lib/codec/wire.js';
-import type { LogEntry } from '../../lib/messages.js';
+import { type LogEntry, logEntry } from '../../lib/messages.js';
 import { workload } from '../helpers/fixtures.js';
 
 const app = workload('app').instanceName;
@@ -13,28 +13,15 @@ const reflected = (requestId: string, entries: LogEntry[]) => toBinary(ToServerS
 describe('log entries written without reflection (lib/codec/log-entries.ts)', () => {
   it('are the bytes protobuf-es writes, whatever the entries', () => {
     const cases: Array<[string, LogEntry[]]> = [
-      ['r1', [{ instanceName: app, message: 'one' }]],
-      [
-        'app@r2',
-        [
-          { instanceName: app, message: 'one' },
-          { instanceName: other, message: 'two' },
-          { instanceName: app, message: '' },
-        ],
-      ],
-      ['', [{ instanceName: app, message: 'no request id' }]],
+      ['r1', [logEntry(app, 'one')]],
+      ['app@r2', [logEntry(app, 'one'), logEntry(other, 'two'), logEntry(app, '')]],
+      ['', [logEntry(app, 'no request id')]],
       ['r3', []],
-      ['r4', [{ instanceName: app, message: 'äöü 日本 🚗 \u0000 \uFFFD a lone \uD800 surrogate' }]],
-      ['r5', [{ instanceName: { workloadName: '', agentName: '', id: '' }, message: 'an empty name' }]],
-      [
-        'r6',
-        [
-          { instanceName: app, message: 'x'.repeat(300) },
-          { instanceName: app, message: 'y'.repeat(70_000) },
-        ],
-      ],
-      ['r7', [{ instanceName: app, message: 'z'.repeat(2 * 1024 * 1024 - 100) }]],
-      ['r8', Array.from({ length: 1000 }, (_, i) => ({ instanceName: app, message: `line ${i}` }))],
+      ['r4', [logEntry(app, 'äöü 日本 🚗 \u0000 \uFFFD a lone \uD800 surrogate')]],
+      ['r5', [logEntry({ workloadName: '', agentName: '', id: '' }, 'an empty name')]],
+      ['r6', [logEntry(app, 'x'.repeat(300)), logEntry(app, 'y'.repeat(70_000))]],
+      ['r7', [logEntry(app, 'z'.repeat(2 * 1024 * 1024 - 100))]],
+      ['r8', Array.from({ length: 1000 }, (_, i) => logEntry(app, `line ${i}`))],
     ];
     for (const [requestId, entries] of cases) {
       expect(

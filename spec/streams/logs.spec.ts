@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import { NEVER, finalize, map } from 'rxjs';
-import type { FromServer, ToServer } from '../../lib/messages.js';
+import { type FromServer, type ToServer, logEntry } from '../../lib/messages.js';
 import { RunningWorkloads } from '../../lib/running-workloads.js';
-import { MAX_RESPONSE_BYTES, TRUNCATED, TRUNCATED_INFO, fitLine, serveLogs, splitBySize } from '../../streams/logs.js';
+import { encodeLogEntries } from '../../lib/codec/log-entries.js';
+import { MAX_RESPONSE_BYTES, TRUNCATED, TRUNCATED_INFO, entriesOf, fitLine, serveLogs, splitBySize } from '../../streams/logs.js';
 import { FakeRuntime } from '../helpers/fake-runtime.js';
 import { AGENT, workload } from '../helpers/fixtures.js';
 import { testScheduler } from '../helpers/virtual-time.js';
@@ -92,15 +93,17 @@ describe('workload logs for the server', () => {
     });
   });
 
-  it('keeps every response under 2 MiB: splits batches and truncates an over-long line', () => {
+  // swdd~agent-checks-size-of-logs~1
+  it('keeps every encoded response under 2 MiB: splits batches and truncates an over-long line', () => {
     const long = 'x'.repeat(MAX_RESPONSE_BYTES * 2);
     const cut = fitLine(long);
     expect(Buffer.byteLength(cut)).to.be.below(MAX_RESPONSE_BYTES);
     expect(cut.endsWith(TRUNCATED)).to.equal(true);
     expect(fitLine('short')).to.equal('short');
-    const entries = Array.from({ length: 5 }, () => ({ instanceName: app.instanceName, message: 'y'.repeat(700 * 1024) }));
+    const entries = [...Array.from({ length: 5 }, () => logEntry(app.instanceName, 'y'.repeat(700 * 1024))), ...entriesOf(app.instanceName, long)];
     const groups = splitBySize(entries);
-    expect(groups.map((g) => g.length)).to.deep.equal([2, 2, 1]);
-    for (const g of groups) expect(g.reduce((n, e) => n + Buffer.byteLength(e.message), 0)).to.be.below(MAX_RESPONSE_BYTES);
+    expect(groups.map((g) => g.length)).to.deep.equal([2, 2, 1, 2]);
+    // What goes to the server: the response as encoded, envelope and all.
+    for (const g of groups) expect(encodeLogEntries(`${app.instanceName.workloadName}@request`, g).length).to.be.at.most(MAX_RESPONSE_BYTES);
   });
 });
