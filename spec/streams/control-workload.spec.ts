@@ -171,6 +171,21 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // rx~crash-loop-backoff-ends-on-command~1
+    it('a delete during the wait ends it at once: the workload is removed then and never created again', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const { runtime, created } = crashing(scheduler, cold, () => 1);
+        // Created at 0, restarted at once at 1, exits at 2: the next restart would be at 10 002. The delete comes at 5 000.
+        const out = record(controlWorkload(cold('a 4999ms d', { a: create(job), d: del(job) }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(created).to.deep.equal([0, 1]);
+        expect(runtime.calls.filter((c) => c.startsWith('delete'))).to.deep.equal(['delete id-job-1', 'delete id-job-2']);
+        // Removed at 1 is the restart at once (reported as an update), at 5 000 the delete.
+        expect(out.values.filter(([, v]) => v === at(job, ExecutionState.removed())).map(([t]) => t)).to.deep.equal([1, 5000]);
+      });
+    });
+
     // rx~crash-loop-backoff-config~1
     it('with a first delay of 0, restarts at once, always (the released agent)', () => {
       const scheduler = testScheduler();
