@@ -23,7 +23,6 @@ import {
 import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import {
   type AgentConfig,
-  CONTAINERD_MISSING,
   ConfigError,
   type ConfigFile,
   DEFAULT_CONFIG_PATH,
@@ -279,8 +278,7 @@ function enabledRuntimes(
 ): Map<string, RuntimeConnector> {
   const all = builtInRuntimes(log, cli, { health, ...observers });
   const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
-  for (const name of unknown)
-    log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.${name === 'containerd' ? ` ${CONTAINERD_MISSING}` : ''}`);
+  for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
   return new Map(enabled.map((name) => [name, all.get(name)!]));
 }
 

@@ -2,6 +2,7 @@
 // that run it on real parts.
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
 import { EMPTY } from 'rxjs';
+import { ContainerdRuntime, containerdEvents, listContainers } from '../lib/drivers/containerd-runtime.js';
 import { conmonExits, containerEvents, podmanRuntimes, systemdRuns } from '../lib/drivers/podman-runtime.js';
 import type { Logger } from '../lib/logger.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
@@ -11,9 +12,10 @@ import { type Trace, noTrace } from '../streams/trace.js';
 
 /**
  * `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one
- * state checker; `health`: the agent runs the workloads' health checks (lib/podman/health.ts), where Podman's
- * timers do not (`podmanTimers`: systemd runs); `trace` and
- * `eventsRestarted` tell --debug and the metrics what the cache does.
+ * state checker; `containerd` on nerdctl (`nerdctl`: its CLI) with a cache of its own, kept by containerd's
+ * events. `health`: the agent runs the podman workloads' health checks (lib/podman/health.ts), where Podman's
+ * timers do not (`podmanTimers`: systemd runs); `trace` and `eventsRestarted` tell --debug and the metrics
+ * what the Podman cache does.
  */
 export function builtInRuntimes(
   log: Logger,
@@ -25,7 +27,16 @@ export function builtInRuntimes(
     podmanTimers = systemdRuns(),
     trace = noTrace,
     eventsRestarted,
-  }: { events?: boolean; verifyMs?: number; health?: boolean; podmanTimers?: boolean; trace?: Trace; eventsRestarted?: () => void } = {},
+    nerdctl = new PodmanCli({ log, binary: 'nerdctl' }),
+  }: {
+    events?: boolean;
+    verifyMs?: number;
+    health?: boolean;
+    podmanTimers?: boolean;
+    trace?: Trace;
+    eventsRestarted?: () => void;
+    nerdctl?: PodmanCli;
+  } = {},
 ): Map<string, RuntimeConnector> {
   const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, {
     verifyMs,
@@ -34,5 +45,8 @@ export function builtInRuntimes(
     trace,
     eventsRestarted,
   });
-  return podmanRuntimes(cli, stateChecker(cache), log, { health, podmanTimers });
+  const containerd = containerCache(() => listContainers(nerdctl), events ? containerdEvents(nerdctl) : undefined, { verifyMs, log });
+  const runtimes = podmanRuntimes(cli, stateChecker(cache), log, { health, podmanTimers });
+  runtimes.set('containerd', new ContainerdRuntime(nerdctl, stateChecker(containerd)));
+  return runtimes;
 }

@@ -182,18 +182,13 @@ export function parseTags(tags: readonly string[]): Record<string, string> {
  * The runtimes to enable out of those the agent has: all, or those the config lists. Names it does not
  * have are returned to be warned about; a list that names none it has is an error.
  */
-/** Said where a config asks for the released agent's containerd runtime, which this agent does not have. */
-export const CONTAINERD_MISSING =
-  'The \'containerd\' runtime (nerdctl) is not part of this agent; its workloads get Pending(StartingFailed) "Unsupported Runtime".';
-
 export function selectRuntimes(available: readonly string[], wanted: readonly string[] | undefined): { enabled: string[]; unknown: string[] } {
   if (wanted === undefined) return { enabled: [...available], unknown: [] };
   const enabled = available.filter((r) => wanted.includes(r));
   const unknown = wanted.filter((r) => !available.includes(r));
   if (enabled.length === 0) {
-    const containerd = unknown.includes('containerd') ? ` ${CONTAINERD_MISSING}` : '';
     throw new ConfigError(
-      `No runtime is enabled: 'runtimes' lists ${wanted.map((r) => `'${r}'`).join(', ') || 'nothing'}; this agent has ${available.map((r) => `'${r}'`).join(', ')}.${containerd}`,
+      `No runtime is enabled: 'runtimes' lists ${wanted.map((r) => `'${r}'`).join(', ') || 'nothing'}; this agent has ${available.map((r) => `'${r}'`).join(', ')}.`,
     );
   }
   return { enabled, unknown };

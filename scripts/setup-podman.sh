@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs and configures Podman from Debian's packages and builds the local busybox image the
-# examples and tests use (no registry is needed). Idempotent; needs root (or sudo).
+# examples and tests use (no registry is needed); then, through setup-containerd.sh, containerd and nerdctl
+# for the containerd runtime. Idempotent; needs root (or sudo).
 set -euo pipefail
 SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
 IMAGE=localhost/busybox:latest
@@ -46,3 +47,6 @@ fi
 out=$($SUDO podman run --rm "$IMAGE" /bin/echo podman-ok 2>&1) || { echo "setup-podman: podman run failed: $out" >&2; exit 1; }
 [ "$out" = podman-ok ] || { echo "setup-podman: unexpected output: $out" >&2; exit 1; }
 echo "setup-podman: podman $(podman --version | awk '{print $3}') works with $IMAGE"
+
+# The containerd runtime's parts (containerd, nerdctl) and the same image in containerd.
+bash "$(dirname "$0")/setup-containerd.sh"

@@ -32,9 +32,6 @@ const NOT_FOR_AGENT: Record<string, string> = {
   'swdd~api-provides-spec-object-definitions~1': 'Rust macro-generated objects of the reference library',
   'swdd~api-conversions-between-ank-base-and-spec~1': 'Rust macro-generated conversions of the reference library',
 };
-/** The containerd runtime drives nerdctl, which no package registry this project installs from has. */
-const CONTAINERD = 'the containerd runtime is not built: nerdctl cannot be installed here (a config that asks for it is told so)';
-
 /**
  * Requirements of the released design that its own agent does not meet; the agent does what the released
  * agent does, because that is what a server, ank and the SDKs show and expect.
@@ -101,7 +98,7 @@ function extractFile(file: string, label: string): Requirement[] {
       for (let k = j + 1; k < lines.length && lines[k].trim().startsWith('- '); k++) needs.push(lines[k].trim().slice(2));
       break;
     }
-    const notForAgent = NOT_FOR_AGENT[m[1]] ?? AS_RELEASED[m[1]] ?? (/^swdd~containerd-|containerd~/.test(m[1]) ? CONTAINERD : undefined);
+    const notForAgent = NOT_FOR_AGENT[m[1]] ?? AS_RELEASED[m[1]];
     found.push({ id: m[1], title, design: label, needs, ...(notForAgent ? { notForAgent } : {}) });
   });
   return found;

@@ -170,7 +170,7 @@ export class PodmanCli {
         const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
         // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
         const timer = setTimeout(() => {
-          const message = `podman ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
+          const message = `${this.binary} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
           ended('deadline');
           this.options.log?.warn(message);
           child.kill('SIGKILL');
@@ -187,13 +187,13 @@ export class PodmanCli {
               subscriber.next(result.stdout);
               subscriber.complete();
             } else if (result.exitCode === undefined && !result.isTerminated) {
-              subscriber.error(new PodmanError(`Cannot run podman: ${result.shortMessage ?? 'unknown error'}`));
+              subscriber.error(new PodmanError(`Cannot run ${this.binary}: ${result.shortMessage ?? 'unknown error'}`));
             } else {
               const message = (String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '');
               subscriber.error(new PodmanError(message, result.exitCode));
             }
           },
-          (err: unknown) => subscriber.error(new PodmanError(`Cannot run podman: ${String(err)}`)),
+          (err: unknown) => subscriber.error(new PodmanError(`Cannot run ${this.binary}: ${String(err)}`)),
         );
         return {
           kill: () => {
@@ -222,7 +222,7 @@ export class PodmanCli {
       startSoon(() => {
         this.calls += 1;
         const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-        child.on('error', (err) => subscriber.error(new PodmanError(`Cannot run podman: ${err.message}`)));
+        child.on('error', (err) => subscriber.error(new PodmanError(`Cannot run ${this.binary}: ${err.message}`)));
         let open = 2;
         const done = () => --open === 0 && subscriber.complete();
         const streams = [child.stdout, child.stderr];
@@ -298,7 +298,7 @@ export class PodmanCli {
             sweep();
             end({ kind: 'timed-out', output: output() }, 'deadline');
           }, timeoutMs);
-          child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run podman: ${err.message}` }, 'failed'));
+          child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run ${this.binary}: ${err.message}` }, 'failed'));
           child.on('close', (code) => {
             if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
             else end({ kind: code === PODMAN_FAILED ? 'not-run' : 'failed', output: output() }, 'failed');

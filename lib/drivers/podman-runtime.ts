@@ -254,8 +254,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   }
 }
 
-/** `--follow --since … --until … --tail …` as podman logs takes them. */
-function logArgs(o: LogsOptions): string[] {
+/** `--follow --since … --until … --tail …` as `podman logs` and `nerdctl logs` take them. */
+export function logArgs(o: LogsOptions): string[] {
   return [
     ...(o.follow ? ['--follow'] : []),
     ...(o.since ? ['--since', o.since] : []),

@@ -151,6 +151,11 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     tracked.started.delete(e.id);
     return to.delete(e.id);
   }
+  if (e.status === 'pause' || e.status === 'unpause') {
+    if (!c) return false;
+    to.set(e.id, { ...c, State: e.status === 'pause' ? 'paused' : 'running' });
+    return true;
+  }
   // create, init (old news for a container the picture shows) and what says nothing about a state
   return false;
 }

@@ -34,6 +34,14 @@ describe("the container view (the cache's rules)", () => {
     expect(states()).to.deep.equal({ a: 'exited 3' });
   });
 
+  it('applies a pause and a resume at once, as events tell them', () => {
+    const event = (status: string): ViewInput => ({ kind: 'event', event: { id: 'a', status } });
+    const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), event('pause')]);
+    expect(steps[2].snapshot).not.to.equal(undefined);
+    expect(states()).to.deep.equal({ a: 'paused' });
+    expect(run([{ kind: 'pollStarted' }, polled(1, [{ Id: 'a', State: 'paused' }]), event('unpause')]).states()).to.deep.equal({ a: 'running' });
+  });
+
   it('passes over events of containers it does not show (no snapshot, no poll)', () => {
     const { steps } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), { kind: 'event', event: { id: 'other', status: 'start' } }]);
     expect(steps[2].snapshot).to.equal(undefined);

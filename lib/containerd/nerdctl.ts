@@ -1,0 +1,122 @@
+// What the agent reads of nerdctl (the containerd runtime's CLI): its container list, its events, and the
+// state table of the released containerd connector. Pure: the driver is lib/drivers/containerd-runtime.ts.
+import { ExecutionState } from '../execution-state.js';
+import type { Container } from '../podman/container.js';
+import type { ContainerEvent, StateReading } from '../ports.js';
+
+/** `k=v,k=v` as nerdctl 2.0 writes a container's labels in `ps --format json` (a value may hold `=`). */
+export function parseLabels(text: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const pair of text.split(',')) {
+    const at = pair.indexOf('=');
+    if (at > 0) labels[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return labels;
+}
+
+/**
+ * The state word and exit code in nerdctl's `Status` column: `Up`, `Exited (3) 2 seconds ago`,
+ * `Restarting (1) …`, `Created`, `Paused`, `Unknown`, … (nerdctl's formatter.ContainerStatus).
+ */
+export function parseStatus(status: string): { readonly State: string; readonly ExitCode?: number } {
+  if (status === 'Up' || status.startsWith('Up ')) return { State: 'running' };
+  const withCode = /^(Exited|Restarting) \((-?\d+)\)/.exec(status);
+  if (withCode) return { State: withCode[1].toLowerCase(), ExitCode: Number(withCode[2]) };
+  return { State: (status.split(' ')[0] ?? '').toLowerCase() };
+}
+
+/** The rows of `nerdctl ps --all --no-trunc --format json` (one JSON object a line) as containers; rows that are no container are passed over. */
+export function parseContainers(output: string): Container[] {
+  const containers: Container[] = [];
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let row: { ID?: unknown; Names?: unknown; Status?: unknown; Labels?: unknown };
+    try {
+      row = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (typeof row.ID !== 'string' || row.ID === '') continue;
+    containers.push({
+      Id: row.ID,
+      Names: typeof row.Names === 'string' ? [row.Names] : [],
+      ...parseStatus(typeof row.Status === 'string' ? row.Status : ''),
+      Labels: parseLabels(typeof row.Labels === 'string' ? row.Labels : ''),
+    });
+  }
+  return containers;
+}
+
+/** containerd's event topics, as the container cache speaks of changes (Podman's words: died, start, remove). */
+const TOPICS: Record<string, string> = {
+  '/tasks/exit': 'died',
+  '/tasks/start': 'start',
+  '/tasks/paused': 'pause',
+  '/tasks/resumed': 'unpause',
+  '/containers/delete': 'remove',
+  '/containers/create': 'create',
+};
+
+/**
+ * A line of `nerdctl events --format '{{json .}}'` as a container event, when it is one the cache uses: a task's
+ * exit (with its exit status), start, pause and resume, and a container's creation and deletion. Others (snapshots, images, the
+ * exec processes of a container, whose exit is not the container's) are undefined.
+ */
+export function parseEvent(line: string): ContainerEvent | undefined {
+  let event: { Timestamp?: unknown; Topic?: unknown; Event?: unknown };
+  try {
+    event = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  const status = typeof event.Topic === 'string' ? TOPICS[event.Topic] : undefined;
+  if (!status || typeof event.Event !== 'string') return undefined;
+  let body: { id?: unknown; container_id?: unknown; exit_status?: unknown };
+  try {
+    body = JSON.parse(event.Event);
+  } catch {
+    return undefined;
+  }
+  const id = typeof body.container_id === 'string' ? body.container_id : body.id;
+  if (typeof id !== 'string' || id === '') return undefined;
+  // An exec's exit names its own id beside the container's: only the container's task counts.
+  if (status === 'died' && body.id !== undefined && body.id !== id) return undefined;
+  const at = typeof event.Timestamp === 'string' ? Date.parse(event.Timestamp) : Number.NaN;
+  return {
+    id,
+    status,
+    ...(status === 'died' && typeof body.exit_status === 'number' ? { exitCode: body.exit_status } : {}),
+    ...(Number.isFinite(at) ? { at } : {}),
+  };
+}
+
+/** swdd~containerd-state-getter-maps-state~1: the released connector's table (exit code from the container). */
+export function containerdState(c: Container): ExecutionState {
+  switch ((c.State ?? '').toLowerCase()) {
+    case 'created':
+    case 'restarting':
+      return ExecutionState.starting(c.State!.toLowerCase());
+    case 'running':
+      return ExecutionState.running();
+    case 'exited':
+      return (c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`);
+    case 'dead':
+      return ExecutionState.failed(`Exit code: '${c.ExitCode ?? 0}'`);
+    case 'removing':
+      return ExecutionState.stopping('removing');
+    default:
+      // swdd~containerd-state-getter-returns-unknown-state~1 (`paused` among them)
+      return ExecutionState.unknown(c.State ?? '');
+  }
+}
+
+/**
+ * swdd~containerd-state-getter-returns-lost-state~1: the reading of container `id` (a full id, or one cut
+ * short as nerdctl shows it) in a snapshot: Lost when it is gone.
+ */
+export const containerdReading =
+  (id: string) =>
+  (containers: readonly Container[]): StateReading => {
+    const c = containers.find((x) => x.Id === id || x.Id.startsWith(id) || id.startsWith(x.Id));
+    return { state: c ? containerdState(c) : ExecutionState.lost(), transient: false };
+  };

@@ -1,0 +1,184 @@
+// The containerd runtime on real containerd through nerdctl, driven by the workload core (as the released
+// system tests' containerd cases: create, custom name, delete, update, retries, restarts, the Control
+// Interface and workload files, logs, an agent restart), and what our agent does better: exits from events.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { lastValueFrom, toArray } from 'rxjs';
+import { builtInRuntimes } from '../../bin/wiring.js';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { silentLogger } from '../../lib/logger.js';
+import type { WorkloadSpec } from '../../lib/workload.js';
+import { instanceKey } from '../../lib/workload.js';
+import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+
+const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A containerd workload running `sh -c <script>` in the local busybox image. */
+const onContainerd = (
+  name: string,
+  agentName: string,
+  script = SLEEP_UNTIL_STOPPED,
+  o: { options?: string[]; restartPolicy?: WorkloadSpec['restartPolicy']; image?: string } = {},
+) =>
+  spec(
+    name,
+    agentName,
+    'containerd',
+    `image: ${o.image ?? IMAGE}\ncommandOptions: ${JSON.stringify(o.options ?? [])}\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(script)}]\n`,
+    { restartPolicy: o.restartPolicy },
+  );
+const containersOf = (agentName: string) => nerdctl('ps', '--all', '--quiet', `--filter=label=agent=${agentName}`).split('\n').filter(Boolean);
+
+describe('the containerd runtime (real containerd, nerdctl)', function () {
+  this.timeout(60_000);
+  before(() => {
+    requirePodman();
+    try {
+      nerdctl('version');
+    } catch {
+      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-podman.sh runs it)');
+    }
+  });
+  let agent: PodmanAgent;
+  const started: PodmanAgent[] = [];
+  const newAgent = (name = uniqueAgent('ctrd'), ioFolder?: string, cache = {}) => {
+    const made = new PodmanAgent(name, ioFolder, new PodmanCli(), cache);
+    started.push(made);
+    return made;
+  };
+  beforeEach(() => (agent = newAgent()));
+  afterEach(() => {
+    for (const a of started.splice(0)) {
+      a.stop();
+      const left = containersOf(a.agentName);
+      if (left.length) nerdctl('rm', '--force', ...left);
+    }
+  });
+
+  // swdd~agent-supports-containerd~1, swdd~containerd-implements-runtime-connector~1, swdd~containerd-uses-nerdctl-cli~1, swdd~containerd-name-returns-containerd~1, swdd~containerd-create-workload-runs-workload~1, swdd~containerd-create-workload-returns-workload-id~1, swdd~containerd-create-workload-creates-labels~1, swdd~containerd-state-getter-maps-state~1, swdd~containerd-start-checker-starts-containerd-state-checker~1, swdd~containerd-state-getter-uses-nerdctlcli~1, swdd~containerd-nerdctlcli-uses-container-state-cache~1, swdd~containerd-nerdctlcli-container-state-cache-all-containers~1, swdd~containerd-state-getter-reset-cache~1
+  it('runs a workload named after its instance, labelled with name and agent: Pending(Starting) → Running(Ok) → its exit', async () => {
+    const failing = onContainerd('failing', agent.agentName, 'sleep 1; exit 3');
+    const fine = onContainerd('fine', agent.agentName, 'sleep 1; exit 0');
+    agent.send({ kind: 'serverHello', added: [failing, fine] });
+    await agent.waitFor('failing', /^Failed\(ExecFailed\): Exit code: '3'$/);
+    await agent.waitFor('fine', /^Succeeded\(Ok\)$/);
+    expect(agent.history('failing')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', "Failed(ExecFailed): Exit code: '3'"]);
+    expect(agent.history('fine')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Succeeded(Ok)']);
+    const key = instanceKey(fine.instanceName);
+    expect(nerdctl('inspect', key, '--format', '{{index .Config.Labels "name"}} {{index .Config.Labels "agent"}}')).to.equal(`${key} ${agent.agentName}`);
+    expect(agent.running.find(fine.instanceName)?.runtime.name).to.equal('containerd');
+  });
+
+  // swdd~containerd-create-workload-sets-optionally-container-name~1, swdd~containerd-get-workload-id-uses-label~1, swdd~containerd-delete-workload-stops-and-removes-workload~1, swdd~containerd-nerdctlcli-removes-workloads-by-id~1
+  it('a --name in commandOptions wins; a delete stops and removes the container, one already gone is no error', async () => {
+    const mine = `mine-${agent.agentName}`.replace(/_/g, '-');
+    const named = onContainerd('named', agent.agentName, SLEEP_UNTIL_STOPPED, { options: ['--name', mine] });
+    agent.send({ kind: 'serverHello', added: [named] });
+    await agent.waitFor('named', /^Running\(Ok\)$/);
+    expect(nerdctl('ps', '--format', '{{.Names}}', `--filter=label=name=${instanceKey(named.instanceName)}`)).to.equal(mine);
+    const runtime = builtInRuntimes(silentLogger).get('containerd')!;
+    const id = await lastValueFrom(runtime.getWorkloadId(named.instanceName));
+    expect(id).to.match(/^[0-9a-f]{64}$/);
+    agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: named.instanceName, dependencies: {} }] });
+    await agent.waitFor('named', /^Removed$/);
+    expect(containersOf(agent.agentName)).to.deep.equal([]);
+    await lastValueFrom(runtime.deleteWorkload(id!), { defaultValue: undefined });
+  });
+
+  // swdd~containerd-state-getter-returns-lost-state~1, swdd~containerd-state-getter-returns-unknown-state~1
+  it('a container paused from outside is Failed(Unknown); one removed from outside is Failed(Lost)', async () => {
+    const w = onContainerd('outside', agent.agentName);
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('outside', /^Running\(Ok\)$/);
+    nerdctl('pause', instanceKey(w.instanceName));
+    await agent.waitFor('outside', /^Failed\(Unknown\): paused$/, 15_000);
+    nerdctl('rm', '--force', instanceKey(w.instanceName));
+    await agent.waitFor('outside', /^Failed\(Lost\)$/, 15_000);
+  });
+
+  // swdd~containerd-create-workload-deletes-failed-container~1
+  it('a create that fails (an image that is nowhere) is retried and leaves no container behind', async () => {
+    const w = onContainerd('noimage', agent.agentName, 'true', { image: 'localhost/no-such-image:1' });
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('noimage', /^Pending\(Starting\): Retry 1: /, 30_000);
+    expect(containersOf(agent.agentName)).to.deep.equal([]);
+  });
+
+  // swdd~containerd-create-workload-starts-existing-workload~1
+  it('ALWAYS restarts a workload that succeeded in the same container', async () => {
+    const w = onContainerd('again', agent.agentName, 'sleep 1', { restartPolicy: 'Always' });
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('again', /^Succeeded\(Ok\)$/);
+    const first = containersOf(agent.agentName);
+    for (let waited = 0; agent.history('again').filter((s) => s === 'Running(Ok)').length < 2 && waited < 20_000; waited += 100) await sleep(100);
+    expect(agent.history('again').filter((s) => s === 'Running(Ok)').length).to.be.at.least(2);
+    expect(containersOf(agent.agentName), 'the same container').to.deep.equal(first);
+  });
+
+  // swdd~containerd-create-workload-mounts-fifo-files~1, swdd~containerd-create-mounts-workload-files~1
+  it("mounts the workload's Control Interface folder at /run/ankaios/control_interface and its files read-only", async () => {
+    const host = mkdtempSync(path.join(tmpdir(), 'ank-ctrd-'));
+    const pipes = path.join(host, 'control_interface');
+    execFileSync('mkdir', [pipes]);
+    execFileSync('mkfifo', [path.join(pipes, 'input'), path.join(pipes, 'output')]);
+    writeFileSync(path.join(host, 'x.conf'), 'hello from a file');
+    const runtime = builtInRuntimes(silentLogger).get('containerd')!;
+    const w = onContainerd('mounted', agent.agentName);
+    const id = await lastValueFrom(
+      runtime.createWorkload(w, { controlInterfacePath: pipes, fileMounts: [{ hostPath: path.join(host, 'x.conf'), mountPoint: '/etc/app/x.conf' }] }),
+    );
+    const key = instanceKey(w.instanceName);
+    expect(nerdctl('exec', key, 'cat', '/etc/app/x.conf')).to.equal('hello from a file');
+    expect(nerdctl('exec', key, 'ls', '/run/ankaios/control_interface').split('\n').sort()).to.deep.equal(['input', 'output']);
+    expect(() => nerdctl('exec', key, 'sh', '-c', 'echo x > /etc/app/x.conf'), 'read-only').to.throw();
+    await lastValueFrom(runtime.deleteWorkload(id as string), { defaultValue: undefined });
+  });
+
+  // swdd~containerd-log-fetching-collects-logs~1
+  it("gives the workload's log lines, stdout and stderr, with tail", async () => {
+    const w = onContainerd('talker', agent.agentName, `echo one; echo two >&2; echo three; ${SLEEP_UNTIL_STOPPED}`);
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('talker', /^Running\(Ok\)$/);
+    await sleep(500);
+    const { runtime, id } = agent.running.find(w.instanceName)!;
+    expect((await lastValueFrom(runtime.logs(id, { follow: false }).pipe(toArray()))).sort()).to.deep.equal(['one', 'three', 'two']);
+    expect(await lastValueFrom(runtime.logs(id, { follow: false, tail: 1 }).pipe(toArray()))).to.have.length(1);
+  });
+
+  // swdd~containerd-list-of-existing-workloads-uses-labels~1, swdd~containerd-nerdctlcli-lists-workloads-by-label~1, swdd~containerd-nerdctlcli-list-workload-names-by-label~1
+  it('an agent started again finds its containers by their agent label and resumes an unchanged one', async () => {
+    const w = onContainerd('kept', agent.agentName);
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('kept', /^Running\(Ok\)$/);
+    const container = containersOf(agent.agentName);
+    const runtime = builtInRuntimes(silentLogger).get('containerd')!;
+    const existing = await lastValueFrom(runtime.listReusableWorkloads(agent.agentName));
+    expect(existing.map((e) => [instanceKey(e.instanceName), e.runtime])).to.deep.equal([[instanceKey(w.instanceName), 'containerd']]);
+    // The agent ends (its containerd workloads keep running) and starts again with the same workload.
+    const name = agent.agentName;
+    agent.stop();
+    const again = newAgent(name);
+    again.send({ kind: 'serverHello', added: [w] });
+    await again.waitFor('kept', /^Running\(Ok\)$/);
+    expect(containersOf(name), 'not created again').to.deep.equal(container);
+  });
+
+  // swdd~containerd-container-state-cache-refresh~1
+  it("sees an exit within tens of milliseconds from containerd's events; without them, by a poll each second", async () => {
+    const exitAfterKill = async (watcher: PodmanAgent) => {
+      const w = onContainerd('killed', watcher.agentName);
+      watcher.send({ kind: 'serverHello', added: [w] });
+      await watcher.waitFor('killed', /^Running\(Ok\)$/);
+      const killed = Date.now();
+      nerdctl('kill', instanceKey(w.instanceName));
+      await watcher.waitFor('killed', /^Failed\(ExecFailed\): Exit code: '137'$/, 10_000);
+      return Date.now() - killed;
+    };
+    expect(await exitAfterKill(agent), 'ms, on events').to.be.below(500);
+    const polling = newAgent(uniqueAgent('ctrdpoll'), undefined, { events: false });
+    expect(await exitAfterKill(polling), 'ms, polling').to.be.within(0, 2500);
+  });
+});

@@ -1,0 +1,107 @@
+import { expect } from 'chai';
+import { containerdReading, containerdState, parseContainers, parseEvent, parseLabels, parseStatus } from '../../lib/containerd/nerdctl.js';
+import { formatState } from '../../lib/execution-state.js';
+
+const row = (o: Record<string, string>) => JSON.stringify({ Command: '"sleep 1"', Image: 'localhost/busybox:latest', ...o });
+const event = (Topic: string, body: Record<string, unknown>) =>
+  JSON.stringify({ Timestamp: '2026-11-25T12:56:25.654271291Z', ID: '', Namespace: 'default', Topic, Status: 'unknown', Event: JSON.stringify(body) });
+
+describe('what the agent reads of nerdctl (lib/containerd/nerdctl.ts)', () => {
+  // swdd~containerd-nerdctlcli-list-workload-names-by-label~1
+  it("reads nerdctl's label string, whose values may hold '=' and JSON", () => {
+    expect(parseLabels('name=app.1.agent_A,agent=agent_A,nerdctl/ipc={"mode":"private"},x=a=b')).to.deep.equal({
+      name: 'app.1.agent_A',
+      agent: 'agent_A',
+      'nerdctl/ipc': '{"mode":"private"}',
+      x: 'a=b',
+    });
+    expect(parseLabels('')).to.deep.equal({});
+  });
+
+  // swdd~containerd-state-getter-maps-state~1
+  it("reads the state word and the exit code of nerdctl's Status column", () => {
+    expect(
+      ['Up', 'Exited (3) 2 seconds ago', 'Exited (0) About a minute ago', 'Restarting (1) 1 second ago', 'Created', 'Paused', 'Unknown', ''].map(parseStatus),
+    ).to.deep.equal([
+      { State: 'running' },
+      { State: 'exited', ExitCode: 3 },
+      { State: 'exited', ExitCode: 0 },
+      { State: 'restarting', ExitCode: 1 },
+      { State: 'created' },
+      { State: 'paused' },
+      { State: 'unknown' },
+      { State: '' },
+    ]);
+  });
+
+  // swdd~containerd-nerdctlcli-container-state-cache-all-containers~1, swdd~containerd-nerdctlcli-lists-workloads-by-label~1
+  it('reads the rows of `nerdctl ps --format json` as containers, passing over lines that are none', () => {
+    const output = [
+      row({ ID: 'a'.repeat(64), Names: 'app.1.agent_A', Status: 'Exited (3) 1 second ago', Labels: 'name=app.1.agent_A,agent=agent_A' }),
+      'time="…" level=warning msg="failed to inspect NetNS"',
+      '{broken',
+      row({ ID: '', Names: 'no id', Status: 'Up', Labels: '' }),
+      row({ ID: 'b'.repeat(64), Names: 'other', Status: 'Up', Labels: 'agent=agent_B' }),
+    ].join('\n');
+    expect(parseContainers(output)).to.deep.equal([
+      { Id: 'a'.repeat(64), Names: ['app.1.agent_A'], State: 'exited', ExitCode: 3, Labels: { name: 'app.1.agent_A', agent: 'agent_A' } },
+      { Id: 'b'.repeat(64), Names: ['other'], State: 'running', Labels: { agent: 'agent_B' } },
+    ]);
+    expect(parseContainers('')).to.deep.equal([]);
+  });
+
+  // swdd~containerd-state-getter-maps-state~1, swdd~containerd-state-getter-returns-unknown-state~1
+  it("maps containerd's states as the released connector does; anything else is Unknown", () => {
+    const shown = (State: string, ExitCode?: number) => formatState(containerdState({ Id: 'x', State, ExitCode }));
+    expect([
+      shown('created'),
+      shown('restarting', 1),
+      shown('running'),
+      shown('exited', 0),
+      shown('exited', 137),
+      shown('dead', 1),
+      shown('removing'),
+      shown('paused'),
+      shown('pausing'),
+    ]).to.deep.equal([
+      'Pending(Starting): created',
+      'Pending(Starting): restarting',
+      'Running(Ok)',
+      'Succeeded(Ok)',
+      "Failed(ExecFailed): Exit code: '137'",
+      "Failed(ExecFailed): Exit code: '1'",
+      'Stopping(Stopping): removing',
+      'Failed(Unknown): paused',
+      'Failed(Unknown): pausing',
+    ]);
+  });
+
+  // swdd~containerd-state-getter-returns-lost-state~1
+  it('reads a workload by its container id, whole or cut short; a container that is gone is Lost', () => {
+    const running = [{ Id: 'c'.repeat(64), State: 'running' }];
+    expect(formatState(containerdReading('c'.repeat(64))(running).state)).to.equal('Running(Ok)');
+    expect(formatState(containerdReading('c'.repeat(12))(running).state)).to.equal('Running(Ok)');
+    expect(formatState(containerdReading('d'.repeat(64))(running).state)).to.equal('Failed(Lost)');
+  });
+
+  // swdd~containerd-nerdctlcli-uses-container-state-cache~1
+  it("takes containerd's task exits, starts, pauses and container deletions as the cache's died, start, pause and remove events", () => {
+    const id = 'e'.repeat(64);
+    expect(parseEvent(event('/tasks/exit', { container_id: id, id, pid: 1, exit_status: 5 }))).to.deep.equal({
+      id,
+      status: 'died',
+      exitCode: 5,
+      at: Date.parse('2026-11-25T12:56:25.654271291Z'),
+    });
+    expect(parseEvent(event('/tasks/start', { container_id: id, pid: 1 }))?.status).to.equal('start');
+    expect(parseEvent(event('/containers/delete', { id }))?.status).to.equal('remove');
+    expect(parseEvent(event('/tasks/paused', { container_id: id }))?.status).to.equal('pause');
+    expect(parseEvent(event('/tasks/resumed', { container_id: id }))?.status).to.equal('unpause');
+    expect(parseEvent(event('/containers/create', { id, image: 'x' }))?.status).to.equal('create');
+    // An exec's exit in the container is not the container's; snapshots and garbage are nothing.
+    expect(parseEvent(event('/tasks/exit', { container_id: id, id: 'exec-1', exit_status: 1 }))).to.equal(undefined);
+    expect(parseEvent(event('/snapshot/prepare', { key: id }))).to.equal(undefined);
+    expect(parseEvent('not json')).to.equal(undefined);
+    expect(parseEvent(JSON.stringify({ Topic: '/tasks/exit', Event: 'not json' }))).to.equal(undefined);
+  });
+});
