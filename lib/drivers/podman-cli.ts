@@ -1,6 +1,7 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { Observable, type Subscriber, type Subscription, map, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../log-lines.js';
 import type { Logger } from '../logger.js';
@@ -141,6 +142,8 @@ export class PodmanCli {
   /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
   calls = 0;
   private readonly binary: string;
+  /** The binary's name, as messages say it (`podman`, `nerdctl`). */
+  private readonly command: string;
   private readonly deadlines: { readonly query: number; readonly command: number };
   private readonly slots: Slots;
   private readonly streamSlots: Slots;
@@ -148,6 +151,7 @@ export class PodmanCli {
 
   constructor(private readonly options: PodmanCliOptions = {}) {
     this.binary = options.binary ?? 'podman';
+    this.command = path.basename(this.binary);
     this.deadlines = options.deadlines ?? DEFAULT_DEADLINES;
     this.slots = new Slots(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
     this.streamSlots = new Slots(options.maxStreams ?? DEFAULT_MAX_STREAMS);
@@ -170,7 +174,7 @@ export class PodmanCli {
         const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
         // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
         const timer = setTimeout(() => {
-          const message = `${this.binary} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
+          const message = `${this.command} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
           ended('deadline');
           this.options.log?.warn(message);
           child.kill('SIGKILL');
@@ -187,13 +191,13 @@ export class PodmanCli {
               subscriber.next(result.stdout);
               subscriber.complete();
             } else if (result.exitCode === undefined && !result.isTerminated) {
-              subscriber.error(new PodmanError(`Cannot run ${this.binary}: ${result.shortMessage ?? 'unknown error'}`));
+              subscriber.error(new PodmanError(`Cannot run ${this.command}: ${result.shortMessage ?? 'unknown error'}`));
             } else {
               const message = (String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '');
               subscriber.error(new PodmanError(message, result.exitCode));
             }
           },
-          (err: unknown) => subscriber.error(new PodmanError(`Cannot run ${this.binary}: ${String(err)}`)),
+          (err: unknown) => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${String(err)}`)),
         );
         return {
           kill: () => {
@@ -222,7 +226,7 @@ export class PodmanCli {
       startSoon(() => {
         this.calls += 1;
         const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-        child.on('error', (err) => subscriber.error(new PodmanError(`Cannot run ${this.binary}: ${err.message}`)));
+        child.on('error', (err) => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${err.message}`)));
         let open = 2;
         const done = () => --open === 0 && subscriber.complete();
         const streams = [child.stdout, child.stderr];
@@ -298,7 +302,7 @@ export class PodmanCli {
             sweep();
             end({ kind: 'timed-out', output: output() }, 'deadline');
           }, timeoutMs);
-          child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run ${this.binary}: ${err.message}` }, 'failed'));
+          child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run ${this.command}: ${err.message}` }, 'failed'));
           child.on('close', (code) => {
             if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
             else end({ kind: code === PODMAN_FAILED ? 'not-run' : 'failed', output: output() }, 'failed');

@@ -27,6 +27,14 @@ function containers(agent: string): Map<string, string> {
   );
 }
 
+/** The workloads containerd runs for an agent, by workload name. */
+function nerdctlContainers(agent: string): string[] {
+  return execFileSync('nerdctl', ['ps', '--all', '--format', '{{.Names}}', `--filter=label=agent=${agent}`], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean)
+    .map((name) => name.split('.')[0]);
+}
+
 describe('our agent under the released Ankaios server (ank-server, ank, ank-agent of ANKAIOS_BIN)', function () {
   this.timeout(180_000);
   let cluster: Cluster;
@@ -177,6 +185,38 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
       'mover to run on the released agent again',
     );
     await cluster.until(async () => containers(cluster.ours).size === 0, 'our agent to remove its container');
+  });
+
+  // swdd~agent-supports-containerd~1, swdd~containerd-state-getter-maps-state~1, swdd~containerd-delete-workload-stops-and-removes-workload~1
+  it('containerd workloads: each agent runs its own, exits reach the server, and one moved from the released agent to ours and back', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    cluster.startTheirs();
+    const { ours, theirs } = cluster;
+    const onContainerd = (name: string, agent: string, script: string) => workloadYaml(name, agent, script, '', 'containerd');
+    await cluster.apply(
+      manifest(onContainerd('c_theirs', theirs, 'sleep 1000'), onContainerd('c_ours', ours, 'sleep 2; exit 4'), onContainerd('c_mover', theirs, 'sleep 1000')),
+    );
+    await cluster.waitFor('c_theirs', 'Running(Ok)');
+    await cluster.waitFor('c_ours', 'Failed(ExecFailed)');
+    await cluster.waitFor('c_mover', 'Running(Ok)');
+    expect(nerdctlContainers(ours).sort()).to.deep.equal(['c_ours']);
+    expect(nerdctlContainers(theirs).sort()).to.deep.equal(['c_mover', 'c_theirs']);
+    await cluster.apply(manifest(onContainerd('c_theirs', theirs, 'sleep 1000'), onContainerd('c_mover', ours, 'sleep 1000')));
+    await cluster.until(
+      async () => (await cluster.states()).some((s) => s.workload === 'c_mover' && s.agent === ours && s.state === 'Running'),
+      'c_mover to run on our agent',
+    );
+    await cluster.until(async () => nerdctlContainers(theirs).join() === 'c_theirs', 'the released agent to remove its container');
+    await cluster.until(async () => nerdctlContainers(ours).join() === 'c_mover', 'our agent to remove c_ours');
+    await cluster.apply(manifest(onContainerd('c_mover', theirs, 'sleep 1000')));
+    await cluster.until(
+      async () => (await cluster.states()).some((s) => s.workload === 'c_mover' && s.agent === theirs && s.state === 'Running'),
+      'c_mover to run on the released agent again',
+    );
+    await cluster.until(async () => nerdctlContainers(ours).length === 0, 'our agent to remove its container');
+    await cluster.apply(manifest());
+    await cluster.until(async () => nerdctlContainers(theirs).length === 0, 'the released agent to remove its containers');
   });
 
   it('a podman-kube workload moved from the released agent to ours and back: its pod runs under each, and each agent takes down what it played', async () => {

@@ -1,5 +1,6 @@
 // Health checks of podman workloads on real Podman (this agent's own requirements; README "Health checks").
 import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { instanceKey } from '../../lib/workload.js';
@@ -20,6 +21,17 @@ const checked = (name: string, agentName: string, restartPolicy: RestartPolicy =
   );
 const inContainer = (w: WorkloadSpec, ...command: string[]) => execFileSync('podman', ['exec', instanceKey(w.instanceName), ...command], { stdio: 'ignore' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The host's processes that carry the mark of a health check the agent runs. */
+const markedProcesses = () =>
+  readdirSync('/proc')
+    .filter((pid) => /^\d+$/.test(pid))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/environ`, 'latin1').includes('ANKAGENT_HEALTH_CHECK=');
+      } catch {
+        return false;
+      }
+    });
 const WAITING = "Pending(Starting): Waiting for its health check to pass ('cat /tmp/ok').";
 const UNHEALTHY = "Failed(ExecFailed): Health check 'cat /tmp/ok' failed: cat: can't open '/tmp/ok': No such file or directory";
 
@@ -185,15 +197,13 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
       const db = withCheck(agent.agentName, 'sleep 3600', '--health-timeout', '60s', '--health-interval', '1s', '--stop-timeout', '0');
       agent.send({ kind: 'serverHello', added: [db] });
       await agent.waitFor('db', /^Pending\(Starting\): Waiting/);
-      await sleep(1500);
+      for (let waited = 0; checkProcesses(db).length === 0 && waited < 10_000; waited += 100) await sleep(100);
       expect(checkProcesses(db).length, 'the check is under way').to.equal(1);
+      expect(markedProcesses().length, 'the check carries its mark').to.be.at.least(1);
       agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: db.instanceName, dependencies: {} }] });
       await agent.waitFor('db', /^Removed$/, 10_000);
-      expect(
-        execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
-          .split('\n')
-          .filter((l) => l === 'sleep 3600'),
-      ).to.deep.equal([]);
+      await sleep(200);
+      expect(markedProcesses(), "processes of the agent's checks").to.deep.equal([]);
     });
   });
 
