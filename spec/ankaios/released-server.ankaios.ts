@@ -194,20 +194,21 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     cluster.startTheirs();
     const { ours, theirs } = cluster;
     const onContainerd = (name: string, agent: string, script: string) => workloadYaml(name, agent, script, '', 'containerd');
-    await cluster.apply(
-      manifest(onContainerd('c_theirs', theirs, 'sleep 1000'), onContainerd('c_ours', ours, 'sleep 2; exit 4'), onContainerd('c_mover', theirs, 'sleep 1000')),
-    );
-    await cluster.waitFor('c_theirs', 'Running(Ok)');
-    await cluster.waitFor('c_ours', 'Failed(ExecFailed)');
+    // The released agent reads its containers' states with one `nerdctl inspect` of all of them, which nerdctl
+    // 2.0 answers with an array per container that it cannot parse: it is given one containerd workload at a time.
+    await cluster.apply(manifest(onContainerd('c_mover', theirs, 'sleep 1000'), onContainerd('c_ours', ours, 'sleep 2; exit 4')));
     await cluster.waitFor('c_mover', 'Running(Ok)');
-    expect(nerdctlContainers(ours).sort()).to.deep.equal(['c_ours']);
-    expect(nerdctlContainers(theirs).sort()).to.deep.equal(['c_mover', 'c_theirs']);
-    await cluster.apply(manifest(onContainerd('c_theirs', theirs, 'sleep 1000'), onContainerd('c_mover', ours, 'sleep 1000')));
+    await cluster.waitFor('c_ours', 'Failed(ExecFailed)');
+    expect(nerdctlContainers(ours)).to.deep.equal(['c_ours']);
+    expect(nerdctlContainers(theirs)).to.deep.equal(['c_mover']);
+    await cluster.apply(manifest(onContainerd('c_mover', ours, 'sleep 1000')));
     await cluster.until(
       async () => (await cluster.states()).some((s) => s.workload === 'c_mover' && s.agent === ours && s.state === 'Running'),
       'c_mover to run on our agent',
     );
-    await cluster.until(async () => nerdctlContainers(theirs).join() === 'c_theirs', 'the released agent to remove its container');
+    await cluster.until(async () => nerdctlContainers(theirs).length === 0, 'the released agent to remove its container');
+    // `ank apply` leaves c_ours as it is (it only adds and updates); `ank delete workload` deletes it.
+    await cluster.ank('delete', 'workload', 'c_ours');
     await cluster.until(async () => nerdctlContainers(ours).join() === 'c_mover', 'our agent to remove c_ours');
     await cluster.apply(manifest(onContainerd('c_mover', theirs, 'sleep 1000')));
     await cluster.until(
@@ -215,8 +216,6 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
       'c_mover to run on the released agent again',
     );
     await cluster.until(async () => nerdctlContainers(ours).length === 0, 'our agent to remove its container');
-    await cluster.apply(manifest());
-    await cluster.until(async () => nerdctlContainers(theirs).length === 0, 'the released agent to remove its containers');
   });
 
   it('a podman-kube workload moved from the released agent to ours and back: its pod runs under each, and each agent takes down what it played', async () => {
