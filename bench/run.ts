@@ -369,13 +369,13 @@ const zombies = (pid: number) =>
  * The fake podman of the scaling bench, with a `podman logs` that prints one line and waits (a shell and a
  * sleep, so hundreds of streams cost little): the agent's own cost is what is measured.
  */
-function fakePodmanWithLogs(): NodeJS.ProcessEnv {
+function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
   const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fake-podman-'));
   const state = path.join(fake, 'containers');
   execFileSync('mkdir', [state]);
   writeFileSync(
     path.join(fake, 'podman'),
-    `#!/bin/sh\nif [ "$1" = logs ]; then echo "a line of $*"; exec sleep 3600; fi\nexec ${process.execPath} ${path.resolve('bench/fake-podman.mjs')} "$@"\n`,
+    `#!/bin/sh\nif [ "$1" = logs ]; then echo "a line of $*"; ${logsWait ? 'exec sleep 3600' : 'exit 0'}; fi\nexec ${process.execPath} ${path.resolve('bench/fake-podman.mjs')} "$@"\n`,
     { mode: 0o755 },
   );
   return { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
@@ -789,6 +789,98 @@ async function benchSoak(minutes: number): Promise<void> {
     child.kill('SIGKILL');
     server.stop();
     cleanup(agentName);
+  }
+}
+
+// 17. What the agent's heap holds after a long churn, by kind: heap snapshots compared ------------------------
+
+/** The count and bytes of a heap snapshot's nodes by their type (object, string, closure, code, …). */
+function heapByType(file: string): Map<string, { count: number; bytes: number }> {
+  const snap = JSON.parse(readFileSync(file, 'utf8')) as {
+    snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+    nodes: number[];
+  };
+  const fields = snap.snapshot.meta.node_fields;
+  const [type, size] = [fields.indexOf('type'), fields.indexOf('self_size')];
+  const byType = new Map<string, { count: number; bytes: number }>();
+  for (let i = 0; i < snap.nodes.length; i += fields.length) {
+    const name = snap.snapshot.meta.node_types[0][snap.nodes[i + type]];
+    const sum = byType.get(name) ?? { count: 0, bytes: 0 };
+    byType.set(name, { count: sum.count + 1, bytes: sum.bytes + snap.nodes[i + size] });
+  }
+  return byType;
+}
+
+/**
+ * The agent as shipped on the fake podman, 10 workloads, one updated every 250 ms and a log request with every
+ * third update; heap snapshots (Node's --heapsnapshot-signal) after `warm` updates and after `more` further
+ * ones. What grows between them is what a leak would hold: the objects, strings, arrays and closures; V8's
+ * compiled code grows while it optimises more of the agent, and levels off.
+ */
+async function benchHeap(warm: number, more: number): Promise<void> {
+  console.log(`\n17. Heap after churn (the real agent process, fake podman; snapshots after ${warm} and ${warm + more} updates)`);
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-heap-'));
+  const agentName = uniqueAgent('heap');
+  const server = await FakeAnkaiosServer.start();
+  const env = { ...fakePodmanWithLogs(false), NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' };
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', folder], { stdio: 'ignore', env, cwd: folder });
+  try {
+    const stream = await server.nextStream();
+    const latest = latestStates(stream);
+    const version = (i: number, v: number) => busybox(`w${i}`, agentName, { script: `echo v${v}; sleep 3600` });
+    const current = Array.from({ length: 10 }, (_, i) => version(i, 0));
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: current.map(addedWorkload) } } });
+    await until(() => current.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 60_000);
+    let tick = 0;
+    const churn = async (n: number) => {
+      for (const end = tick + n; tick < end; tick++) {
+        const i = tick % 10;
+        const next = version(i, tick + 1);
+        const deleted = [{ instanceName: current[i].instanceName, dependencies: {} }];
+        stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [addedWorkload(next)], deletedWorkloads: deleted } } });
+        current[i] = next;
+        if (tick % 3 === 0) {
+          const logsRequest = { workloadNames: [current[(i + 5) % 10].instanceName], tail: 10 };
+          stream.send({ FromServerEnum: { case: 'logsRequest', value: { requestId: `heap${tick}`, logsRequest } } });
+        }
+        await sleep(250);
+      }
+      await sleep(5000);
+    };
+    const snapshot = async () => {
+      const snapshots = () =>
+        readdirSync(folder)
+          .filter((f) => f.endsWith('.heapsnapshot'))
+          .sort();
+      const before = snapshots().length;
+      child.kill('SIGUSR2');
+      await until(() => snapshots().length > before, 60_000);
+      // Written while the agent stands still: done when it reads as a whole.
+      const file = path.join(folder, snapshots()[before]);
+      for (let waited = 0; ; waited += 1000) {
+        try {
+          return heapByType(file);
+        } catch (err) {
+          if (waited > 120_000) throw err;
+          await sleep(1000);
+        }
+      }
+    };
+    await churn(warm);
+    const first = await snapshot();
+    await churn(more);
+    const second = await snapshot();
+    const grown = (types: string[]) => types.reduce((sum, t) => sum + ((second.get(t)?.bytes ?? 0) - (first.get(t)?.bytes ?? 0)), 0) / 1024;
+    record({
+      name: `heap: objects, strings, arrays, closures grown over ${more} updates`,
+      value: grown(['object', 'string', 'concatenated string', 'sliced string', 'array', 'closure']),
+      unit: 'KiB',
+      target: '≈0',
+    });
+    record({ name: `heap: V8's compiled code grown over the same`, value: grown(['code']), unit: 'KiB' });
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
   }
 }
 
@@ -1216,6 +1308,7 @@ if (wanted('tracing')) await benchTracing(quick ? 200 : 500, quick ? 3 : 5);
 // Only when asked for: it takes an hour (--quick: 10 minutes; --soak-minutes=N).
 const soakMinutes = Number(process.argv.find((a) => a.startsWith('--soak-minutes='))?.slice('--soak-minutes='.length) ?? (quick ? 10 : 60));
 if (only?.includes('soak')) await benchSoak(soakMinutes);
+if (wanted('heap')) await benchHeap(300, quick ? 600 : 1500);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);
