@@ -6,7 +6,7 @@ import { ContainerdRuntime, containerdEvents, listContainers } from '../lib/driv
 import { conmonExits, containerEvents, podmanRuntimes, systemdRuns } from '../lib/drivers/podman-runtime.js';
 import type { Logger } from '../lib/logger.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
-import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
+import { CONTAINERD, VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
 import { stateChecker } from '../streams/state-checker.js';
 import { type Trace, noTrace } from '../streams/trace.js';
 
@@ -14,8 +14,8 @@ import { type Trace, noTrace } from '../streams/trace.js';
  * `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one
  * state checker; `containerd` on nerdctl (`nerdctl`: its CLI) with a cache of its own, kept by containerd's
  * events. `health`: the agent runs the podman workloads' health checks (lib/podman/health.ts), where Podman's
- * timers do not (`podmanTimers`: systemd runs); `trace` and `eventsRestarted` tell --debug and the metrics
- * what the Podman cache does.
+ * timers do not (`podmanTimers`: systemd runs); `trace` tells --debug what the caches do (`podman.cache`,
+ * `containerd.cache`), `eventsRestarted` the metrics how often `podman events` started again.
  */
 export function builtInRuntimes(
   log: Logger,
@@ -45,7 +45,12 @@ export function builtInRuntimes(
     trace,
     eventsRestarted,
   });
-  const containerd = containerCache(() => listContainers(nerdctl), events ? containerdEvents(nerdctl) : undefined, { verifyMs, log });
+  const containerd = containerCache(() => listContainers(nerdctl), events ? containerdEvents(nerdctl) : undefined, {
+    verifyMs,
+    log,
+    trace,
+    engine: CONTAINERD,
+  });
   const runtimes = podmanRuntimes(cli, stateChecker(cache), log, { health, podmanTimers });
   runtimes.set('containerd', new ContainerdRuntime(nerdctl, stateChecker(containerd)));
   return runtimes;

@@ -1,4 +1,5 @@
-// The PodmanCli container state cache, the one source every state checker of both Podman runtimes reads.
+// The container state cache, the one source every state checker of a container engine's runtimes reads
+// (Podman's for podman and podman-kube; containerd's, fed the same way by nerdctl, for containerd).
 // Podman's event stream keeps it current at once; `podman ps` verifies it (when the stream starts, for
 // every new watcher, every VERIFY_INTERVAL_MS) and is the one-second fallback while the stream is down.
 // Events of containers it does not show yet (the host's other containers) cause no poll.
@@ -63,9 +64,17 @@ interface CacheOptions {
   readonly trace?: Trace;
   /** Told each time `podman events` is started again within one run of the cache (for the metrics). */
   readonly eventsRestarted?: () => void;
+  /** Whose containers the cache follows, as its log and --debug say it: Podman's (the default) or containerd's. */
+  readonly engine?: Engine;
 }
 
-const STAGE = 'podman.cache';
+/** The container engine a cache follows: its name in messages, and the --debug stage of its cache. */
+export interface Engine {
+  readonly name: string;
+  readonly stage: string;
+}
+export const PODMAN: Engine = { name: 'Podman', stage: 'podman.cache' };
+export const CONTAINERD: Engine = { name: 'containerd', stage: 'containerd.cache' };
 
 export function containerCache(list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, options: CacheOptions = {}): ContainerCache {
   const refresh$ = new Subject<void>();
@@ -92,7 +101,7 @@ function cacheSnapshots(
   events$: Observable<ContainerEvent> | undefined,
   refresh$: Observable<void>,
   polls: { started: number },
-  { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY, log, trace = noTrace, eventsRestarted }: CacheOptions,
+  { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
 ): Observable<Snapshot> {
   // The one state: the reducer's. The rest here is timing.
   let view = EMPTY_VIEW;
@@ -100,10 +109,10 @@ function cacheSnapshots(
   const restart$ = new Subject<void>();
   const step = (input: ViewInput): Snapshot[] => {
     const next = stepView(view, input);
-    if (next.snapshot && trace.enabled(STAGE)) traceChanges(trace, view, next, input);
+    if (next.snapshot && trace.enabled(engine.stage)) traceChanges(trace, engine, view, next, input);
     view = next.view;
     if (next.missedEvent) {
-      trace.note(STAGE, 'The poll found a change no event announced: the event stream is taken for stalled and started again.');
+      trace.note(engine.stage, 'The poll found a change no event announced: the event stream is taken for stalled and started again.');
       restart$.next();
     }
     return next.snapshot ? [next.snapshot] : [];
@@ -123,7 +132,7 @@ function cacheSnapshots(
       )
     : periodic(CACHE_INTERVAL_MS, true);
   const evented$ = events$
-    ? followEvents(events$, healthy$, restart$, { log, trace, eventsRestarted }).pipe(
+    ? followEvents(events$, healthy$, restart$, { log, trace, eventsRestarted, engine }).pipe(
         mergeMap((event) => step({ kind: 'event', event, at: asyncScheduler.now() })),
       )
     : EMPTY;
@@ -148,28 +157,28 @@ function oneAtATime<T>(triggers$: Observable<unknown>, work$: Observable<T>): Ob
 }
 
 /**
- * Podman's events while the stream is up (`healthy$` says when), started again a while after it ended,
+ * The engine's events while the stream is up (`healthy$` says when), started again a while after it ended,
  * failed (logged with its cause) or was taken for stalled (`restart$`).
  */
 function followEvents(
   events$: Observable<ContainerEvent>,
   healthy$: BehaviorSubject<boolean>,
   restart$: Observable<void>,
-  { log, trace, eventsRestarted }: Pick<CacheOptions, 'log' | 'eventsRestarted'> & { trace: Trace },
+  { log, trace, eventsRestarted, engine }: Pick<CacheOptions, 'log' | 'eventsRestarted'> & { trace: Trace; engine: Engine },
 ): Observable<ContainerEvent> {
   let starts = 0;
   return defer(() => {
     if (starts++ > 0) eventsRestarted?.();
-    trace.note(STAGE, starts === 1 ? "Following Podman's events." : `Following Podman's events again (start ${starts}).`);
+    trace.note(engine.stage, starts === 1 ? `Following ${engine.name}'s events.` : `Following ${engine.name}'s events again (start ${starts}).`);
     healthy$.next(true);
     return events$.pipe(
       takeUntil(restart$),
       catchError((err: unknown) => {
-        log?.warn(`Podman's event stream failed: ${errorText(err)}; polling every second until it is back.`);
+        log?.warn(`${engine.name}'s event stream failed: ${errorText(err)}; polling every second until it is back.`);
         return EMPTY;
       }),
       finalize(() => {
-        trace.note(STAGE, "Podman's event stream ended.");
+        trace.note(engine.stage, `${engine.name}'s event stream ended.`);
         healthy$.next(false);
       }),
     );
@@ -177,13 +186,13 @@ function followEvents(
 }
 
 /** --debug: a line per container whose state the watchers now see changed, with what told it. */
-function traceChanges(trace: Trace, before: ContainerView, next: ViewStep, input: ViewInput): void {
+function traceChanges(trace: Trace, engine: Engine, before: ContainerView, next: ViewStep, input: ViewInput): void {
   if (input.kind === 'pollFailed') {
-    trace.note(STAGE, `Poll ${input.poll} failed: ${input.error}`);
+    trace.note(engine.stage, `Poll ${input.poll} failed: ${input.error}`);
     return;
   }
-  const source = input.kind !== 'event' ? 'poll' : input.early ? "conmon's exit file" : `Podman's ${input.event.status} event`;
-  for (const line of changesBetween(before, next.view)) trace.note(STAGE, `${line} (${source})`);
+  const source = input.kind !== 'event' ? 'poll' : input.early ? "conmon's exit file" : `${engine.name}'s ${input.event.status} event`;
+  for (const line of changesBetween(before, next.view)) trace.note(engine.stage, `${line} (${source})`);
 }
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));

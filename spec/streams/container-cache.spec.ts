@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { type Observable, type Subscription, defer, finalize, throwError } from 'rxjs';
 import type { Container } from '../../lib/podman/container.js';
 import type { ContainerEvent, Snapshot } from '../../lib/ports.js';
-import { containerCache } from '../../streams/container-cache.js';
+import { CONTAINERD, containerCache } from '../../streams/container-cache.js';
 import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
@@ -352,6 +352,29 @@ describe('what the containerCache tells --debug and the metrics', () => {
         'db.1234.agent_A: running (poll)',
         "db.1234.agent_A: running → exited (3) (conmon's exit file)",
         "db.1234.agent_A: removed (Podman's remove event)",
+      ]);
+    });
+  });
+
+  it("a containerd cache speaks of containerd's events, under its own stage (containerd.cache)", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const list = () => cold('----------(a|)', { a: [{ Id: 'a', Names: ['db.1234.agent_A'], State: 'running' }] as Container[] });
+      const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', status: 'died', exitCode: 137 } });
+      // Every stage enabled: what is noted, and under which stage.
+      const noted: Array<[string, string]> = [];
+      const trace = Object.assign(() => (x: never) => x, {
+        note: (stage: string, text: string) => noted.push([stage, text]),
+        enabled: () => true,
+      }) as unknown as Trace;
+      const sub = containerCache(list, events$, { trace, engine: CONTAINERD }).fresh().subscribe();
+      scheduler.schedule(() => sub.unsubscribe(), 1_000);
+      flush();
+      expect(noted.filter(([stage]) => stage !== 'containerd.cache')).to.deep.equal([]);
+      expect(noted.slice(0, 3).map(([, text]) => text)).to.deep.equal([
+        "Following containerd's events.",
+        'db.1234.agent_A: running (poll)',
+        "db.1234.agent_A: running → exited (137) (containerd's died event)",
       ]);
     });
   });
