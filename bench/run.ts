@@ -884,6 +884,72 @@ async function benchHeap(warm: number, more: number): Promise<void> {
   }
 }
 
+// 18. containerd: exits seen, and what watching idle workloads costs ---------------------------------------
+
+/** When containerd says a container finished (ms, wall clock). */
+const containerdFinishedAt = (name: string) =>
+  Date.parse(execFileSync('nerdctl', ['inspect', '--format', '{{.State.FinishedAt}}', name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+
+/** A containerd workload of the local busybox image running `sh -c <script>`. */
+const onContainerd = (name: string, agentName: string, script: string) =>
+  spec(name, agentName, 'containerd', `image: ${IMAGE}\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(script)}]\n`);
+
+/**
+ * Real containerd through nerdctl, the workload pipelines in-process (as part 3): exit → Succeeded reported,
+ * on containerd's events and with them off (one `nerdctl ps` a second, as the released agent's poll without its
+ * `inspect`); then the nerdctl processes a second that watching 50 idle workloads costs (released: 2, a `ps` and
+ * an `inspect`).
+ */
+async function benchContainerd(count: number, idleSeconds: number): Promise<void> {
+  console.log(`\n18. containerd (real containerd, nerdctl; ${count} exits; 50 idle workloads for ${idleSeconds} s)`);
+  const remove = (agentName: string) =>
+    execFileSync('sh', ['-c', `ids=$(nerdctl ps -aq --filter label=agent=${agentName}); [ -z "$ids" ] || nerdctl rm -f $ids`], { stdio: 'ignore' });
+  for (const events of [false, true]) {
+    const agentName = uniqueAgent('ctrdlat');
+    const input = new Subject<FromServer>();
+    const seen = new Map<string, number>();
+    const sub = runWorkloads(input, {
+      agentName,
+      runtimes: builtInRuntimes(silentLogger, new PodmanCli(), { events }),
+      prepare: () => of({}),
+      release: () => EMPTY,
+    }).subscribe((states) => {
+      for (const s of states) if (s.executionState.state === 'Succeeded') seen.set(s.instanceName.workloadName, Date.now());
+    });
+    try {
+      const specs = Array.from({ length: count }, (_, i) => onContainerd(`exit${i}`, agentName, `sleep ${(2 + i * 0.37).toFixed(2)}`));
+      input.next({ kind: 'serverHello', added: specs });
+      await until(() => seen.size === count);
+      const latencies = specs.map((s) => seen.get(s.instanceName.workloadName)! - containerdFinishedAt(instanceKey(s.instanceName)));
+      const how = events ? "containerd's events" : 'events off: one nerdctl ps a second';
+      record({ name: `containerd: exit noticed, median (${how})`, value: median(latencies), unit: 'ms', target: events ? '<50' : undefined });
+      record({ name: `containerd: exit noticed, p95 (${how})`, value: p95(latencies), unit: 'ms', target: events ? '<100' : undefined });
+    } finally {
+      sub.unsubscribe();
+      remove(agentName);
+    }
+  }
+  const nerdctl = new PodmanCli({ binary: 'nerdctl' });
+  const agent = new PodmanAgent(uniqueAgent('ctrdidle'), undefined, new PodmanCli(), { nerdctl });
+  try {
+    const idle = Array.from({ length: 50 }, (_, i) => onContainerd(`idle${i}`, agent.agentName, SLEEP_UNTIL_STOPPED));
+    agent.send({ kind: 'serverHello', added: idle });
+    await until(() => idle.every((w) => agent.history(w.instanceName.workloadName).includes('Running(Ok)')), 120_000);
+    await sleep(2000);
+    const before = nerdctl.calls;
+    await sleep(idleSeconds * 1000);
+    record({
+      name: 'containerd: nerdctl processes a second, 50 idle workloads',
+      value: (nerdctl.calls - before) / idleSeconds,
+      unit: '/s',
+      note: 'released: 2/s',
+    });
+  } finally {
+    agent.stop();
+    remove(agent.agentName);
+  }
+}
+
 // 14. --debug: what tracing costs when off, and when on ---------------------------------------------------
 
 async function benchTracing(n: number, rounds: number): Promise<void> {
@@ -1309,6 +1375,7 @@ if (wanted('tracing')) await benchTracing(quick ? 200 : 500, quick ? 3 : 5);
 const soakMinutes = Number(process.argv.find((a) => a.startsWith('--soak-minutes='))?.slice('--soak-minutes='.length) ?? (quick ? 10 : 60));
 if (only?.includes('soak')) await benchSoak(soakMinutes);
 if (wanted('heap')) await benchHeap(300, quick ? 600 : 1500);
+if (wanted('containerd')) await benchContainerd(quick ? 10 : 20, quick ? 20 : 60);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

@@ -123,8 +123,8 @@ export class PodmanAgent {
     readonly agentName: string,
     ioFolder?: string,
     readonly cli = new PodmanCli(),
-    /** The container cache's and health checks' options, and the crash-loop back-off (kubelet's unless given). */
-    cache: { verifyMs?: number; events?: boolean; health?: boolean; podmanTimers?: boolean; backoff?: CrashLoopBackoff } = {},
+    /** The container caches' and health checks' options, the crash-loop back-off (kubelet's unless given), the nerdctl CLI. */
+    cache: { verifyMs?: number; events?: boolean; health?: boolean; podmanTimers?: boolean; backoff?: CrashLoopBackoff; nerdctl?: PodmanCli } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
