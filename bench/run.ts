@@ -902,8 +902,6 @@ const onContainerd = (name: string, agentName: string, script: string) =>
  */
 async function benchContainerd(count: number, idleSeconds: number): Promise<void> {
   console.log(`\n18. containerd (real containerd, nerdctl; ${count} exits; 50 idle workloads for ${idleSeconds} s)`);
-  const remove = (agentName: string) =>
-    execFileSync('sh', ['-c', `ids=$(nerdctl ps -aq --filter label=agent=${agentName}); [ -z "$ids" ] || nerdctl rm -f $ids`], { stdio: 'ignore' });
   for (const events of [false, true]) {
     const agentName = uniqueAgent('ctrdlat');
     const input = new Subject<FromServer>();
@@ -926,7 +924,7 @@ async function benchContainerd(count: number, idleSeconds: number): Promise<void
       record({ name: `containerd: exit noticed, p95 (${how})`, value: p95(latencies), unit: 'ms', target: events ? '<100' : undefined });
     } finally {
       sub.unsubscribe();
-      remove(agentName);
+      cleanup(agentName);
     }
   }
   const nerdctl = new PodmanCli({ binary: 'nerdctl' });
@@ -946,7 +944,6 @@ async function benchContainerd(count: number, idleSeconds: number): Promise<void
     });
   } finally {
     agent.stop();
-    remove(agent.agentName);
   }
 }
 

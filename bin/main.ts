@@ -6,7 +6,9 @@ import {
   type Observable,
   ReplaySubject,
   Subject,
+  catchError,
   concat,
+  defer,
   first,
   forkJoin,
   lastValueFrom,
@@ -32,6 +34,7 @@ import {
   resolveStandaloneConfig,
   selectRuntimes,
 } from '../lib/config.js';
+import { parseStats } from '../lib/containerd/nerdctl.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
 import type { ContainerStats, MetricsEndpoint } from '../lib/drivers/metrics.js';
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
@@ -115,21 +118,29 @@ async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWo
         .map((line) => JSON.parse(line) as ContainerStats & { ContainerID?: string }),
     ),
   );
+  // The pod of each container (podman-kube workloads' figures go by pod) from the same look.
+  const podman$ = forkJoin([stats$, cli.listContainers()]).pipe(
+    map(([stats, containers]) => {
+      const podOf = new Map(containers.map((c) => [c.Id, c.Pod]));
+      return stats.map((s): ContainerStats => ({ ...s, Pod: podOf.get(s.ContainerID ?? '') || undefined }));
+    }),
+  );
+  // containerd's, asked only while a containerd workload runs (a host without nerdctl is not asked at all).
+  const nerdctl = new PodmanCli({ log, binary: 'nerdctl' });
+  const containerd$ = defer(() =>
+    running.findWhere((r) => r.runtime.name === 'containerd')
+      ? nerdctl.run(['stats', '--no-stream', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(
+          map(parseStats),
+          catchError(() => of([])),
+        )
+      : of([]),
+  );
   try {
     return await startMetrics(setting.metrics!, {
       agentName: setting.name,
       version: packageVersion(),
       log,
-      // The pod of each container (podman-kube workloads' figures go by pod) from the same look.
-      containerStats: () =>
-        lastValueFrom(
-          forkJoin([stats$, cli.listContainers()]).pipe(
-            map(([stats, containers]) => {
-              const podOf = new Map(containers.map((c) => [c.Id, c.Pod]));
-              return stats.map((s) => ({ ...s, Pod: podOf.get(s.ContainerID ?? '') || undefined }));
-            }),
-          ),
-        ),
+      containerStats: () => lastValueFrom(forkJoin([podman$, containerd$]).pipe(map(([fromPodman, fromContainerd]) => [...fromPodman, ...fromContainerd]))),
       podOwner: (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName,
     });
   } catch (err) {

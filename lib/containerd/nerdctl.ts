@@ -120,3 +120,68 @@ export const containerdReading =
     const c = containers.find((x) => x.Id === id || x.Id.startsWith(id) || id.startsWith(x.Id));
     return { state: c ? containerdState(c) : ExecutionState.lost(), transient: false };
   };
+
+/** A container's figures as `nerdctl stats --no-stream --no-trunc --format '{{json .}}'` gives them, read into numbers. */
+export interface NerdctlStats {
+  readonly Name: string;
+  readonly CPU: number;
+  readonly MemUsage: number;
+  readonly MemLimit: number;
+  readonly NetInput: number;
+  readonly NetOutput: number;
+  readonly BlockInput: number;
+  readonly BlockOutput: number;
+  readonly PIDs: number;
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  k: 1e3,
+  m: 1e6,
+  g: 1e9,
+  t: 1e12,
+  p: 1e15,
+  e: 1e18,
+  ki: 2 ** 10,
+  mi: 2 ** 20,
+  gi: 2 ** 30,
+  ti: 2 ** 40,
+  pi: 2 ** 50,
+  ei: 2 ** 60,
+};
+
+/** `588KiB`, `1.1kB`, `0B`, `8EiB` (binary and decimal units, as nerdctl writes sizes) in bytes; 0 when it is none. */
+export function parseSize(text: string): number {
+  const m = /^\s*([\d.]+)\s*([kmgtpe]i?)?b\s*$/i.exec(text);
+  return m ? Number(m[1]) * (SIZE_UNITS[(m[2] ?? '').toLowerCase()] ?? 0) : 0;
+}
+
+/** The rows of `nerdctl stats --no-stream --no-trunc --format '{{json .}}'` as figures; lines that are none are passed over. */
+export function parseStats(output: string): NerdctlStats[] {
+  const pair = (text: unknown) => (typeof text === 'string' ? text.split('/').map(parseSize) : [0, 0]);
+  return output.split('\n').flatMap((line) => {
+    if (!line.startsWith('{')) return [];
+    try {
+      const row = JSON.parse(line) as Record<string, unknown>;
+      if (typeof row.Name !== 'string') return [];
+      const [memory, limit] = pair(row.MemUsage);
+      const [netIn, netOut] = pair(row.NetIO);
+      const [blockIn, blockOut] = pair(row.BlockIO);
+      return [
+        {
+          Name: row.Name,
+          CPU: Number.parseFloat(String(row.CPUPerc ?? '0')) || 0,
+          MemUsage: memory,
+          MemLimit: limit,
+          NetInput: netIn,
+          NetOutput: netOut,
+          BlockInput: blockIn,
+          BlockOutput: blockOut,
+          PIDs: Number(row.PIDs) || 0,
+        },
+      ];
+    } catch {
+      return [];
+    }
+  });
+}

@@ -1,7 +1,7 @@
 // The released Ankaios as a user has it: `ank-server`, `ank` and `ank-agent` from $ANKAIOS_BIN, all on
 // loopback. A cluster is one server, our agent and (where a case needs it) the released agent beside it,
 // driven through the `ank` CLI only, as a user would drive them.
-import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -194,11 +194,8 @@ export class Cluster {
     ] as const) {
       if (proc) writeFileSync(path.join(this.folder, `${name}.log`), proc.output);
     }
-    for (const agent of [this.ours, this.theirs]) {
-      cleanup(agent);
-      // The containerd workloads too, where nerdctl is installed.
-      spawnSync('sh', ['-c', `ids=$(nerdctl ps -aq --filter label=agent=${agent} 2>/dev/null) && [ -n "$ids" ] && nerdctl rm -f $ids`], { stdio: 'ignore' });
-    }
+    cleanup(this.ours);
+    cleanup(this.theirs);
   }
 }
 

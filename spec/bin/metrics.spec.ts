@@ -11,7 +11,7 @@ import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ControlInterfaceClient } from '../helpers/ci-client.js';
 import { endToEnd } from '../helpers/end-to-end.js';
 import { type AgentStream, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { IMAGE, busybox, kubePod, spec } from '../helpers/podman.js';
+import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, kubePod, spec } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
 /** A free loopback port. */
@@ -65,10 +65,12 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
       'podman',
       `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--health-cmd", "true", "--health-interval", "1s"]\ncommandArgs: ["sleep", "3600"]\n`,
     );
+    // A containerd workload: its figures come from nerdctl.
+    const onContainerd = spec('ctrd', agentName, 'containerd', `image: ${IMAGE}\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(SLEEP_UNTIL_STOPPED)}]\n`);
     stream.send({
       FromServerEnum: {
         case: 'serverHello',
-        value: { addedWorkloads: [addedWorkload(flaky), addedWorkload(watcher), addedWorkload(pod), addedWorkload(checked)] },
+        value: { addedWorkloads: [flaky, watcher, pod, checked, onContainerd].map(addedWorkload) },
       },
     });
     await until(() => reached(stream, 'watcher', /^Running\(Ok\)$/), 'the watcher to run');
@@ -91,9 +93,11 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
       return (
         (seriesValue(text, 'ank_agent_container_memory_bytes', workload('watcher')) ?? 0) > 0 &&
         seriesValue(text, 'ank_agent_container_pids', workload('pod')) !== undefined &&
-        seriesValue(text, 'ank_agent_workload_healthy', workload('checked')) === 1
+        seriesValue(text, 'ank_agent_workload_healthy', workload('checked')) === 1 &&
+        (seriesValue(text, 'ank_agent_container_memory_bytes', workload('ctrd')) ?? 0) > 0
       );
     }, 'the container figures');
+    expect(seriesValue(text, 'ank_agent_container_pids', workload('ctrd')), "the containerd workload's shell and sleep").to.be.at.least(2);
     // Each of the pod's two containers runs a shell and a sleep.
     expect(seriesValue(text, 'ank_agent_container_pids', workload('pod')), "the pod's processes").to.be.at.least(4);
     expect(seriesValue(text, 'ank_agent_container_memory_bytes', workload('pod'))).to.be.greaterThan(0);

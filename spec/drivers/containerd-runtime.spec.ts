@@ -50,13 +50,8 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     return made;
   };
   beforeEach(() => (agent = newAgent()));
-  afterEach(() => {
-    for (const a of started.splice(0)) {
-      a.stop();
-      const left = containersOf(a.agentName);
-      if (left.length) nerdctl('rm', '--force', ...left);
-    }
-  });
+  // Stopping an agent of the specs removes its containers, containerd's too.
+  afterEach(() => started.splice(0).forEach((a) => a.stop()));
 
   // swdd~agent-supports-containerd~1, swdd~containerd-implements-runtime-connector~1, swdd~containerd-uses-nerdctl-cli~1, swdd~containerd-name-returns-containerd~1, swdd~containerd-create-workload-runs-workload~1, swdd~containerd-create-workload-returns-workload-id~1, swdd~containerd-create-workload-creates-labels~1, swdd~containerd-state-getter-maps-state~1, swdd~containerd-start-checker-starts-containerd-state-checker~1, swdd~containerd-state-getter-uses-nerdctlcli~1, swdd~containerd-nerdctlcli-uses-container-state-cache~1, swdd~containerd-nerdctlcli-container-state-cache-all-containers~1, swdd~containerd-state-getter-reset-cache~1
   it('runs a workload named after its instance, labelled with name and agent: Pending(Starting) → Running(Ok) → its exit', async () => {
@@ -159,7 +154,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     expect(existing.map((e) => [instanceKey(e.instanceName), e.runtime])).to.deep.equal([[instanceKey(w.instanceName), 'containerd']]);
     // The agent ends (its containerd workloads keep running) and starts again with the same workload.
     const name = agent.agentName;
-    agent.stop();
+    agent.end();
     const again = newAgent(name);
     again.send({ kind: 'serverHello', added: [w] });
     await again.waitFor('kept', /^Running\(Ok\)$/);

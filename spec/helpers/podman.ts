@@ -1,7 +1,7 @@
 // Helpers for the specs that run real Podman.
 import type { CrashLoopBackoff } from '../../lib/restart-policy.js';
 import { RunningWorkloads } from '../../lib/running-workloads.js';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
@@ -49,9 +49,16 @@ function removeContainers(agentName: string): void {
   }
 }
 
-/** Removes every container, pod and volume of the agent. */
+/** Removes every container, pod and volume of the agent, and its containerd containers where nerdctl is. */
 export function cleanup(agentName: string): void {
   removeContainers(agentName);
+  spawnSync(
+    'sh',
+    ['-c', `command -v nerdctl >/dev/null || exit 0; ids=$(nerdctl ps -aq --filter label=agent=${agentName}); [ -z "$ids" ] || nerdctl rm -f $ids`],
+    {
+      stdio: 'ignore',
+    },
+  );
   // Pods are named by their Kubernetes manifests; the specs name them after the agent, with '-' for '_'.
   const pods = [agentName, agentName.replace(/_/g, '-')].flatMap((name) => podman('pod', 'ps', '--quiet', `--filter=name=${name}`).split('\n')).filter(Boolean);
   if (pods.length) podman('pod', 'rm', '--force', ...new Set(pods));
@@ -168,8 +175,14 @@ export class PodmanAgent {
     });
   }
 
-  stop(): void {
+  /** The agent ends; its workloads keep running (as when the agent process ends). */
+  end(): void {
     this.subscription.unsubscribe();
+  }
+
+  /** The agent ends and its workloads are removed. */
+  stop(): void {
+    this.end();
     cleanup(this.agentName);
   }
 }

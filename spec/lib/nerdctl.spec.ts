@@ -1,5 +1,14 @@
 import { expect } from 'chai';
-import { containerdReading, containerdState, parseContainers, parseEvent, parseLabels, parseStatus } from '../../lib/containerd/nerdctl.js';
+import {
+  containerdReading,
+  containerdState,
+  parseContainers,
+  parseEvent,
+  parseLabels,
+  parseSize,
+  parseStats,
+  parseStatus,
+} from '../../lib/containerd/nerdctl.js';
 import { formatState } from '../../lib/execution-state.js';
 
 const row = (o: Record<string, string>) => JSON.stringify({ Command: '"sleep 1"', Image: 'localhost/busybox:latest', ...o });
@@ -103,5 +112,24 @@ describe('what the agent reads of nerdctl (lib/containerd/nerdctl.ts)', () => {
     expect(parseEvent(event('/snapshot/prepare', { key: id }))).to.equal(undefined);
     expect(parseEvent('not json')).to.equal(undefined);
     expect(parseEvent(JSON.stringify({ Topic: '/tasks/exit', Event: 'not json' }))).to.equal(undefined);
+  });
+
+  it('reads `nerdctl stats` rows into figures, binary and decimal units alike; rows that are none are passed over', () => {
+    expect(['588KiB', '1.1kB', '0B', '2.5MiB', '3GB', 'x', ''].map(parseSize)).to.deep.equal([588 * 1024, 1100, 0, 2.5 * 2 ** 20, 3e9, 0, 0]);
+    const row =
+      '{"Name":"app.1.agent_A","ID":"adbdb5316813","CPUPerc":"12.50%","MemUsage":"588KiB / 8EiB","MemPerc":"0.00%","NetIO":"1.1kB / 472B","BlockIO":"0B / 4.1kB","PIDs":"2"}';
+    expect(parseStats(`${row}\nnot a row\n{"no":"name"}`)).to.deep.equal([
+      {
+        Name: 'app.1.agent_A',
+        CPU: 12.5,
+        MemUsage: 588 * 1024,
+        MemLimit: 8 * 2 ** 60,
+        NetInput: 1100,
+        NetOutput: 472,
+        BlockInput: 0,
+        BlockOutput: 4100,
+        PIDs: 2,
+      },
+    ]);
   });
 });
