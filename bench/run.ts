@@ -163,7 +163,15 @@ async function benchEconomy(idleSeconds: number): Promise<void> {
 const finishedAt = (name: string) =>
   Number(execFileSync('podman', ['inspect', '--format', '{{.State.FinishedAt.UnixMilli}}', name], { encoding: 'utf8' }).trim());
 
-async function exitLatencies(events: boolean, count: number): Promise<number[]> {
+/** A workload that sleeps `script` and exits 0, on a runtime; when its container finished, by its name. */
+interface ExitRuntime {
+  readonly make: (name: string, agentName: string, script: string) => WorkloadSpec;
+  readonly finishedAt: (name: string) => number;
+}
+const ON_PODMAN: ExitRuntime = { make: (name, agentName, script) => busybox(name, agentName, { script }), finishedAt };
+
+/** Exit → Succeeded reported (ms) for `count` workloads that exit one after another, the pipelines in-process. */
+async function exitLatencies(events: boolean, count: number, { make, finishedAt: finished }: ExitRuntime = ON_PODMAN): Promise<number[]> {
   const agentName = uniqueAgent('lat');
   const input = new Subject<FromServer>();
   const seen = new Map<string, number>();
@@ -176,10 +184,10 @@ async function exitLatencies(events: boolean, count: number): Promise<number[]> 
     for (const s of states) if (s.executionState.state === 'Succeeded') seen.set(s.instanceName.workloadName, Date.now());
   });
   try {
-    const specs = Array.from({ length: count }, (_, i) => busybox(`exit${i}`, agentName, { script: `sleep ${(2 + i * 0.37).toFixed(2)}` }));
+    const specs = Array.from({ length: count }, (_, i) => make(`exit${i}`, agentName, `sleep ${(2 + i * 0.37).toFixed(2)}`));
     input.next({ kind: 'serverHello', added: specs });
     await until(() => seen.size === count);
-    return specs.map((s) => seen.get(s.instanceName.workloadName)! - finishedAt(instanceKey(s.instanceName)));
+    return specs.map((s) => seen.get(s.instanceName.workloadName)! - finished(instanceKey(s.instanceName)));
   } finally {
     sub.unsubscribe();
     cleanup(agentName);
@@ -712,6 +720,38 @@ async function benchMetrics(idleSeconds: number): Promise<void> {
 
 // 16. Soak: memory over a long churn of updates and log requests ------------------------------------
 
+/**
+ * Ten workloads of `agentName` on the agent behind `stream`, running; `step()` updates the next one (in turn)
+ * and, with every third update, asks for the logs of another: the churn of the soak and heap parts.
+ */
+async function churning(stream: AgentStream, agentName: string) {
+  const latest = latestStates(stream);
+  const version = (i: number, v: number) => busybox(`w${i}`, agentName, { script: `echo v${v}; sleep 3600` });
+  const current = Array.from({ length: 10 }, (_, i) => version(i, 0));
+  const allRunning = () => current.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)');
+  stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: current.map(addedWorkload) } } });
+  await until(allRunning, 120_000);
+  let tick = 0;
+  return {
+    allRunning,
+    /** One update; true when it came with a log request. */
+    step(): boolean {
+      const i = tick % 10;
+      const next = version(i, tick + 1);
+      const deleted = [{ instanceName: current[i].instanceName, dependencies: {} }];
+      stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [addedWorkload(next)], deletedWorkloads: deleted } } });
+      current[i] = next;
+      const asks = tick % 3 === 0;
+      if (asks) {
+        const logsRequest = { workloadNames: [current[(i + 5) % 10].instanceName], tail: 10 };
+        stream.send({ FromServerEnum: { case: 'logsRequest', value: { requestId: `churn${tick}`, logsRequest } } });
+      }
+      tick += 1;
+      return asks;
+    },
+  };
+}
+
 /** The slope of a least-squares line through (x, y), per unit of x. */
 function slope(points: ReadonlyArray<readonly [number, number]>): number {
   const n = points.length;
@@ -735,12 +775,7 @@ async function benchSoak(minutes: number): Promise<void> {
   const port = 19_500 + (process.pid % 400);
   const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, '--metrics', String(port)], { stdio: 'ignore' });
   try {
-    const stream = await server.nextStream();
-    const latest = latestStates(stream);
-    const version = (i: number, v: number) => busybox(`w${i}`, agentName, { script: `echo v${v}; sleep 3600` });
-    const current = Array.from({ length: 10 }, (_, i) => version(i, 0));
-    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: current.map(addedWorkload) } } });
-    await until(() => current.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 120_000);
+    const churn = await churning(await server.nextStream(), agentName);
     const heapUsed = async () => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       return Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
@@ -748,29 +783,12 @@ async function benchSoak(minutes: number): Promise<void> {
     const samples: Array<{ at: number; rss: number; heap: number }> = [];
     const started = performance.now();
     let updates = 0;
-    for (let tick = 0; performance.now() - started < minutes * 60_000; tick++) {
-      const i = tick % 10;
-      const next = version(i, tick + 1);
-      stream.send({
-        FromServerEnum: {
-          case: 'updateWorkload',
-          value: { addedWorkloads: [addedWorkload(next)], deletedWorkloads: [{ instanceName: current[i].instanceName, dependencies: {} }] },
-        },
-      });
-      current[i] = next;
+    while (performance.now() - started < minutes * 60_000) {
       updates += 1;
-      if (tick % 3 === 0) {
-        stream.send({
-          FromServerEnum: {
-            case: 'logsRequest',
-            value: { requestId: `soak${tick}`, logsRequest: { workloadNames: [current[(i + 5) % 10].instanceName], tail: 10 } },
-          },
-        });
-        samples.push({ at: (performance.now() - started) / 60_000, rss: rssKiB(child.pid!) / 1024, heap: await heapUsed() });
-      }
+      if (churn.step()) samples.push({ at: (performance.now() - started) / 60_000, rss: rssKiB(child.pid!) / 1024, heap: await heapUsed() });
       await sleep(3000);
     }
-    await until(() => current.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 60_000);
+    await until(churn.allRunning, 60_000);
     const settled = samples.filter((x) => x.at >= Math.min(5, minutes / 2));
     const lowest = new Map<number, number>();
     for (const x of settled) lowest.set(Math.floor(x.at), Math.min(lowest.get(Math.floor(x.at)) ?? Number.POSITIVE_INFINITY, x.heap));
@@ -825,24 +843,10 @@ async function benchHeap(warm: number, more: number): Promise<void> {
   const env = { ...fakePodmanWithLogs(false), NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' };
   const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', folder], { stdio: 'ignore', env, cwd: folder });
   try {
-    const stream = await server.nextStream();
-    const latest = latestStates(stream);
-    const version = (i: number, v: number) => busybox(`w${i}`, agentName, { script: `echo v${v}; sleep 3600` });
-    const current = Array.from({ length: 10 }, (_, i) => version(i, 0));
-    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: current.map(addedWorkload) } } });
-    await until(() => current.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 60_000);
-    let tick = 0;
+    const steps = await churning(await server.nextStream(), agentName);
     const churn = async (n: number) => {
-      for (const end = tick + n; tick < end; tick++) {
-        const i = tick % 10;
-        const next = version(i, tick + 1);
-        const deleted = [{ instanceName: current[i].instanceName, dependencies: {} }];
-        stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: [addedWorkload(next)], deletedWorkloads: deleted } } });
-        current[i] = next;
-        if (tick % 3 === 0) {
-          const logsRequest = { workloadNames: [current[(i + 5) % 10].instanceName], tail: 10 };
-          stream.send({ FromServerEnum: { case: 'logsRequest', value: { requestId: `heap${tick}`, logsRequest } } });
-        }
+      for (let i = 0; i < n; i++) {
+        steps.step();
         await sleep(250);
       }
       await sleep(5000);
@@ -903,29 +907,10 @@ const onContainerd = (name: string, agentName: string, script: string) =>
 async function benchContainerd(count: number, idleSeconds: number): Promise<void> {
   console.log(`\n18. containerd (real containerd, nerdctl; ${count} exits; 50 idle workloads for ${idleSeconds} s)`);
   for (const events of [false, true]) {
-    const agentName = uniqueAgent('ctrdlat');
-    const input = new Subject<FromServer>();
-    const seen = new Map<string, number>();
-    const sub = runWorkloads(input, {
-      agentName,
-      runtimes: builtInRuntimes(silentLogger, new PodmanCli(), { events }),
-      prepare: () => of({}),
-      release: () => EMPTY,
-    }).subscribe((states) => {
-      for (const s of states) if (s.executionState.state === 'Succeeded') seen.set(s.instanceName.workloadName, Date.now());
-    });
-    try {
-      const specs = Array.from({ length: count }, (_, i) => onContainerd(`exit${i}`, agentName, `sleep ${(2 + i * 0.37).toFixed(2)}`));
-      input.next({ kind: 'serverHello', added: specs });
-      await until(() => seen.size === count);
-      const latencies = specs.map((s) => seen.get(s.instanceName.workloadName)! - containerdFinishedAt(instanceKey(s.instanceName)));
-      const how = events ? "containerd's events" : 'events off: one nerdctl ps a second';
-      record({ name: `containerd: exit noticed, median (${how})`, value: median(latencies), unit: 'ms', target: events ? '<50' : undefined });
-      record({ name: `containerd: exit noticed, p95 (${how})`, value: p95(latencies), unit: 'ms', target: events ? '<100' : undefined });
-    } finally {
-      sub.unsubscribe();
-      cleanup(agentName);
-    }
+    const latencies = await exitLatencies(events, count, { make: onContainerd, finishedAt: containerdFinishedAt });
+    const how = events ? "containerd's events" : 'events off: one nerdctl ps a second';
+    record({ name: `containerd: exit noticed, median (${how})`, value: median(latencies), unit: 'ms', target: events ? '<50' : undefined });
+    record({ name: `containerd: exit noticed, p95 (${how})`, value: p95(latencies), unit: 'ms', target: events ? '<100' : undefined });
   }
   const nerdctl = new PodmanCli({ binary: 'nerdctl' });
   const agent = new PodmanAgent(uniqueAgent('ctrdidle'), undefined, new PodmanCli(), { nerdctl });

@@ -43,6 +43,20 @@ export interface StateReading {
 /** The generic state checker: the workload's execution state, each time it changes, as `read` finds it in the snapshots. */
 export type WatchState = (read: (containers: readonly Container[]) => StateReading) => Observable<ExecutionState>;
 
+/** A container's figures, as a runtime's stats give them (the metrics' container families). */
+export interface ContainerFigures {
+  /** The container's name. */
+  readonly Name: string;
+  readonly CPU: number;
+  readonly MemUsage: number;
+  readonly MemLimit: number;
+  readonly NetInput: number;
+  readonly NetOutput: number;
+  readonly BlockInput: number;
+  readonly BlockOutput: number;
+  readonly PIDs: number;
+}
+
 /** Cumulative CPU time (busy and total, in ticks) and free memory, as the machine reports them. */
 export interface MachineSample {
   readonly cpuBusy: number;

@@ -2,7 +2,7 @@
 // state table of the released containerd connector. Pure: the driver is lib/drivers/containerd-runtime.ts.
 import { ExecutionState } from '../execution-state.js';
 import type { Container } from '../podman/container.js';
-import type { ContainerEvent, StateReading } from '../ports.js';
+import type { ContainerEvent, ContainerFigures, StateReading } from '../ports.js';
 
 /** `k=v,k=v` as nerdctl 2.0 writes a container's labels in `ps --format json` (a value may hold `=`). */
 export function parseLabels(text: string): Record<string, string> {
@@ -121,19 +121,6 @@ export const containerdReading =
     return { state: c ? containerdState(c) : ExecutionState.lost(), transient: false };
   };
 
-/** A container's figures as `nerdctl stats --no-stream --no-trunc --format '{{json .}}'` gives them, read into numbers. */
-export interface NerdctlStats {
-  readonly Name: string;
-  readonly CPU: number;
-  readonly MemUsage: number;
-  readonly MemLimit: number;
-  readonly NetInput: number;
-  readonly NetOutput: number;
-  readonly BlockInput: number;
-  readonly BlockOutput: number;
-  readonly PIDs: number;
-}
-
 const SIZE_UNITS: Record<string, number> = {
   '': 1,
   k: 1e3,
@@ -157,7 +144,7 @@ export function parseSize(text: string): number {
 }
 
 /** The rows of `nerdctl stats --no-stream --no-trunc --format '{{json .}}'` as figures; lines that are none are passed over. */
-export function parseStats(output: string): NerdctlStats[] {
+export function parseStats(output: string): ContainerFigures[] {
   const pair = (text: unknown) => (typeof text === 'string' ? text.split('/').map(parseSize) : [0, 0]);
   return output.split('\n').flatMap((line) => {
     if (!line.startsWith('{')) return [];

@@ -8,7 +8,7 @@ import { whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { WorkloadState } from '../messages.js';
 import { healthShown } from '../podman/health.js';
-import type { MetricsPort } from '../ports.js';
+import type { ContainerFigures, MetricsPort } from '../ports.js';
 import { parseInstanceKey } from '../workload.js';
 import { checkSocketPlace } from './run-folder.js';
 import { WorkloadHistogram } from './workload-histogram.js';
@@ -21,17 +21,9 @@ export interface PodmanCall {
 }
 
 /** One container's figures from `podman stats`, with the pod it is in (from `podman ps`), if any. */
-export interface ContainerStats {
-  readonly Name: string;
+export interface ContainerStats extends ContainerFigures {
+  /** The pod it belongs to (a podman-kube workload's container). */
   readonly Pod?: string;
-  readonly CPU: number;
-  readonly MemUsage: number;
-  readonly MemLimit: number;
-  readonly NetInput: number;
-  readonly NetOutput: number;
-  readonly BlockInput: number;
-  readonly BlockOutput: number;
-  readonly PIDs: number;
 }
 
 export interface MetricsOptions {
