@@ -1,6 +1,6 @@
 // The `containerd` runtime connector (the released agent's third runtime), on the nerdctl CLI and a
 // container-state cache of its own, kept by containerd's events (`nerdctl events`) and verified by `nerdctl ps`.
-import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, mergeMap, throwError } from 'rxjs';
+import { type Observable, catchError, concat, defer, ignoreElements, map, mergeMap, throwError } from 'rxjs';
 import { containerdReading, containerdState, parseContainers, parseEvent } from '../containerd/nerdctl.js';
 import type { ExecutionState } from '../execution-state.js';
 import type { LogsOptions } from '../messages.js';
@@ -8,18 +8,9 @@ import type { Container } from '../podman/container.js';
 import { nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
 import type { ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
-import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
-import { type PodmanCli, PodmanError } from './podman-cli.js';
-import { logArgs } from './podman-runtime.js';
-
-const missing = (err: unknown) => err instanceof PodmanError && /no such container/i.test(err.message);
-
-/** Runs `step`, counting "it is already gone" as done (nerdctl has no flag for it). */
-const tolerateMissing = (step: Observable<unknown>) =>
-  step.pipe(
-    ignoreElements(),
-    catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))),
-  );
+import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../workload.js';
+import type { PodmanCli } from './podman-cli.js';
+import { labelledWorkloads, logArgs, quietly, tolerateMissing } from './podman-runtime.js';
 
 /** swdd~containerd-nerdctlcli-container-state-cache-all-containers~1: every container, as `nerdctl ps` shows it (one call: its Status column carries the state and exit code). */
 export const listContainers = (cli: PodmanCli, filters: readonly string[] = []): Observable<Container[]> =>
@@ -48,12 +39,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   /** swdd~containerd-list-of-existing-workloads-uses-labels~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
     return listContainers(this.cli, [`label=agent=${agentName}`]).pipe(
-      map((containers) =>
-        containers.flatMap((c) => {
-          const instanceName = parseInstanceKey(c.Labels?.name ?? '');
-          return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime: this.name, id: c.Id, state: containerdState(c) }] : [];
-        }),
-      ),
+      map((containers) => labelledWorkloads(containers, agentName, this.name, containerdState)),
     );
   }
 
@@ -74,7 +60,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
         // What a failed create left goes, so that the retry starts clean.
         catchError((err: unknown) =>
           concat(
-            this.remove(container).pipe(catchError(() => EMPTY)),
+            quietly(this.remove(container)),
             throwError(() => err),
           ),
         ),

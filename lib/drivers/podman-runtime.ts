@@ -27,6 +27,7 @@ import { type ExecutionState, is, sameState } from '../execution-state.js';
 import { heardAt, whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
+import type { Container } from '../podman/container.js';
 import { kubeReading, kubeWorkloadState, podmanReading, podmanState } from '../podman/container-state.js';
 import { EXIT_FILE_TAKEN } from '../podman/container-view.js';
 import {
@@ -52,16 +53,17 @@ import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runti
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
 
+/** What Podman and nerdctl say of a container or volume that is not there. */
 const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
 /** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
-const quietly = (step: Observable<unknown>): Observable<never> =>
+export const quietly = (step: Observable<unknown>): Observable<never> =>
   step.pipe(
     ignoreElements(),
     catchError(() => EMPTY),
   );
 
-/** Runs `step`, counting "it is already gone" as done. */
-const tolerateMissing = (step: Observable<unknown>) =>
+/** Runs `step`, counting "it is already gone" as done (neither CLI has a flag for it on every command). */
+export const tolerateMissing = (step: Observable<unknown>) =>
   step.pipe(
     ignoreElements(),
     catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))),
@@ -168,14 +170,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** swdd~podman-list-of-existing-workloads-uses-labels~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
-    return this.cli.listContainers([`label=agent=${agentName}`]).pipe(
-      map((containers) =>
-        containers.flatMap((c) => {
-          const instanceName = parseInstanceKey(c.Labels?.name ?? '');
-          return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime: this.name, id: c.Id, state: podmanState(c) }] : [];
-        }),
-      ),
-    );
+    return this.cli.listContainers([`label=agent=${agentName}`]).pipe(map((containers) => labelledWorkloads(containers, agentName, this.name, podmanState)));
   }
 
   /**
@@ -252,6 +247,19 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
     return this.cli.lines(['logs', ...logArgs(options), id], paused$);
   }
+}
+
+/** The workloads of `agentName` among containers found by their `agent` label: those whose `name` label is an instance of it. */
+export function labelledWorkloads(
+  containers: readonly Container[],
+  agentName: string,
+  runtime: string,
+  stateOf: (c: Container) => ExecutionState,
+): ExistingWorkload<string>[] {
+  return containers.flatMap((c) => {
+    const instanceName = parseInstanceKey(c.Labels?.name ?? '');
+    return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime, id: c.Id, state: stateOf(c) }] : [];
+  });
 }
 
 /** `--follow --since … --until … --tail …` as `podman logs` and `nerdctl logs` take them. */
