@@ -214,7 +214,7 @@ function run(
   });
 }
 
-/** SIGINT and SIGTERM, once. A lasting listener (not `once`): execa's exit cleanup re-raises signals nobody else listens to. */
+/** SIGINT and SIGTERM, once; a second signal while stopping changes nothing. */
 function onSignals(log: Logger, stop: () => void): void {
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {

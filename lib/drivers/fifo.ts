@@ -1,9 +1,13 @@
 // FIFOs without blocking: opened O_NONBLOCK and driven by net.Socket on epoll, so no libuv threadpool
 // thread waits on a pipe. A pipe the agent reads is opened O_RDWR (it never sees end of file and needs
 // no peer); a pipe it writes, O_WRONLY (so it sees when nobody reads).
+import { execFile } from 'node:child_process';
 import { closeSync, constants, fstatSync, lstatSync, openSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { promisify } from 'node:util';
 import { Observable, of } from 'rxjs';
+
+const mkfifo = (...args: string[]) => promisify(execFile)('mkfifo', args, { timeout: 10_000 });
 
 /**
  * swdd~agent-create-control-interface-pipes-per-workload~2: a FIFO that is there (lstat: the path itself,
@@ -14,8 +18,7 @@ import { Observable, of } from 'rxjs';
 export async function ensureFifo(path: string): Promise<void> {
   if (isFifo(path)) return;
   rmSync(path, { force: true, recursive: true });
-  const { execa } = await import('execa');
-  await execa('mkfifo', ['-m', '0600', path]);
+  await mkfifo('-m', '0600', path);
 }
 
 function isFifo(path: string): boolean {

@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { Observable, type Subscriber, type Subscription, map, of } from 'rxjs';
+import { Observable, type Subscription, map, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../log-lines.js';
 import type { Logger } from '../logger.js';
 import type { Container } from '../podman/container.js';
@@ -22,10 +22,6 @@ export class PodmanError extends Error {
 /** A query (ps, inspect, volume ls), a command (run, start, stop, rm, kube …), or a health check (their own slots: a slow check holds up no other call). */
 export type CallKind = 'query' | 'command' | 'check';
 
-/** execa, loaded on first use: it is the heaviest module, and nothing needs it before the agent said hello. */
-let execaLoaded: Promise<typeof import('execa')> | undefined;
-const loadExeca = () => (execaLoaded ??= import('execa'));
-
 /**
  * Starts a subprocess on the next turn of the event loop, so that a call cancelled in the turn that asked
  * for it (a log request and its cancel read together) starts no process. Returns the teardown.
@@ -41,23 +37,10 @@ function startSoon(start: () => { kill: () => void }): () => void {
   };
 }
 
-/** Subscribes `start` to a subprocess of podman once execa is loaded (startSoon); the teardown kills it. */
-function withSubprocess<T>(start: (execa: typeof import('execa')['execa'], subscriber: Subscriber<T>) => { kill: () => void }): Observable<T> {
-  return new Observable<T>((subscriber) => {
-    let teardown: (() => void) | undefined;
-    let cancelled = false;
-    loadExeca().then(
-      ({ execa }) => {
-        if (!cancelled) teardown = startSoon(() => start(execa, subscriber));
-      },
-      (err: unknown) => subscriber.error(new PodmanError(`Cannot load execa: ${String(err)}`)),
-    );
-    return () => {
-      cancelled = true;
-      teardown?.();
-    };
-  });
-}
+/** Bytes of a call's standard output kept at most (the largest `ps` of thousands of containers fits); more fails the call. */
+const MAX_OUTPUT_BYTES = 64 * 2 ** 20;
+/** Bytes of its standard error kept: the message a failure reports. */
+const MAX_ERROR_BYTES = 16 * 2 ** 10;
 
 /** How a health check in a container ended: `output` is the start of what it wrote on stdout and stderr. */
 export type CheckOutcome =
@@ -138,6 +121,26 @@ export const DEFAULT_MAX_PROCESSES = 8;
 /** Every workload of a large node can have its logs followed at once; a flood of requests cannot start thousands of podman processes. */
 export const DEFAULT_MAX_STREAMS = 256;
 
+/** What a process wrote on one of its pipes, kept up to a limit. */
+class Output {
+  private readonly chunks: Buffer[] = [];
+  private bytes = 0;
+
+  constructor(private readonly limit: number) {}
+
+  /** Keeps the chunk; false once the output is over the limit (what is over it is not kept). */
+  add(chunk: Buffer): boolean {
+    if (this.bytes >= this.limit) return false;
+    this.chunks.push(chunk.subarray(0, this.limit - this.bytes));
+    this.bytes += chunk.length;
+    return this.bytes <= this.limit;
+  }
+
+  text(): string {
+    return Buffer.concat(this.chunks).toString();
+  }
+}
+
 export class PodmanCli {
   /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
   calls = 0;
@@ -165,47 +168,71 @@ export class PodmanCli {
   run(args: readonly string[], input?: string, kind: CallKind = 'command', deadlineMs?: number): Observable<string> {
     const deadline = deadlineMs ?? this.deadlines[kind === 'check' ? 'command' : kind];
     return (kind === 'check' ? this.checkSlots : this.slots).run(
-      withSubprocess<string>((execa, subscriber) => {
-        this.calls += 1;
-        const started = performance.now();
-        const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
-        const ended = (outcome: 'ok' | 'failed' | 'deadline') =>
-          this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000 });
-        const child = execa(this.binary, args, { input, reject: false, stripFinalNewline: true });
-        // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
-        const timer = setTimeout(() => {
-          const message = `${this.command} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
-          ended('deadline');
-          this.options.log?.warn(message);
-          child.kill('SIGKILL');
-          child.stdout?.destroy();
-          child.stderr?.destroy();
-          subscriber.error(new PodmanError(message));
-        }, deadline);
-        child.then(
-          (result) => {
+      new Observable<string>((subscriber) =>
+        startSoon(() => {
+          this.calls += 1;
+          const started = performance.now();
+          const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
+          let over = false;
+          const end = (outcome: 'ok' | 'failed' | 'deadline', result: () => void) => {
+            if (over) return;
+            over = true;
             clearTimeout(timer);
-            if (subscriber.closed) return;
-            ended(result.failed ? 'failed' : 'ok');
-            if (!result.failed) {
-              subscriber.next(result.stdout);
-              subscriber.complete();
-            } else if (result.exitCode === undefined && !result.isTerminated) {
-              subscriber.error(new PodmanError(`Cannot run ${this.command}: ${result.shortMessage ?? 'unknown error'}`));
-            } else {
-              const message = (String(result.stderr ?? '').trim() || result.shortMessage || 'podman failed').replace(/^Error: /, '');
-              subscriber.error(new PodmanError(message, result.exitCode));
-            }
-          },
-          (err: unknown) => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${String(err)}`)),
-        );
-        return {
-          kill: () => {
-            clearTimeout(timer);
-            if (child.exitCode === null) child.kill();
-          },
-        };
-      }),
+            this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000 });
+            result();
+          };
+          const child = spawn(this.binary, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+          const stdout = new Output(MAX_OUTPUT_BYTES);
+          const stderr = new Output(MAX_ERROR_BYTES);
+          child.stdout!.on('data', (chunk: Buffer) => {
+            if (stdout.add(chunk)) return;
+            child.kill('SIGKILL');
+            end('failed', () => subscriber.error(new PodmanError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
+          });
+          child.stderr!.on('data', (chunk: Buffer) => stderr.add(chunk));
+          if (input !== undefined) {
+            // A command that exits without reading all of it is judged by its exit, not by the broken pipe.
+            child.stdin!.on('error', () => undefined);
+            child.stdin!.end(input);
+          }
+          child.on('error', (err) => end('failed', () => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${err.message}`))));
+          child.on('close', (code, signal) =>
+            end(code === 0 ? 'ok' : 'failed', () => {
+              if (code === 0) {
+                subscriber.next(stdout.text().replace(/\r?\n$/, ''));
+                subscriber.complete();
+              } else {
+                const said = stderr
+                  .text()
+                  .trim()
+                  .replace(/^Error: /, '');
+                subscriber.error(
+                  new PodmanError(
+                    said || `${this.command} ${subcommand} ${code === null ? `was killed by ${signal}` : `failed with exit code ${code}`}.`,
+                    code ?? undefined,
+                  ),
+                );
+              }
+            }),
+          );
+          // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
+          const timer = setTimeout(() => {
+            const message = `${this.command} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
+            this.options.log?.warn(message);
+            child.kill('SIGKILL');
+            child.stdout!.destroy();
+            child.stderr!.destroy();
+            end('deadline', () => subscriber.error(new PodmanError(message)));
+          }, deadline);
+          return {
+            kill: () => {
+              over = true;
+              clearTimeout(timer);
+              if (child.exitCode === null) child.kill();
+            },
+          };
+        }),
+      ),
     );
   }
 
@@ -220,7 +247,7 @@ export class PodmanCli {
     return this.streamSlots.run(this.streamLines(args, paused$, maxLineBytes));
   }
 
-  /** Spawned without execa: a stream needs only its pipes, and a log request's process costs less so. */
+  /** A stream needs only its pipes: its lines are taken as they come, never held whole. */
   private streamLines(args: readonly string[], paused$: Observable<boolean>, maxLineBytes: number): Observable<string> {
     return new Observable<string>((subscriber) =>
       startSoon(() => {
@@ -277,16 +304,11 @@ export class PodmanCli {
           this.calls += 1;
           const started = performance.now();
           const child = spawn(this.binary, ['exec', '--env', marker, container, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
-          const kept: Buffer[] = [];
-          let keptBytes = 0;
-          const keep = (chunk: Buffer) => {
-            if (keptBytes >= MAX_CHECK_OUTPUT_BYTES) return;
-            kept.push(chunk.subarray(0, MAX_CHECK_OUTPUT_BYTES - keptBytes));
-            keptBytes += Math.min(chunk.length, MAX_CHECK_OUTPUT_BYTES - keptBytes);
-          };
+          const kept = new Output(MAX_CHECK_OUTPUT_BYTES);
+          const keep = (chunk: Buffer) => kept.add(chunk);
           child.stdout.on('data', keep);
           child.stderr.on('data', keep);
-          const output = () => Buffer.concat(kept).toString();
+          const output = () => kept.text();
           const end = (outcome: CheckOutcome, observed: 'ok' | 'failed' | 'deadline') => {
             if (over) return;
             over = true;
