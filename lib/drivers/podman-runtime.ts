@@ -239,9 +239,12 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return defer(() => this.cli.run([...parsePodmanConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(ignoreElements());
   }
 
-  /** swdd~podman-delete-workload-stops-and-removes-workload~1 */
+  /**
+   * swdd~podman-delete-workload-stops-and-removes-workload~1: one process does both: `rm --force` stops the
+   * container as `podman stop` does (its stop signal, then its own stop timeout before SIGKILL), then removes it.
+   */
   deleteWorkload(id: string): Observable<void> {
-    return concat(tolerateMissing(this.cli.run(['stop', id])), tolerateMissing(this.cli.run(['rm', id])));
+    return this.forceRemove(id);
   }
 
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {

@@ -72,6 +72,27 @@ describe('Podman runtimes (real Podman)', function () {
       expect(containerOf(w)).to.equal('');
     });
 
+    // swdd~podman-delete-workload-stops-and-removes-workload~1
+    it('a delete stops the container as `podman stop` would: SIGTERM first, SIGKILL only after its own stop timeout', async () => {
+      const out = mkdtempSync(path.join(tmpdir(), 'ank-stop-'));
+      const mount = `commandOptions: ["--stop-timeout", "1", "-v", "${out}:/out"]`;
+      const polite = busybox('polite', agent.agentName, { script: "trap 'echo TERM > /out/seen; exit 0' TERM; sleep 3600 & wait" });
+      const stubborn = busybox('stubborn', agent.agentName, { script: "trap '' TERM; while true; do sleep 1; done" });
+      const withMount = { ...polite, runtimeConfig: polite.runtimeConfig.replace('commandOptions: ["--stop-timeout", "1"]', mount) };
+      agent.send({ kind: 'serverHello', added: [withMount, stubborn] });
+      await agent.waitFor('polite', /^Running/);
+      await agent.waitFor('stubborn', /^Running/);
+      const asked = Date.now();
+      const gone = (w: typeof stubborn) => ({ instanceName: w.instanceName, dependencies: {} });
+      agent.send({ kind: 'updateWorkload', added: [], deleted: [gone(withMount), gone(stubborn)] });
+      await agent.waitFor('polite', /^Removed$/);
+      expect(readFileSync(path.join(out, 'seen'), 'utf8')).to.equal('TERM\n');
+      await agent.waitFor('stubborn', /^Removed$/);
+      // Podman's default is 10 s; the container's own (1 s) is what counts.
+      expect(Date.now() - asked).to.be.below(8000);
+      expect(containerOf(stubborn)).to.equal('');
+    });
+
     // swdd~agent-executes-update-workload-operation~1
     it('an update replaces the container with one of the new config', async () => {
       const v1 = busybox('app', agent.agentName, { script: 'sleep 3600' });
