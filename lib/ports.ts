@@ -15,6 +15,8 @@ export interface Snapshot {
   readonly error?: string;
   /** When the change it shows was heard (ms, wall clock): the event's own time, or when the poll answered. */
   readonly heardAt?: number;
+  /** The container an event changed, when the event stream was up: news of it as current as a poll's. */
+  readonly news?: string;
 }
 
 /** What Podman's event stream says of a container. */
@@ -26,11 +28,16 @@ export interface ContainerEvent {
   readonly exitCode?: number;
   /** When it happened (ms, wall clock), as Podman or conmon tell it. */
   readonly at?: number;
+  /** What Podman's events tell of the container besides (its name, labels and pod): enough to show one the picture does not have yet. */
+  readonly container?: Pick<Container, 'Names' | 'Labels' | 'Pod'>;
 }
 
 export interface ContainerCache {
-  /** swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, refreshed while watched. */
-  fresh(): Observable<Snapshot>;
+  /**
+   * swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, refreshed while watched;
+   * with `ids`, also those an event of one of these containers made after the subscription (the stream up).
+   */
+  fresh(ids?: readonly string[]): Observable<Snapshot>;
 }
 
 /** What a runtime's state getter reads out of a snapshot for one workload. */
@@ -40,8 +47,11 @@ export interface StateReading {
   readonly transient: boolean;
 }
 
-/** The generic state checker: the workload's execution state, each time it changes, as `read` finds it in the snapshots. */
-export type WatchState = (read: (containers: readonly Container[]) => StateReading) => Observable<ExecutionState>;
+/**
+ * The generic state checker: the workload's execution state, each time it changes, as `read` finds it in the
+ * snapshots; `ids`, the containers it reads, when they are known: their own events then answer before a poll.
+ */
+export type WatchState = (read: (containers: readonly Container[]) => StateReading, ids?: readonly string[]) => Observable<ExecutionState>;
 
 /** A container's figures, as a runtime's stats give them (the metrics' container families). */
 export interface ContainerFigures {

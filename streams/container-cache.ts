@@ -17,6 +17,7 @@ import {
   exhaustMap,
   filter,
   finalize,
+  ignoreElements,
   map,
   merge,
   mergeMap,
@@ -45,6 +46,12 @@ export const EVENTS_RESTART_MS = 1000;
  * leaves, the next one comes) never restarts `podman events`, while an agent with nothing to watch stops.
  */
 export const KEEP_FOLLOWING_MS = 10_000;
+/**
+ * How long a new watcher that names its containers waits for their events before it asks for a poll: a
+ * new container's start event comes some 10–250 ms after `podman run` returned, a poll in ~70 ms; a burst
+ * of creates so costs no poll each.
+ */
+export const NEWS_WAIT_MS = 250;
 
 /**
  * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
@@ -78,19 +85,32 @@ export const CONTAINERD: Engine = { name: 'containerd', stage: 'containerd.cache
 
 export function containerCache(list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, options: CacheOptions = {}): ContainerCache {
   const refresh$ = new Subject<void>();
-  const polls = { started: 0 };
+  // How many polls this cache started, and whether its event stream is up now (what a new watcher goes by).
+  const polls = { started: 0, eventsUp: false };
   const snapshots$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
     share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: () => timer(KEEP_FOLLOWING_MS) }),
   );
   return {
-    fresh: () =>
+    fresh: (ids) =>
       defer(() => {
         const since = polls.started;
+        // The current snapshot is replayed first: news in it is older than the subscription.
+        let replayed = true;
+        let heard = false;
+        const newsOfMine = (s: Snapshot) => !replayed && s.news !== undefined && ids?.includes(s.news) === true;
+        // A watcher that names its containers gives their events a while to come before a poll is asked for.
         const ask$ = defer(() => {
-          refresh$.next();
-          return EMPTY;
-        });
-        return merge(snapshots$, ask$).pipe(filter((s) => s.poll > since));
+          replayed = false;
+          return ids && polls.eventsUp ? timer(NEWS_WAIT_MS) : of(0);
+        }).pipe(
+          filter(() => !heard),
+          tap(() => refresh$.next()),
+          ignoreElements(),
+        );
+        return merge(snapshots$, ask$).pipe(
+          filter((s) => s.poll > since || newsOfMine(s)),
+          tap(() => (heard = true)),
+        );
       }),
   };
 }
@@ -100,12 +120,13 @@ function cacheSnapshots(
   list: () => Observable<Container[]>,
   events$: Observable<ContainerEvent> | undefined,
   refresh$: Observable<void>,
-  polls: { started: number },
+  polls: { started: number; eventsUp: boolean },
   { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
 ): Observable<Snapshot> {
   // The one state: the reducer's. The rest here is timing.
   let view = EMPTY_VIEW;
   const healthy$ = new BehaviorSubject(false);
+  const watchingHealth = healthy$.subscribe((up) => (polls.eventsUp = up));
   const restart$ = new Subject<void>();
   const step = (input: ViewInput): Snapshot[] => {
     const next = stepView(view, input);
@@ -115,7 +136,8 @@ function cacheSnapshots(
       trace.note(engine.stage, 'The poll found a change no event announced: the event stream is taken for stalled and started again.');
       restart$.next();
     }
-    return next.snapshot ? [next.snapshot] : [];
+    if (!next.snapshot) return [];
+    return [input.kind === 'event' && healthy$.value ? { ...next.snapshot, news: input.event.id } : next.snapshot];
   };
   const poll$ = defer(() => {
     const poll = ++polls.started;
@@ -137,7 +159,12 @@ function cacheSnapshots(
       )
     : EMPTY;
   const early$ = exits$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true, at: asyncScheduler.now() })));
-  return merge(evented$, early$, oneAtATime(merge(ticks$, refresh$), poll$));
+  return merge(evented$, early$, oneAtATime(merge(ticks$, refresh$), poll$)).pipe(
+    finalize(() => {
+      watchingHealth.unsubscribe();
+      polls.eventsUp = false;
+    }),
+  );
 }
 
 /** Every `period` ms, the first after a period (`wait`) or at once: a change of the stream's health is verified at once. */

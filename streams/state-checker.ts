@@ -19,8 +19,8 @@ const unknown = (error?: string): StateReading => ({
  * would pin an exiting workload there (a container stopped from outside stays so, and is reported).
  */
 export function stateChecker(cache: ContainerCache): WatchState {
-  return (read) =>
-    cache.fresh().pipe(
+  return (read, ids) =>
+    cache.fresh(ids).pipe(
       map((s: Snapshot) => {
         const reading = s.containers ? read(s.containers) : unknown(s.error);
         return { ...reading, state: heardAt(reading.state, s.heardAt) };

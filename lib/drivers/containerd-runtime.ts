@@ -78,7 +78,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
    * swdd~containerd-nerdctlcli-uses-container-state-cache~1
    */
   checkState(id: string): Observable<ExecutionState> {
-    return this.watch(containerdReading(id));
+    return this.watch(containerdReading(id), [id]);
   }
 
   /** swdd~containerd-create-workload-starts-existing-workload~1: the same container runs again. */

@@ -216,7 +216,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * swdd~podman-state-getter-returns-lost-state~1
    */
   checkState(id: string, spec: WorkloadSpec): Observable<ExecutionState> {
-    const container$ = this.watch(podmanReading(id));
+    const container$ = this.watch(podmanReading(id), [id]);
     const check = this.healthCheck(spec);
     return check ? withHealth(container$, () => healthChecks(this.cli, id, check), check) : container$;
   }
@@ -469,7 +469,15 @@ export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
   return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(
     mergeMap((line): ContainerEvent[] => {
       try {
-        const e = JSON.parse(line) as { ID?: unknown; Status?: unknown; ContainerExitCode?: unknown; Time?: unknown };
+        const e = JSON.parse(line) as {
+          ID?: unknown;
+          Status?: unknown;
+          ContainerExitCode?: unknown;
+          Time?: unknown;
+          Name?: unknown;
+          Attributes?: unknown;
+          PodID?: unknown;
+        };
         if (typeof e.ID !== 'string' || typeof e.Status !== 'string') return [];
         const at = typeof e.Time === 'string' ? Date.parse(e.Time) : Number.NaN;
         return [
@@ -478,6 +486,8 @@ export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
             status: e.Status,
             exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined,
             at: Number.isFinite(at) ? at : undefined,
+            container:
+              typeof e.Name === 'string' ? { Names: [e.Name], Labels: labelsOf(e.Attributes), Pod: typeof e.PodID === 'string' ? e.PodID : '' } : undefined,
           },
         ];
       } catch {
@@ -485,6 +495,12 @@ export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
       }
     }),
   );
+}
+
+/** An event's attributes as labels: Podman puts a container's labels there (and its image's name), strings only. */
+function labelsOf(attributes: unknown): Record<string, string> {
+  if (typeof attributes !== 'object' || attributes === null) return {};
+  return Object.fromEntries(Object.entries(attributes).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
 }
 
 /** Where conmon writes a container's exit code the moment it exits (rootful Podman). */

@@ -79,8 +79,8 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   }
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
   if (view.containers === undefined) return { view: { ...view, ...tracked, duringPoll } };
-  // The picture is copied only for an event of a container it shows (the host's others change nothing).
-  const containers = view.containers.has(event.id) ? new Map(view.containers) : undefined;
+  // The picture is copied only for an event of a container it shows or learns of (the host's others change nothing).
+  const containers = view.containers.has(event.id) || learnsOf(event) ? new Map(view.containers) : undefined;
   const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
   const next: ContainerView = { ...view, ...tracked, duringPoll, containers: changed ? containers : view.containers };
   return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt) } : { view: next };
@@ -122,13 +122,26 @@ function staleStart(e: ContainerEvent, { early }: Tracked): boolean {
   return exitAt === undefined || e.at === undefined || e.at <= exitAt;
 }
 
+/** A container's states on its way up, as Podman's events of it say them. */
+const STARTING: Readonly<Record<string, string>> = { create: 'created', init: 'initialized', start: 'running' };
+
+/** An event that shows a container the picture may not have: on its way up, with its name and labels told. */
+const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.status in STARTING;
+
 /**
  * Applies an event to a picture (and what is tracked of exits); true when it changed what the watchers
- * see. A container the picture does not show yet is nobody's concern: a new workload's state checker
- * asks for a poll of its own, so the host's other containers, however they churn, cause no poll.
+ * see. A container the picture does not show yet is added when the event tells enough of it (Podman's
+ * create, init and start do): a new workload's state checker then hears of it without waiting for a poll,
+ * and the host's other containers, however they churn, cause no poll.
  */
 function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked): boolean {
   const c = to.get(e.id);
+  if (!c && learnsOf(e)) {
+    if (e.status === 'start' && staleStart(e, tracked)) return false;
+    to.set(e.id, { Id: e.id, ...e.container, State: STARTING[e.status] });
+    if (e.status === 'start' && e.at !== undefined) tracked.started.set(e.id, e.at);
+    return true;
+  }
   if (e.status === 'died' || e.status === 'cleanup') {
     if (staleExit(e, tracked)) return false;
     if (e.exitCode !== undefined) tracked.exitCodes.set(e.id, e.exitCode);

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { conmonExits, containerEvents } from '../../lib/drivers/podman-runtime.js';
 import type { ContainerEvent } from '../../lib/ports.js';
-import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
 /** The `podman events` processes this test process started. */
@@ -81,6 +81,23 @@ describe("container states from Podman's events (real Podman)", function () {
       const died = seen.find((e) => e.id === id && e.status === 'died')!;
       expect(died.exitCode).to.equal(4);
       expect(died.at, "Podman's time of it: after the sleep, before now").to.be.within(started + 1000, Date.now());
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
+  // swdd~podman-state-getter-reset-cache~1
+  it("Podman's start event names the container and carries its labels: enough for the cache to show a new workload's container", async () => {
+    const seen: ContainerEvent[] = [];
+    const sub = containerEvents(new PodmanCli()).subscribe((e) => seen.push(e));
+    try {
+      await new Promise((r) => setTimeout(r, 500)); // the stream is up
+      const id = execFileSync('podman', ['run', '-d', '--label=name=told.1.x', 'localhost/busybox:latest', 'sleep', '1'], { encoding: 'utf8' }).trim();
+      exited.push(id);
+      await until(() => seen.some((e) => e.id === id && e.status === 'start'), 'the start event');
+      const { container } = seen.find((e) => e.id === id && e.status === 'start')!;
+      expect(container?.Labels).to.include({ name: 'told.1.x' });
+      expect(container?.Names).to.deep.equal([podman('inspect', '--format', '{{.Name}}', id)]);
     } finally {
       sub.unsubscribe();
     }

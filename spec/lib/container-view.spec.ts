@@ -47,6 +47,19 @@ describe("the container view (the cache's rules)", () => {
     expect(steps[2].snapshot).to.equal(undefined);
   });
 
+  it("shows a container it did not have once Podman's create, init or start event tells its name and labels", () => {
+    const told = { Names: ['web.1.agent'], Labels: { name: 'web.1.agent', agent: 'agent' }, Pod: '' };
+    const start: ViewInput = { kind: 'event', event: { id: 'new', status: 'start', at: 5, container: told } };
+    const { steps, view } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), start]);
+    expect(steps[2].snapshot?.poll, 'as old as the poll it rests on').to.equal(1);
+    expect(view.containers?.get('new')).to.deep.equal({ Id: 'new', ...told, State: 'running' });
+    const created = run([{ kind: 'pollStarted' }, polled(1, []), { kind: 'event', event: { id: 'new', status: 'create', container: told } }]);
+    expect(created.states()).to.deep.equal({ new: 'created' });
+    // A died or removed container it never showed stays unshown, told or not.
+    const died: ViewInput = { kind: 'event', event: { id: 'gone', status: 'died', exitCode: 1, container: told } };
+    expect(run([{ kind: 'pollStarted' }, polled(1, []), died]).steps[2].snapshot).to.equal(undefined);
+  });
+
   it('applies the events that came while a poll ran again on top of its result', () => {
     const { states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), { kind: 'pollStarted' }, died('a', 2), polled(2, [running('a')])]);
     expect(states()).to.deep.equal({ a: 'exited 2' });

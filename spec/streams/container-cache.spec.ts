@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { type Observable, type Subscription, defer, finalize, throwError } from 'rxjs';
 import type { Container } from '../../lib/podman/container.js';
 import type { ContainerEvent, Snapshot } from '../../lib/ports.js';
-import { CONTAINERD, containerCache } from '../../streams/container-cache.js';
+import { CONTAINERD, NEWS_WAIT_MS, containerCache } from '../../streams/container-cache.js';
 import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
@@ -245,6 +245,48 @@ describe("containerCache kept by Podman's events", () => {
       scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 600);
       flush();
       expect(seen[0], 'not the event at 500 with a stale a').to.deep.equal([505, 'a:running,b:running']);
+    });
+  });
+
+  // swdd~podman-state-getter-reset-cache~1
+  it("a new workload's watcher hears its container's own start event before its poll answers; news of it older than the watcher is not taken", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const told = { Names: ['n'], Labels: {}, Pod: '' };
+      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      const { list, counter } = podman(cold, () => truth);
+      const events$ = hot<ContainerEvent>('500ms s 49ms b', {
+        s: { id: 'new', status: 'start', container: told },
+        b: { id: 'a', status: 'died', exitCode: 0 },
+      });
+      const cache = containerCache(list, events$);
+      const subs = [cache.fresh().subscribe()];
+      const seen: Array<[number, string]> = [];
+      const without: Array<[number, string]> = [];
+      let callsBefore = 0;
+      scheduler.schedule(() => {
+        callsBefore = counter.calls;
+        truth = [...truth, { Id: 'new', State: 'running' }];
+        // `podman run` returned: the workload's checker subscribes (with its container's id), a kube one without.
+        subs.push(cache.fresh().subscribe((s) => without.push([scheduler.now(), state(s)])));
+        subs.push(cache.fresh(['new']).subscribe((s) => seen.push([scheduler.now(), state(s)])));
+      }, 495);
+      // A checker that comes after the start event was heard (the replayed picture shows it) waits for its poll.
+      const late: Array<[number, string]> = [];
+      scheduler.schedule(() => subs.push(cache.fresh(['new']).subscribe((s) => late.push([scheduler.now(), state(s)]))), 520);
+      let callsThen = 0;
+      scheduler.schedule(() => {
+        callsThen = counter.calls;
+        subs.forEach((s) => s.unsubscribe());
+      }, 1_000);
+      flush();
+      expect(seen[0], 'at its start event, not after the next poll (515)').to.deep.equal([500, 'a:running,new:running']);
+      expect(without[0]).to.deep.equal([505, 'a:running,new:running']);
+      expect(late[0], 'not the replayed picture, nor the event of another container at 550; its poll after NEWS_WAIT_MS').to.deep.equal([
+        520 + NEWS_WAIT_MS + 10,
+        'a:running,new:running',
+      ]);
+      expect(callsThen - callsBefore, 'the kube-like watcher’s poll and the late one’s: none for the watcher its event answered').to.equal(2);
     });
   });
 
