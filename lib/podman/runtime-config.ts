@@ -49,14 +49,31 @@ function text(doc: Record<string, unknown>, field: string): string {
   return value;
 }
 
+/** Configs read lately, by their text: a workload's is read at its create, its state check and each restart, and YAML is slow to read. */
+const recentlyRead = new Map<string, PodmanConfig>();
+const MAX_REMEMBERED = 1024;
+const MAX_REMEMBERED_TEXT = 64 * 1024;
+
 export function parsePodmanConfig(runtimeConfig: string): PodmanConfig {
+  const known = recentlyRead.get(runtimeConfig);
+  if (known) return known;
+  const config = readPodmanConfig(runtimeConfig);
+  if (runtimeConfig.length <= MAX_REMEMBERED_TEXT) {
+    if (recentlyRead.size >= MAX_REMEMBERED) recentlyRead.delete(recentlyRead.keys().next().value!);
+    recentlyRead.set(runtimeConfig, config);
+  }
+  return config;
+}
+
+function readPodmanConfig(runtimeConfig: string): PodmanConfig {
   const doc = document(runtimeConfig);
-  return {
-    generalOptions: list(doc, 'generalOptions'),
-    commandOptions: list(doc, 'commandOptions'),
+  // Shared by every reader of the same text: nobody may change it.
+  return Object.freeze({
+    generalOptions: Object.freeze(list(doc, 'generalOptions')),
+    commandOptions: Object.freeze(list(doc, 'commandOptions')),
     image: text(doc, 'image'),
-    commandArgs: list(doc, 'commandArgs'),
-  };
+    commandArgs: Object.freeze(list(doc, 'commandArgs')),
+  });
 }
 
 export function parseKubeConfig(runtimeConfig: string): KubeConfig {
