@@ -23,26 +23,10 @@ import { ControlInterfaceClient } from '../spec/helpers/ci-client.js';
 import { FakeRuntime } from '../spec/helpers/fake-runtime.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../spec/helpers/fake-server.js';
 import { workload } from '../spec/helpers/fixtures.js';
+import { benchEndToEnd } from './e2e.js';
+import { cpuMs, figures, median, p95, record, sleep } from './report.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, busybox, cleanup, kubePod, requirePodman, spec, uniqueAgent } from '../spec/helpers/podman.js';
 
-interface Figure {
-  readonly name: string;
-  readonly value: number;
-  readonly unit: string;
-  readonly target?: string;
-  readonly note?: string;
-}
-
-const figures: Figure[] = [];
-const record = (f: Figure) => {
-  figures.push(f);
-  console.log(
-    `  ${f.name.padEnd(62)} ${String(Number(f.value.toFixed(2))).padStart(10)} ${f.unit.padEnd(10)} ${f.target ? `target ${f.target}` : ''}${f.note ? `  (${f.note})` : ''}`,
-  );
-};
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until(condition: () => boolean, timeoutMs = 120_000): Promise<void> {
   for (let waited = 0; !condition(); waited += 20) {
     if (waited > timeoutMs) throw new Error('timed out');
@@ -119,10 +103,7 @@ function benchScheduling(): void {
 // 2. Podman call economy -------------------------------------------------------------------------
 
 /** CPU time (ms) of the children this process waited for: what the podman calls it ran cost. */
-const childCpuMs = () => {
-  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
-  return ((Number(fields[13]) + Number(fields[14])) * 1000) / 100;
-};
+const childCpuMs = () => cpuMs(process.pid).children;
 
 async function benchEconomy(idleSeconds: number): Promise<void> {
   console.log(`\n2. Podman call economy (real Podman, sleeping busybox workloads, steady state over ${idleSeconds} s)`);
@@ -233,10 +214,8 @@ async function benchLatency(): Promise<void> {
 // 4. Agent overhead ------------------------------------------------------------------------------
 
 const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
-const cpuTicks = (pid: number) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return Number(fields[11]) + Number(fields[12]);
-};
+/** A process's own CPU time in clock ticks (1/100 s). */
+const cpuTicks = (pid: number) => cpuMs(pid).own / 10;
 
 /** The median RSS (MiB) and the CPU (% of a core) of a process over `seconds` of idle. */
 async function idleFigures(pid: number, seconds: number): Promise<{ rss: number; cpu: number }> {
@@ -978,10 +957,8 @@ async function benchTracing(n: number, rounds: number): Promise<void> {
 
 // 13. Health checks and crash loops (real Podman, the real agent process) -------------------------------
 
-const childCpu = (pid: number) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[13]) + Number(fields[14])) / 100;
-};
+/** The CPU time of a process's waited-for children, in s. */
+const childCpu = (pid: number) => cpuMs(pid).children / 1000;
 
 /** A workload healthy while /tmp/ok exists in it, checked every second. */
 const checkedWorkload = (name: string, agentName: string, restartPolicy: 'Never' | 'Always' = 'Never') =>
@@ -1358,6 +1335,7 @@ const soakMinutes = Number(process.argv.find((a) => a.startsWith('--soak-minutes
 if (only?.includes('soak')) await benchSoak(soakMinutes);
 if (wanted('heap')) await benchHeap(300, quick ? 600 : 1500);
 if (wanted('containerd')) await benchContainerd(quick ? 10 : 20, quick ? 20 : 60);
+if (wanted('e2e') && process.env.ANKAIOS_BIN) await benchEndToEnd(quick ? 4 : 12, 100);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

@@ -1,0 +1,207 @@
+// 19. What a user of Ankaios times: the released `ank-server` and `ank` CLI (ANKAIOS_BIN), our agent and the
+// released agent connected at once, each in turn, alternating. A busybox `httpd` on the host network is applied
+// (→ it answers), updated (→ the new content answers), deleted (→ the port is closed, and its state is gone from
+// the server: `ank get state`); then 100 sleepers are applied (→ all running) and deleted (→ all gone), with the CPU
+// of the agent and of the runtime processes it ran (its waited-for children).
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { Cluster, Proc, manifest } from '../spec/ankaios/released.js';
+import { BIN } from '../spec/helpers/end-to-end.js';
+import { SLEEP_UNTIL_STOPPED } from '../spec/helpers/podman.js';
+import { cpuMs, median, record, sleep } from './report.js';
+
+type Who = 'ours' | 'released';
+
+/** A busybox httpd on the host network serving `content` on `port`; it ends at once on SIGTERM. */
+function webYaml(name: string, agent: string, port: number, content: string): string {
+  const script = `mkdir -p /www && echo ${content} > /www/index.html && trap 'exit 0' TERM && httpd -p 127.0.0.1:${port} -h /www && while true; do sleep 1 & wait; done`;
+  return `  ${name}:
+    runtime: podman
+    agent: ${agent}
+    runtimeConfig: |
+      image: localhost/busybox:latest
+      commandOptions: ["--network=host", "--stop-timeout", "1"]
+      commandArgs: ["/bin/sh", "-c", ${JSON.stringify(script)}]
+`;
+}
+
+const sleeperYaml = (name: string, agent: string) => `  ${name}:
+    runtime: podman
+    agent: ${agent}
+    runtimeConfig: |
+      image: localhost/busybox:latest
+      commandOptions: ["--stop-timeout", "1"]
+      commandArgs: ["/bin/sh", "-c", ${JSON.stringify(SLEEP_UNTIL_STOPPED)}]
+`;
+
+/** What `GET /` on the port answers, or undefined while nothing answers. */
+function fetchBody(port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false, timeout: 500 }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve(res.statusCode === 200 ? body.trim() : undefined));
+      res.on('error', () => resolve(undefined));
+    });
+    req.on('error', () => resolve(undefined));
+    req.on('timeout', () => req.destroy());
+  });
+}
+
+const portOpen = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+
+/** Polls `condition` every `everyMs` until it holds; resolves with the ms from `since`. */
+async function after(since: number, condition: () => Promise<boolean>, everyMs = 2, timeoutMs = 120_000): Promise<number> {
+  while (!(await condition())) {
+    if (performance.now() - since > timeoutMs) throw new Error('timed out');
+    await sleep(everyMs);
+  }
+  return performance.now() - since;
+}
+
+/** Starts `ank --no-wait …` without waiting for it (the clock runs from here). */
+const ankNoWait = (cluster: Cluster, ...args: string[]) => new Proc(spawn(`${process.env.ANKAIOS_BIN}/ank`, ['-k', '-s', cluster.url, '--no-wait', ...args]));
+
+interface Single {
+  apply: number;
+  update: number;
+  closed: number;
+  gone: number;
+}
+
+async function singleOperations(cluster: Cluster, agent: string, port: number): Promise<Single> {
+  const file = (content: string) => cluster.file(`web-${agent}-${content}.yaml`, manifest(webYaml('web', agent, port, content)));
+  const v1 = file('v1');
+  const v2 = file('v2');
+  let t = performance.now();
+  ankNoWait(cluster, 'apply', v1);
+  const apply = await after(t, async () => (await fetchBody(port)) === 'v1');
+  await cluster.waitFor('web', 'Running(Ok)');
+  t = performance.now();
+  ankNoWait(cluster, 'apply', v2);
+  const update = await after(t, async () => (await fetchBody(port)) === 'v2');
+  await cluster.waitFor('web', 'Running(Ok)');
+  await sleep(500);
+  t = performance.now();
+  ankNoWait(cluster, 'delete', 'workload', 'web');
+  const [closed, gone] = await Promise.all([
+    after(t, async () => !(await portOpen(port))),
+    after(t, async () => !(await cluster.states()).some((s) => s.agent === agent && s.workload === 'web'), 0),
+  ]);
+  return { apply, update, closed, gone };
+}
+
+interface Many {
+  start: number;
+  startAgentCpu: number;
+  startRuntimeCpu: number;
+  delete: number;
+  deleteAgentCpu: number;
+  deleteRuntimeCpu: number;
+}
+
+async function manyWorkloads(cluster: Cluster, agent: string, pid: number, n: number): Promise<Many> {
+  const names = Array.from({ length: n }, (_, i) => `s${i}`);
+  const text = manifest(...names.map((name) => sleeperYaml(name, agent)));
+  const running = async () => {
+    const states = (await cluster.states()).filter((s) => s.agent === agent);
+    return states.length === n && states.every((s) => s.state === 'Running');
+  };
+  const before = cpuMs(pid);
+  let t = performance.now();
+  ankNoWait(cluster, 'apply', cluster.file(`many-${agent}.yaml`, text));
+  const start = await after(t, running, 50, 300_000);
+  const started = cpuMs(pid);
+  // The runtime processes' CPU counts once they are waited for: the last creates end shortly after "running".
+  await sleep(3000);
+  const settled = cpuMs(pid);
+  t = performance.now();
+  ankNoWait(cluster, 'delete', 'workload', ...names);
+  const del = await after(t, async () => (await cluster.states()).every((s) => s.agent !== agent), 50, 300_000);
+  await sleep(3000);
+  const deleted = cpuMs(pid);
+  return {
+    start,
+    startAgentCpu: started.own - before.own,
+    startRuntimeCpu: settled.children - before.children,
+    delete: del,
+    deleteAgentCpu: deleted.own - settled.own,
+    deleteRuntimeCpu: deleted.children - settled.children,
+  };
+}
+
+export async function benchEndToEnd(rounds: number, many: number): Promise<void> {
+  console.log(`\n19. Under the released server and CLI: ours and the released agent in turn, ${rounds} rounds each, then ${many} workloads`);
+  const cluster = new Cluster();
+  try {
+    await cluster.startServer();
+    const ours = new Proc(spawn(BIN, ['-n', cluster.ours, '-s', cluster.url, '-k', '-r', cluster.runFolder('ours')]));
+    cluster.ourAgent = ours;
+    const theirs = cluster.startTheirs();
+    await cluster.until(async () => (await cluster.agents()).length === 2, 'both agents to connect');
+    const agents: Array<[Who, string, number]> = [
+      ['ours', cluster.ours, ours.child.pid!],
+      ['released', cluster.theirs, theirs.child.pid!],
+    ];
+    const singles = new Map<Who, Single[]>([
+      ['ours', []],
+      ['released', []],
+    ]);
+    let port = 18_200;
+    for (let round = 0; round < rounds; round++) {
+      for (const [who, agent] of round % 2 ? [...agents].reverse() : agents) singles.get(who)!.push(await singleOperations(cluster, agent, port++));
+    }
+    const row = (label: string, pick: (s: Single) => number) => {
+      const [o, r] = (['ours', 'released'] as const).map((who) => median(singles.get(who)!.map(pick)));
+      record({ name: `${label}: released agent`, value: r, unit: 'ms' });
+      record({ name: `${label}: ours`, value: o, unit: 'ms', target: `≤${(0.9 * r).toFixed(0)} (0.9 × released)`, note: `${(o / r).toFixed(2)} ×` });
+    };
+    row('ank apply → the workload answers HTTP', (s) => s.apply);
+    row('ank apply of a changed workload → the new one answers', (s) => s.update);
+    row('ank delete workload → port closed', (s) => s.closed);
+    row('ank delete workload → its state gone from the server', (s) => s.gone);
+    const results = new Map<Who, Many>();
+    for (const [who, agent, pid] of agents) results.set(who, await manyWorkloads(cluster, agent, pid, many));
+    const [o, r] = [results.get('ours')!, results.get('released')!];
+    const pair = (label: string, unit: string, ours: number, released: number, factor: number, note = '') => {
+      record({ name: `${label}: released agent`, value: released, unit });
+      record({
+        name: `${label}: ours`,
+        value: ours,
+        unit,
+        target: `≤${(factor * released).toFixed(2)} (${factor} × released)`,
+        note: `${(ours / released).toFixed(2)} ×${note}`,
+      });
+    };
+    pair(`${many} workloads: apply → all running`, 's', o.start / 1000, r.start / 1000, 0.8);
+    pair(
+      `${many} workloads started: agent + runtime CPU`,
+      's',
+      (o.startAgentCpu + o.startRuntimeCpu) / 1000,
+      (r.startAgentCpu + r.startRuntimeCpu) / 1000,
+      0.8,
+      `; agent ${(o.startAgentCpu / 1000).toFixed(2)} s vs ${(r.startAgentCpu / 1000).toFixed(2)} s`,
+    );
+    record({ name: 'agent CPU per create (ours)', value: o.startAgentCpu / many, unit: 'ms', target: '≤3' });
+    pair(`${many} workloads: delete → all gone`, 's', o.delete / 1000, r.delete / 1000, 0.8);
+    pair(
+      `${many} workloads deleted: agent + runtime CPU`,
+      's',
+      (o.deleteAgentCpu + o.deleteRuntimeCpu) / 1000,
+      (r.deleteAgentCpu + r.deleteRuntimeCpu) / 1000,
+      0.8,
+      `; agent ${(o.deleteAgentCpu / 1000).toFixed(2)} s vs ${(r.deleteAgentCpu / 1000).toFixed(2)} s`,
+    );
+  } finally {
+    await cluster.stopAll();
+  }
+}
