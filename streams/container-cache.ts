@@ -47,11 +47,11 @@ export const EVENTS_RESTART_MS = 1000;
  */
 export const KEEP_FOLLOWING_MS = 10_000;
 /**
- * How long a new watcher that names its containers waits for their events before it asks for a poll: a
- * new container's start event comes some 10–250 ms after `podman run` returned, a poll in ~70 ms; a burst
- * of creates so costs no poll each.
+ * How long a new watcher that names its containers waits for their events before it asks for a poll, while
+ * a poll is under way (a burst of creates): `podman events` reads Podman's event file every 250 ms, so a new
+ * container's start event comes within ~300 ms of `podman run`. A burst of creates so costs no poll each.
  */
-export const NEWS_WAIT_MS = 250;
+export const NEWS_WAIT_MS = 300;
 
 /**
  * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
@@ -86,7 +86,7 @@ export const CONTAINERD: Engine = { name: 'containerd', stage: 'containerd.cache
 export function containerCache(list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, options: CacheOptions = {}): ContainerCache {
   const refresh$ = new Subject<void>();
   // How many polls this cache started, and whether its event stream is up now (what a new watcher goes by).
-  const polls = { started: 0, eventsUp: false };
+  const polls = { started: 0, eventsUp: false, running: 0 };
   const snapshots$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
     share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: () => timer(KEEP_FOLLOWING_MS) }),
   );
@@ -98,10 +98,11 @@ export function containerCache(list: () => Observable<Container[]>, events$?: Ob
         let replayed = true;
         let heard = false;
         const newsOfMine = (s: Snapshot) => !replayed && s.news !== undefined && ids?.includes(s.news) === true;
-        // A watcher that names its containers gives their events a while to come before a poll is asked for.
+        // In a burst (a poll under way), a watcher that names its containers gives their events a while to
+        // come before it asks for a poll of its own; alone, it asks at once and takes what comes first.
         const ask$ = defer(() => {
           replayed = false;
-          return ids && polls.eventsUp ? timer(NEWS_WAIT_MS) : of(0);
+          return ids && polls.eventsUp && polls.running > 0 ? timer(NEWS_WAIT_MS) : of(0);
         }).pipe(
           filter(() => !heard),
           tap(() => refresh$.next()),
@@ -120,7 +121,7 @@ function cacheSnapshots(
   list: () => Observable<Container[]>,
   events$: Observable<ContainerEvent> | undefined,
   refresh$: Observable<void>,
-  polls: { started: number; eventsUp: boolean },
+  polls: { started: number; eventsUp: boolean; running: number },
   { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
 ): Observable<Snapshot> {
   // The one state: the reducer's. The rest here is timing.
@@ -141,7 +142,9 @@ function cacheSnapshots(
   };
   const poll$ = defer(() => {
     const poll = ++polls.started;
+    polls.running += 1;
     const result$ = list().pipe(
+      finalize(() => (polls.running -= 1)),
       map((containers): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy: healthy$.value, at: asyncScheduler.now() })),
       catchError((err: unknown) => of<ViewInput>({ kind: 'pollFailed', poll, error: errorText(err), at: asyncScheduler.now() })),
     );
