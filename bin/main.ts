@@ -70,6 +70,8 @@ interface Setting {
   /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
   readonly runtimes: { readonly wanted?: readonly string[]; readonly health: boolean };
   readonly backoff?: CrashLoopBackoff;
+  /** Images are pulled ahead: an update's before its old instance stops, a waiting workload's while it waits. */
+  readonly pullAhead: boolean;
   /** Where the metrics endpoint listens, if it is wanted. */
   readonly metrics?: string;
   /** The server's messages, given what the agent says; ends when the agent is to end. */
@@ -197,6 +199,7 @@ function run(
       sampleMachine: setting.sampleMachine,
       serverFull$: setting.serverFull$,
       backoff: setting.backoff,
+      pullAhead: setting.pullAhead,
       metrics,
       running,
     },
@@ -229,7 +232,7 @@ function onSignals(log: Logger, stop: () => void): void {
 
 /** Connected to an Ankaios server over gRPC. */
 function connected(flags: CommandLine, log: Logger): Setting {
-  const { name, serverUrl, runFolder, tags, runtimes: wanted, crashLoopBackoff, healthChecks, metrics, security: paths } = configOf(flags, log);
+  const { name, serverUrl, runFolder, tags, runtimes: wanted, crashLoopBackoff, healthChecks, pullAhead, metrics, security: paths } = configOf(flags, log);
   const security = loadSecurity(paths);
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
@@ -242,6 +245,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
     ioFolder,
     runtimes: { wanted, health: healthChecks },
     backoff: crashLoopBackoff,
+    pullAhead,
     metrics,
     sampleMachine,
     serverFull$,
@@ -303,6 +307,7 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
     runtimes: wanted,
     crashLoopBackoff,
     healthChecks,
+    pullAhead,
     metrics,
   } = resolveStandaloneConfig(flags, process.env, readConfigFile(flags.agentConfig, log), () => agentOf(initial.desired));
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
@@ -321,6 +326,7 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
     ioFolder,
     runtimes: { wanted, health: healthChecks },
     backoff: crashLoopBackoff,
+    pullAhead,
     metrics,
     link: (toServer$) =>
       localServer(manifests$, toServer$, {

@@ -34,6 +34,11 @@ export interface RunConfig {
   readonly crashLoopBackoff: CrashLoopBackoff;
   /** The agent runs the health checks of the workloads' commandOptions (false: they are left to Podman, as by the released agent). */
   readonly healthChecks: boolean;
+  /**
+   * Images are pulled ahead: an update's new one while the old instance runs, a waiting workload's while it
+   * waits (`pull_ahead = false`: the released agent's order, the image pulled by the create).
+   */
+  readonly pullAhead: boolean;
   /** Where the metrics endpoint listens, if it is wanted. */
   readonly metrics?: string;
 }
@@ -72,6 +77,7 @@ export interface ConfigFile {
   /** Seconds: `first_delay` (0: restart at once, always), `max_delay`, `reset_after`. */
   readonly crash_loop_backoff?: Readonly<Record<string, number>>;
   readonly health_checks?: boolean;
+  readonly pull_ahead?: boolean;
   readonly metrics?: string;
 }
 
@@ -92,6 +98,7 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   runtimes: 'a list of strings',
   crash_loop_backoff: 'a table of seconds',
   health_checks: 'boolean',
+  pull_ahead: 'boolean',
   metrics: 'string',
 };
 
@@ -207,7 +214,16 @@ function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<
   const given = Object.entries(file.crash_loop_backoff ?? {}).map(([key, seconds]) => [BACKOFF_KEYS[key as keyof typeof BACKOFF_KEYS], seconds * 1000]);
   const crashLoopBackoff: CrashLoopBackoff = { ...KUBELET_BACKOFF, ...Object.fromEntries(given) };
   const metrics = flags.metrics ?? (env.ANKAGENT_METRICS || undefined) ?? file.metrics;
-  return { name, runFolder, tags, runtimes: file.runtimes, crashLoopBackoff, healthChecks: file.health_checks ?? true, metrics };
+  return {
+    name,
+    runFolder,
+    tags,
+    runtimes: file.runtimes,
+    crashLoopBackoff,
+    healthChecks: file.health_checks ?? true,
+    pullAhead: file.pull_ahead ?? true,
+    metrics,
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ export interface Scheduled {
   readonly ready: WorkloadOperation[];
   readonly reports: WorkloadState[];
   /** What each operation put into the queue waits for, in words (for --debug). */
-  readonly waits: Array<{ readonly workloadName: string; readonly waitsFor: string }>;
+  readonly waits: Array<{ readonly workloadName: string; readonly waitsFor: string; readonly starts?: WorkloadSpec }>;
 }
 
 type Waiting = Exclude<WorkloadOperation, { kind: 'updateDeleteOnly' }>;
@@ -105,7 +105,9 @@ export class WorkloadScheduler {
       this.waitingOn.set(dependency, waiters);
     }
     if (report) out.reports.push({ instanceName: about.instanceName, executionState: state });
-    out.waits.push({ workloadName: name, waitsFor: this.unmet(op).join(', ') });
+    // `starts`: the workload it will create, told once, when it begins to wait (its image can be pulled meanwhile).
+    const starts = report && 'spec' in op && op.spec ? op.spec : undefined;
+    out.waits.push({ workloadName: name, waitsFor: this.unmet(op).join(', '), ...(starts ? { starts } : {}) });
   }
 
   /** The conditions of a waiting operation that are not met, in words: `db to be Running (now Pending(Starting))`. */

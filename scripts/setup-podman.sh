@@ -50,3 +50,6 @@ echo "setup-podman: podman $(podman --version | awk '{print $3}') works with $IM
 
 # The containerd runtime's parts (containerd, nerdctl) and the same image in containerd.
 bash "$(dirname "$0")/setup-containerd.sh"
+
+# A registry for the specs of images pulled ahead.
+bash "$(dirname "$0")/setup-registry.sh"

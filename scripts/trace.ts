@@ -77,9 +77,18 @@ const OWN: Requirement[] = [
     'health_checks = false in the agent config gives the released behaviour: the checks are left to Podman, the states come from the container',
   ],
   ['rx~crash-loop-backoff~1', 'A restart after a short run that follows another waits, from a first delay doubling to a cap; a long run resets it'],
-  ['rx~crash-loop-backoff-state~1', 'While it waits, the workload is Pending(WaitingToStart) saying which restart comes and when'],
+  ['rx~crash-loop-backoff-state~1', 'While it waits, the workload is Pending(WaitingToStart) saying which restart comes, when, and how the last run ended'],
   ['rx~crash-loop-backoff-ends-on-command~1', 'An update or a delete ends the wait at once'],
   ['rx~crash-loop-backoff-config~1', "The agent config's crash_loop_backoff changes it; a first delay of 0 restarts at once, always (the released agent)"],
+  [
+    'rx~pull-ahead~1',
+    "An update's new image is pulled while the old instance runs and is watched; a pull that fails is retried with the create back-off and never stops the old one; pull_ahead = false gives the released order",
+  ],
+  ['rx~pull-ahead-waiting~1', 'A workload waiting on its dependencies has its image pulled meanwhile; its create waits for a pull still under way'],
+  [
+    'rx~pull-ahead-registry~1',
+    "Pulls use the workload's registry options (--tls-verify, --authfile, --creds, --cert-dir, --platform, …) and its --pull policy",
+  ],
 ].map(([id, title]) => ({ id, title, design: 'ank-agent-rx', needs: ['utest'] }));
 
 const baseOf = (id: string) => id.replace(/~\d+$/, '');

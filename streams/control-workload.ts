@@ -17,11 +17,14 @@ import {
   merge,
   mergeMap,
   of,
+  retry,
   takeWhile,
   tap,
+  throwError,
   timer,
 } from 'rxjs';
 import { ExecutionState, formatState } from '../lib/execution-state.js';
+import type { Logger } from '../lib/logger.js';
 import type { WorkloadState } from '../lib/messages.js';
 import { type CrashLoopBackoff, KUBELET_BACKOFF, needsRestart, nextRestart } from '../lib/restart-policy.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
@@ -45,10 +48,12 @@ export type WorkloadCommand =
 type SelfCommand =
   /** The next create attempt is due. */
   | { readonly kind: 'retry' }
-  /** The workload ended and its restart policy restarts it; `succeeded`: it ended well (it may be started again in place). */
-  | { readonly kind: 'exited'; readonly succeeded: boolean }
+  /** The workload ended (as `exit` says) and its restart policy restarts it; `succeeded`: it ended well (it may be started again in place). */
+  | { readonly kind: 'exited'; readonly succeeded: boolean; readonly exit: ExecutionState }
   /** The crash-loop back-off is over: restart now. */
-  | { readonly kind: 'restart' };
+  | { readonly kind: 'restart' }
+  /** The new image of an update is on the node: the old instance can go. */
+  | { readonly kind: 'fetched' };
 
 /** Commands after which the loop ends. */
 export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || (c.kind === 'removeExisting' && c.final);
@@ -78,6 +83,9 @@ export interface ControlDeps {
   readonly now?: () => number;
   /** --debug: the loops' commands and steps are traced as `workload.loop`. */
   readonly trace?: Trace;
+  /** An update first has its new image on the node while the old instance runs (the released agent stops it first). */
+  readonly pullAhead?: boolean;
+  readonly log?: Logger;
 }
 
 /** What one control loop knows of its workload; it changes only by the `become` steps the loop emits. */
@@ -95,6 +103,8 @@ export type LoopState =
   | (Running & { readonly kind: 'created' })
   /** It exited and its restart policy restarts it after `delayMs` of crash-loop back-off; nothing is watched meanwhile. */
   | (Running & { readonly kind: 'backingOff'; readonly succeeded: boolean; readonly delayMs: number })
+  /** It runs (and is watched) while the image of `next`, its update, is pulled. */
+  | (Running & { readonly kind: 'fetching'; readonly next: WorkloadSpec })
   /** Create attempt `retries + 1` failed: the next one is due after a backoff. */
   | { readonly kind: 'retrying'; readonly spec: WorkloadSpec; readonly retries: number; readonly shortRuns: number }
   /** Its removal failed: nothing is watched until the next command, which may try again. */
@@ -193,8 +203,8 @@ function traceLoop(trace: Trace, name: string) {
 
 /** Keeps `running` in step with a loop whose state changes from `from` to `to`. */
 function noteRunning(running: RunningWorkloads | undefined, from: LoopState, to: LoopState): void {
-  if (from.kind === 'created') running?.delete(from.spec.instanceName);
-  if (to.kind === 'created') running?.set(to.spec.instanceName, { runtime: to.runtime, id: to.id });
+  if (from.kind === 'created' || from.kind === 'fetching') running?.delete(from.spec.instanceName);
+  if (to.kind === 'created' || to.kind === 'fetching') running?.set(to.spec.instanceName, { runtime: to.runtime, id: to.id });
 }
 
 /** The steps a loop can take on its workload, each a function of the loop's state when it starts. */
@@ -225,9 +235,11 @@ class LoopSteps {
         // swdd~agent-workload-control-loop-executes-retry~1: retries have no limit; only another command ends them.
         return state.kind === 'retrying' ? this.attempt(state.spec, state.retries + 1, state.shortRuns) : EMPTY;
       case 'exited':
-        return state.kind === 'created' ? this.exited(state, command.succeeded) : EMPTY;
+        return state.kind === 'created' ? this.exited(state, command.succeeded, command.exit) : EMPTY;
       case 'restart':
         return state.kind === 'backingOff' ? this.restart(state, state.succeeded) : EMPTY;
+      case 'fetched':
+        return state.kind === 'fetching' ? this.replace(state, state.next) : EMPTY;
     }
   }
 
@@ -242,6 +254,8 @@ class LoopSteps {
         return timer(createBackoffMs(state.retries, this.deps.jitter?.() ?? 1)).pipe(map(() => self({ kind: 'retry' })));
       case 'backingOff':
         return timer(state.delayMs).pipe(map(() => self({ kind: 'restart' })));
+      case 'fetching':
+        return merge(this.watch(state, false), this.fetch(state));
       default:
         return EMPTY;
     }
@@ -322,8 +336,38 @@ class LoopSteps {
    * swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there.
    * An update starts the crash-loop back-off anew too.
    */
-  private update(state: LoopState, next: WorkloadSpec | undefined, shortRuns = 0): Observable<Step> {
+  private update(state: LoopState, next: WorkloadSpec | undefined): Observable<Step> {
+    const running = state.kind === 'created' || state.kind === 'fetching';
+    if (next && this.deps.pullAhead && running && this.deps.runtimes.get(next.runtime)?.fetchImage) {
+      return of(become({ ...state, kind: 'fetching', next }));
+    }
+    return this.replace(state, next);
+  }
+
+  /** The current workload removed, then `next` (if any) created. */
+  private replace(state: LoopState, next: WorkloadSpec | undefined, shortRuns = 0): Observable<Step> {
     return this.removeCurrent(state, (after) => (next ? this.create(after, next, shortRuns) : EMPTY));
+  }
+
+  /**
+   * The pull of an update's new image, while the old instance runs; after a failure (logged), again after the
+   * create back-off, until it succeeds or another command comes. A config that cannot be read goes on to the
+   * update, whose create reports it as the released agent does.
+   */
+  private fetch({ next }: LoopState & { kind: 'fetching' }): Observable<Step> {
+    const runtime = this.deps.runtimes.get(next.runtime)!;
+    const name = next.instanceName.workloadName;
+    return defer(() => runtime.fetchImage!(next)).pipe(
+      retry({
+        delay: (err: unknown, tries: number) => {
+          if (err instanceof ConfigurationError) return throwError(() => err);
+          this.deps.log?.warn(`The update of '${name}' waits, its old instance running: ${causeOf(err)} (try ${tries}; the next after a back-off).`);
+          return timer(createBackoffMs(tries - 1, this.deps.jitter?.() ?? 1));
+        },
+      }),
+      catchError(() => EMPTY),
+      endWith(self({ kind: 'fetched' })),
+    );
   }
 
   /**
@@ -341,10 +385,11 @@ class LoopSteps {
    * The workload ended and its policy restarts it: at once after a long run, else after the crash-loop
    * back-off, which the state tells while it lasts (an update or a delete ends it at once).
    */
-  private exited(state: LoopState & { kind: 'created' }, succeeded: boolean): Observable<Step> {
+  private exited(state: LoopState & { kind: 'created' }, succeeded: boolean, exit: ExecutionState): Observable<Step> {
     const { shortRuns, delayMs } = nextRestart(state.shortRuns, this.now() - state.startedAt, this.backoff);
     if (delayMs === 0) return this.restart({ ...state, shortRuns }, succeeded);
-    const info = `Restart ${shortRuns} of a workload that keeps exiting, in ${Math.round(delayMs / 1000)} s (crash-loop back-off).`;
+    const last = succeeded ? "Exit code: '0'" : exit.additionalInfo || formatState(exit);
+    const info = `Restart ${shortRuns} of a workload that keeps exiting (last: ${last}), in ${Math.round(delayMs / 1000)} s (crash-loop back-off).`;
     return of(become({ ...state, kind: 'backingOff', shortRuns, succeeded, delayMs }), report(state.spec.instanceName, ExecutionState.waitingToStart(info)));
   }
 
@@ -357,7 +402,7 @@ class LoopSteps {
   private restart(state: Running, succeeded: boolean): Observable<Step> {
     const { spec, runtime, id, shortRuns } = state;
     const current: LoopState = { ...state, kind: 'created' };
-    const recreate = defer(() => this.update(current, spec, shortRuns));
+    const recreate = defer(() => this.replace(current, spec, shortRuns));
     if (!succeeded || !runtime.startAgain) return recreate;
     return concat(
       starting(spec),
@@ -379,7 +424,7 @@ class LoopSteps {
   private removeCurrent(state: LoopState, then: (after: LoopState) => Observable<Step>): Observable<Step> {
     if (state.kind === 'idle' || state.kind === 'adopted') return then(state);
     const { spec } = state;
-    const id = state.kind === 'created' || state.kind === 'backingOff' || state.kind === 'deleteFailed' ? state.id : undefined;
+    const id = state.kind === 'created' || state.kind === 'backingOff' || state.kind === 'fetching' || state.kind === 'deleteFailed' ? state.id : undefined;
     const runtime = this.deps.runtimes.get(spec.runtime);
     const remove$ =
       id !== undefined && runtime ? runtime.deleteWorkload(id) : (runtime?.deleteByName?.(spec.instanceName).pipe(catchError(() => EMPTY)) ?? EMPTY);
@@ -414,11 +459,13 @@ class LoopSteps {
    * swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-checks-workload-state-validity~1,
    * swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~workload-control-loop-handles-workload-restarts~2
    */
-  private watch({ spec, runtime, id }: LoopState & { kind: 'created' }): Observable<Step> {
+  private watch({ spec, runtime, id }: Running, restarts = true): Observable<Step> {
     return runtime.checkState(id, spec).pipe(
       mergeMap((state): Step[] => {
         const reported = report(spec.instanceName, state);
-        return needsRestart(spec.restartPolicy, state) ? [reported, self({ kind: 'exited', succeeded: state.state === 'Succeeded' })] : [reported];
+        return restarts && needsRestart(spec.restartPolicy, state)
+          ? [reported, self({ kind: 'exited', succeeded: state.state === 'Succeeded', exit: state })]
+          : [reported];
       }),
       catchError(() => of(report(spec.instanceName, ExecutionState.unknown('The state checker failed.')))),
     );

@@ -1,5 +1,20 @@
 // The agent's workload core: from the server's messages to the states of its own workloads.
-import { EMPTY, type Observable, type OperatorFunction, Subject, defer, filter, groupBy, ignoreElements, map, merge, mergeMap, share, tap } from 'rxjs';
+import {
+  EMPTY,
+  type Observable,
+  type OperatorFunction,
+  Subject,
+  catchError,
+  defer,
+  filter,
+  groupBy,
+  ignoreElements,
+  map,
+  merge,
+  mergeMap,
+  share,
+  tap,
+} from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
 import { type Scheduled, WorkloadScheduler } from '../lib/scheduler.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
@@ -68,8 +83,28 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
         ignoreElements(),
       ),
       traced$,
+      deps.pullAhead ? decisions$.pipe(pullWhileWaiting(deps)) : EMPTY,
     );
   });
+}
+
+/**
+ * The images of workloads that begin to wait for their dependencies, pulled meanwhile, so that each starts at
+ * once when they are met (its create waits for a pull still under way). A pull that fails is left to the create.
+ */
+function pullWhileWaiting({ runtimes, log }: WorkloadDeps): OperatorFunction<Decision, never> {
+  return (decisions$) =>
+    decisions$.pipe(
+      mergeMap((d) => d.waits.flatMap((w) => (w.starts ? [w.starts] : []))),
+      mergeMap((spec) =>
+        (runtimes.get(spec.runtime)?.fetchImage?.(spec) ?? EMPTY).pipe(
+          catchError((err: unknown): Observable<never> => {
+            log?.warn(`The image of '${spec.instanceName.workloadName}' could not be pulled while it waits: ${String(err)}; its create pulls it.`);
+            return EMPTY;
+          }),
+        ),
+      ),
+    );
 }
 
 /** The WorkloadStateStore and the WorkloadScheduler, fed by plans and by state changes. */

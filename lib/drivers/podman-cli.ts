@@ -63,7 +63,7 @@ export interface Volume {
 }
 
 /** A limited number of slots: work waits in line for one, and gives it back when it ends or is cancelled. */
-class Slots {
+export class Slots {
   private readonly waiting: Array<() => void> = [];
 
   constructor(private free: number) {}

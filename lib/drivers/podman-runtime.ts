@@ -46,11 +46,20 @@ import {
   timedOut,
   withAgentChecks,
 } from '../podman/health.js';
-import { RuntimeConfigError, nameOption, parseKubeConfig, parsePodmanConfig, podmanRunArgs, withControlInterface } from '../podman/runtime-config.js';
+import {
+  RuntimeConfigError,
+  imagePull,
+  nameOption,
+  parseKubeConfig,
+  parsePodmanConfig,
+  podmanRunArgs,
+  withControlInterface,
+} from '../podman/runtime-config.js';
 import type { ContainerEvent, WatchState } from '../ports.js';
 import type { Running } from '../running-workloads.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
+import { ImagePulls } from './image-pulls.js';
 import { type PodmanCli, PodmanError, type Volume } from './podman-cli.js';
 
 /** What Podman and nerdctl say of a container or volume that is not there. */
@@ -156,7 +165,13 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     private readonly cli: PodmanCli,
     private readonly watch: WatchState,
     private readonly health = true,
+    private readonly pulls = new ImagePulls(cli),
   ) {}
+
+  /** The image, pulled with the workload's registry options unless it is there (or its `--pull` asks for a pull each time). */
+  fetchImage(spec: WorkloadSpec): Observable<never> {
+    return defer(() => this.pulls.ensure(imagePull(parsePodmanConfig(spec.runtimeConfig))));
+  }
 
   /** The health check the agent runs for this workload, if any. */
   private healthCheck(spec: WorkloadSpec): HealthCheck | undefined {
@@ -185,7 +200,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const config = checked ? { ...given, commandOptions: withAgentChecks(given.commandOptions) } : given;
       const key = instanceKey(spec.instanceName);
       const container = nameOption(config.commandOptions) ?? key;
-      return this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options)).pipe(
+      // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
+      return concat(this.pulls.under(imagePull(given)), this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options))).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => {
           // What a failed create may have left goes, so that the retry starts clean: also a container that

@@ -172,7 +172,9 @@ describe('Podman runtimes (real Podman)', function () {
         await new Promise((r) => setTimeout(r, 15_000));
         const starts = readFileSync(path.join(dir, 'calls'), 'utf8').trim().split('\n');
         expect(starts.length, starts.join(' ')).to.be.within(2, 3);
-        expect(crashing.history('crasher')).to.include('Pending(WaitingToStart): Restart 2 of a workload that keeps exiting, in 10 s (crash-loop back-off).');
+        expect(crashing.history('crasher')).to.include(
+          "Pending(WaitingToStart): Restart 2 of a workload that keeps exiting (last: Exit code: '1'), in 10 s (crash-loop back-off).",
+        );
       } finally {
         crashing.stop();
       }

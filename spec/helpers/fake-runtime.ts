@@ -14,6 +14,8 @@ export interface FakeBehaviour {
   logs?: (id: string) => Observable<string>;
   /** Given: the runtime can start an exited workload again in place. */
   startAgain?: (id: string) => Observable<void>;
+  /** Given: the runtime has an image fetched ahead (`attempt` counts the fetches of this workload name, from 1). */
+  fetchImage?: (spec: WorkloadSpec, attempt: number) => Observable<never>;
 }
 
 export class FakeRuntime implements RuntimeConnector {
@@ -22,12 +24,21 @@ export class FakeRuntime implements RuntimeConnector {
   private readonly attempts = new Map<string, number>();
 
   readonly startAgain?: (id: string) => Observable<void>;
+  readonly fetchImage?: (spec: WorkloadSpec) => Observable<never>;
 
   constructor(
     private readonly behaviour: FakeBehaviour = {},
     readonly name = 'fake',
   ) {
-    const { startAgain } = behaviour;
+    const { startAgain, fetchImage } = behaviour;
+    if (fetchImage) {
+      let fetches = 0;
+      this.fetchImage = (spec) =>
+        defer(() => {
+          this.calls.push(`fetch ${spec.instanceName.workloadName}`);
+          return fetchImage(spec, ++fetches);
+        });
+    }
     if (startAgain) {
       this.startAgain = (id) =>
         defer(() => {

@@ -131,13 +131,22 @@ export class PodmanAgent {
     ioFolder?: string,
     readonly cli = new PodmanCli(),
     /** The container caches' and health checks' options, the crash-loop back-off (kubelet's unless given), the nerdctl CLI. */
-    cache: { verifyMs?: number; events?: boolean; health?: boolean; podmanTimers?: boolean; backoff?: CrashLoopBackoff; nerdctl?: PodmanCli } = {},
+    cache: {
+      verifyMs?: number;
+      events?: boolean;
+      health?: boolean;
+      podmanTimers?: boolean;
+      backoff?: CrashLoopBackoff;
+      nerdctl?: PodmanCli;
+      pullAhead?: boolean;
+    } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
       agentName,
       backoff: cache.backoff,
       running: this.running,
+      pullAhead: cache.pullAhead,
       runtimes: builtInRuntimes(silentLogger, this.cli, cache),
       prepare: (spec) => host?.prepare(spec) ?? of({}),
       release: (spec) => host?.release(spec) ?? EMPTY,

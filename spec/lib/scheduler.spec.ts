@@ -29,8 +29,8 @@ describe('WorkloadScheduler', () => {
     const out = scheduler.schedule([{ kind: 'create', spec: storage }]);
     expect(out.ready).to.deep.equal([]);
     expect(out.reports).to.deep.equal([stateOf(storage, S.waitingToStart())]);
-    expect(out.waits, 'what it waits for, for --debug').to.deep.equal([
-      { workloadName: 'storage_provider', waitsFor: 'init_storage to be Succeeded (no state yet)' },
+    expect(out.waits, 'what it waits for, for --debug, and what it will start (its image is pulled meanwhile)').to.deep.equal([
+      { workloadName: 'storage_provider', waitsFor: 'init_storage to be Succeeded (no state yet)', starts: storage },
     ]);
     // swdd~agent-keeps-workloads-with-unfulfilled-workload-dependencies-in-queue~1: not reported again
     expect(change(stateOf(init, S.running()))).to.deep.equal({ ready: [], reports: [], waits: [] });
@@ -81,7 +81,7 @@ describe('WorkloadScheduler', () => {
     expect(scheduler.schedule([op])).to.deep.equal({
       ready: [],
       reports: [stateOf(storage, S.waitingToStop())],
-      waits: [{ workloadName: 'storage_provider', waitsFor: 'logger to be neither pending nor running (now Running(Ok))' }],
+      waits: [{ workloadName: 'storage_provider', waitsFor: 'logger to be neither pending nor running (now Running(Ok))', starts: next }],
     });
     change(stateOf(init, S.succeeded()));
     expect(change(stateOf(logger, S.succeeded())).ready).to.deep.equal([op]);
@@ -95,7 +95,7 @@ describe('WorkloadScheduler', () => {
     expect(scheduler.schedule([op])).to.deep.equal({
       ready: [{ kind: 'updateDeleteOnly', spec: next, deleted: op.deleted }],
       reports: [stateOf(next, S.waitingToStart())],
-      waits: [{ workloadName: 'storage_provider', waitsFor: 'init_storage to be Succeeded (no state yet)' }],
+      waits: [{ workloadName: 'storage_provider', waitsFor: 'init_storage to be Succeeded (no state yet)', starts: next }],
     });
     expect(change(stateOf(init, S.succeeded())).ready).to.deep.equal([{ kind: 'create', spec: next }]);
   });

@@ -5,6 +5,7 @@ import type { WorkloadState } from '../../lib/messages.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
 import { type ControlDeps, type WorkloadCommand, controlWorkload, createBackoffMs } from '../../streams/control-workload.js';
+import { silentLogger } from '../../lib/logger.js';
 import { FakeRuntime } from '../helpers/fake-runtime.js';
 import { stateOf, workload } from '../helpers/fixtures.js';
 import { record, testScheduler } from '../helpers/virtual-time.js';
@@ -31,6 +32,91 @@ const failingOnce = (message = 'boom') => {
 };
 
 describe('controlWorkload (the WorkloadControlLoop)', () => {
+  describe('an update that pulls its image first (pull_ahead)', () => {
+    const pulling = (runtime: FakeRuntime): ControlDeps => ({ ...depsFor(runtime), pullAhead: true, jitter: () => 1 });
+    const running = ExecutionState.running();
+    const timeline = (out: { values: Array<[number, string]> }) => out.values.map(([t, v]) => `${t} ${v}`);
+
+    // rx~pull-ahead~1
+    it('keeps the old instance running and watched until the new image is there, then replaces it as the released agent does', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const exit = ExecutionState.failed("Exit code: '1'");
+        const runtime = new FakeRuntime({
+          states: (id) => (id === 'id-nginx-1' ? cold('-r 50ms x', { r: running, x: exit }) : cold('-r', { r: running })),
+          fetchImage: () => cold('100ms |'),
+        });
+        const spec = { ...nginx, restartPolicy: 'Always' as const };
+        const out = record(controlWorkload(cold('a 9ms u', { a: create(spec), u: update(nginx2) }), pulling(runtime)).pipe(map(show)), scheduler);
+        flush();
+        // The old one is watched during the pull (its exit is reported) but not restarted: its update is coming.
+        expect(timeline(out)).to.deep.equal([
+          `0 ${at(nginx, ExecutionState.starting('Triggered at runtime.'))}`,
+          `1 ${at(nginx, running)}`,
+          `11 ${at(nginx, running)}`,
+          `62 ${at(nginx, exit)}`,
+          `110 ${at(nginx, ExecutionState.stoppingRequested())}`,
+          `110 ${at(nginx, ExecutionState.removed())}`,
+          `110 ${at(nginx2, ExecutionState.starting('Triggered at runtime.'))}`,
+          `111 ${at(nginx2, running)}`,
+        ]);
+        expect(runtime.calls).to.deep.equal([
+          'create nginx',
+          'watch id-nginx-1',
+          'watch id-nginx-1',
+          'fetch nginx',
+          'delete id-nginx-1',
+          'create nginx',
+          'watch id-nginx-2',
+        ]);
+      });
+    });
+
+    // rx~pull-ahead~1
+    it('a pull that fails never stops the old instance: it is tried again after the create back-off, and a delete ends the wait at once', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({
+          states: () => cold('-r', { r: running }),
+          fetchImage: () => cold('10ms #', undefined, new Error('registry unreachable')),
+        });
+        const logged: string[] = [];
+        const log = { ...silentLogger, warn: (text: string) => logged.push(text) };
+        const commands = cold('a 9ms u 5000ms d', { a: create(), u: update(nginx2), d: del() });
+        const out = record(controlWorkload(commands, { ...pulling(runtime), log }).pipe(map(show)), scheduler);
+        flush();
+        expect(timeline(out)).to.deep.equal([
+          `0 ${at(nginx, ExecutionState.starting('Triggered at runtime.'))}`,
+          `1 ${at(nginx, running)}`,
+          `11 ${at(nginx, running)}`,
+          `5011 ${at(nginx, ExecutionState.stoppingRequested())}`,
+          `5011 ${at(nginx, ExecutionState.removed())}`,
+        ]);
+        // Tries at 10, 520, 1530 and 3540 (each fails after 10 ms, then 500, 1000, 2000 ms of back-off); the delete ends the wait for the fifth.
+        expect(runtime.calls.filter((c) => c.startsWith('fetch'))).to.have.length(4);
+        expect(runtime.calls.filter((c) => c.startsWith('create'))).to.deep.equal(['create nginx']);
+        expect(logged[0]).to.equal("The update of 'nginx' waits, its old instance running: registry unreachable (try 1; the next after a back-off).");
+      });
+    });
+
+    // rx~pull-ahead~1
+    it('without pull_ahead the old instance stops at once, as the released agent does', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({ states: () => cold('-r', { r: running }), fetchImage: () => cold('100ms |') });
+        const out = record(controlWorkload(cold('a 9ms u', { a: create(), u: update(nginx2) }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(timeline(out).slice(2)).to.deep.equal([
+          `10 ${at(nginx, ExecutionState.stoppingRequested())}`,
+          `10 ${at(nginx, ExecutionState.removed())}`,
+          `10 ${at(nginx2, ExecutionState.starting('Triggered at runtime.'))}`,
+          `11 ${at(nginx2, running)}`,
+        ]);
+        expect(runtime.calls.some((c) => c.startsWith('fetch'))).to.equal(false);
+      });
+    });
+  });
+
   // swdd~agent-workload-control-loop-updates-internal-state~1, swdd~agent-workload-control-loop-executes-create~4, swdd~agent-create-workload~2, swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-sends-workload-states~2
   it('reports Pending(Starting) "Triggered at runtime.", creates, then reports the states the checker sees', () => {
     testScheduler().run(({ cold, expectObservable }) => {
@@ -133,13 +219,16 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
 
     // rx~crash-loop-backoff-state~1
-    it('says while it waits which restart comes and when', () => {
+    it('says while it waits which restart comes, when, and how the last run ended', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const { runtime } = crashing(scheduler, cold, () => 1);
         const out = record(controlWorkload(cold('a 15000ms d', { a: create(job), d: del(job) }), depsFor(runtime)).pipe(map(show)), scheduler);
         flush();
-        const waiting = at(job, ExecutionState.waitingToStart('Restart 2 of a workload that keeps exiting, in 10 s (crash-loop back-off).'));
+        const waiting = at(
+          job,
+          ExecutionState.waitingToStart("Restart 2 of a workload that keeps exiting (last: Exit code: '1'), in 10 s (crash-loop back-off)."),
+        );
         expect(out.values.filter(([, v]) => v === waiting).map(([t]) => t)).to.deep.equal([2]);
       });
     });

@@ -1,0 +1,210 @@
+// Images pulled ahead, against a real registry (Debian's docker-registry on a loopback port, its store in a
+// temporary folder) and real Podman: an update's new image while the old instance runs, a waiting workload's
+// while it waits, and the released order with pull_ahead off.
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { IMAGE, PodmanAgent, busybox, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { until } from '../helpers/wait.js';
+
+/** A registry of our own: started, stopped and started again on the same port and store. */
+class Registry {
+  readonly folder = mkdtempSync(path.join(tmpdir(), 'ank-registry-'));
+  port = 0;
+  private process?: ChildProcess;
+
+  private get running(): boolean {
+    return this.process !== undefined && this.process.exitCode === null && this.process.signalCode === null;
+  }
+
+  async start(): Promise<void> {
+    if (this.running) return;
+    if (this.port === 0) this.port = await freePort();
+    const config = path.join(this.folder, 'config.yml');
+    writeFileSync(
+      config,
+      `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${this.folder}/store\nhttp:\n  addr: 127.0.0.1:${this.port}\n`,
+    );
+    this.process = spawn('docker-registry', ['serve', config], { stdio: 'ignore' });
+    await until(async () => (await fetch(`http://127.0.0.1:${this.port}/v2/`).catch(() => undefined))?.ok === true, 'the registry to answer');
+  }
+
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    const exited = new Promise((resolve) => this.process?.once('exit', resolve));
+    this.process?.kill('SIGKILL');
+    await exited;
+  }
+
+  /** Pushes a local image as `name` and removes the local copy, so that a workload has to pull it. */
+  push(local: string, name: string): string {
+    const remote = `127.0.0.1:${this.port}/${name}`;
+    podman('push', '--quiet', '--tls-verify=false', local, remote);
+    spawnSync('podman', ['rmi', '--force', remote], { stdio: 'ignore' });
+    return remote;
+  }
+
+  remove(): void {
+    rmSync(this.folder, { recursive: true, force: true });
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A workload of `image` from the registry (no TLS on loopback), sleeping until stopped. */
+const fromRegistry = (name: string, agentName: string, image: string, more: string[] = [], dependencies: Record<string, 'Succeeded'> = {}) =>
+  spec(
+    name,
+    agentName,
+    'podman',
+    `image: ${image}\ncommandOptions: ${JSON.stringify(['--stop-timeout', '1', '--tls-verify=false', ...more])}\ncommandArgs: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]\n`,
+    { dependencies },
+  );
+
+/** When Podman says `event` happened to `what` (an image or a container) since `since`, in ms. */
+function eventTimes(since: number, event: string, what: string): number[] {
+  const out = execFileSync('podman', ['events', '--stream=false', '--since', new Date(since).toISOString(), '--filter', `event=${event}`, '--format', 'json'], {
+    encoding: 'utf8',
+  });
+  return out
+    .split('\n')
+    .filter((line) => line.includes(what))
+    .map((line) => Date.parse((JSON.parse(line) as { Time: string }).Time));
+}
+
+describe('images pulled ahead (real registry, real Podman)', function () {
+  this.timeout(120_000);
+  const registry = new Registry();
+  let big = '';
+  let small = '';
+  before(async function () {
+    requirePodman();
+    if (spawnSync('sh', ['-c', 'command -v docker-registry']).status !== 0) this.skip();
+    await registry.start();
+    // An image with a layer of 40 MiB, and a small one.
+    const maker = `ank-big-${process.pid}`;
+    podman('run', '--name', maker, IMAGE, 'sh', '-c', 'head -c 41943040 /dev/urandom > /blob');
+    podman('commit', '--quiet', maker, `localhost/ank-big:${process.pid}`);
+    podman('rm', maker);
+    big = registry.push(`localhost/ank-big:${process.pid}`, 'big:v1');
+    spawnSync('podman', ['rmi', '--force', `localhost/ank-big:${process.pid}`], { stdio: 'ignore' });
+    small = registry.push(IMAGE, 'small:v1');
+  });
+  after(async () => {
+    await registry.stop();
+    registry.remove();
+  });
+  let agent: PodmanAgent;
+  afterEach(() => {
+    agent.stop();
+    spawnSync('podman', ['rmi', '--force', big, small], { stdio: 'ignore' });
+  });
+
+  // rx~pull-ahead~1
+  it('an update whose new image must be pulled keeps the old instance running until the image is there', async () => {
+    agent = new PodmanAgent(uniqueAgent('pull'), undefined, undefined, { pullAhead: true });
+    const old = busybox('web', agent.agentName, { script: "trap 'exit 0' TERM; sleep 3600 & wait" });
+    agent.send({ kind: 'serverHello', added: [old] });
+    await agent.waitFor('web', /^Running\(Ok\)$/);
+    const since = Date.now();
+    const next = fromRegistry('web', agent.agentName, big);
+    agent.send({ kind: 'updateWorkload', added: [next], deleted: [{ instanceName: old.instanceName, dependencies: {} }] });
+    await until(
+      () => agent.states.some((s) => s.instanceName.id === next.instanceName.id && s.executionState.state === 'Running'),
+      'the new one to run',
+      60_000,
+    );
+    const [pulled] = eventTimes(since, 'pull', 'big:v1');
+    const [died] = eventTimes(since, 'died', old.instanceName.id);
+    expect(pulled, 'the pull').to.be.a('number');
+    expect(pulled, 'the image was there before the old one stopped').to.be.below(died);
+    expect(
+      agent.history('web').filter((h) => h.startsWith('Stopping')),
+      'one stop, after the pull',
+    ).to.have.length(1);
+  });
+
+  // rx~pull-ahead~1
+  it('with pull_ahead off the old instance stops first and the create pulls, as the released agent does', async () => {
+    agent = new PodmanAgent(uniqueAgent('nopull'), undefined, undefined, { pullAhead: false });
+    const old = busybox('web', agent.agentName, { script: "trap 'exit 0' TERM; sleep 3600 & wait" });
+    agent.send({ kind: 'serverHello', added: [old] });
+    await agent.waitFor('web', /^Running\(Ok\)$/);
+    const since = Date.now();
+    const next = fromRegistry('web', agent.agentName, big);
+    agent.send({ kind: 'updateWorkload', added: [next], deleted: [{ instanceName: old.instanceName, dependencies: {} }] });
+    await until(
+      () => agent.states.some((s) => s.instanceName.id === next.instanceName.id && s.executionState.state === 'Running'),
+      'the new one to run',
+      60_000,
+    );
+    expect(eventTimes(since, 'pull', 'big:v1')[0]).to.be.above(eventTimes(since, 'died', old.instanceName.id)[0]);
+  });
+
+  // rx~pull-ahead~1
+  it('a pull that fails (the registry is down) keeps the old instance and retries; a delete during the wait ends it at once', async () => {
+    agent = new PodmanAgent(uniqueAgent('down'), undefined, undefined, { pullAhead: true });
+    const first = busybox('api', agent.agentName, { script: "trap 'exit 0' TERM; sleep 3600 & wait" });
+    const second = busybox('db', agent.agentName, { script: "trap 'exit 0' TERM; sleep 3600 & wait" });
+    agent.send({ kind: 'serverHello', added: [first, second] });
+    await agent.waitFor('api', /^Running\(Ok\)$/);
+    await agent.waitFor('db', /^Running\(Ok\)$/);
+    await registry.stop();
+    try {
+      const api2 = fromRegistry('api', agent.agentName, small);
+      const db2 = fromRegistry('db', agent.agentName, small, ['--label=v=2']);
+      agent.send({
+        kind: 'updateWorkload',
+        added: [api2, db2],
+        deleted: [first, second].map((w) => ({ instanceName: w.instanceName, dependencies: {} })),
+      });
+      await new Promise((r) => setTimeout(r, 3000));
+      // Both still run, none was stopped, after several failed pulls.
+      for (const name of ['api', 'db']) expect(agent.history(name).at(-1), name).to.equal('Running(Ok)');
+      expect(
+        podman('ps', '--filter', `label=agent=${agent.agentName}`, '--format', '{{.Status}}')
+          .split('\n')
+          .map((s) => s.split(' ')[0]),
+      ).to.deep.equal(['Up', 'Up']);
+      // A delete of db ends its wait at once.
+      agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: db2.instanceName, dependencies: {} }] });
+      await agent.waitFor('db', /^Removed$/, 10_000);
+      // The registry back, the next try pulls and api is replaced.
+      await registry.start();
+      await until(
+        () => agent.states.some((s) => s.instanceName.id === api2.instanceName.id && s.executionState.state === 'Running'),
+        'the new api to run',
+        60_000,
+      );
+      expect(
+        agent.history('db').filter((h) => h.startsWith('Pending')),
+        'db2 was never created',
+      ).to.deep.equal(['Pending(Starting): Triggered at runtime.']);
+    } finally {
+      await registry.start();
+    }
+  });
+
+  // rx~pull-ahead-waiting~1
+  it('a workload waiting on its dependency has its image pulled meanwhile', async () => {
+    agent = new PodmanAgent(uniqueAgent('wait'), undefined, undefined, { pullAhead: true });
+    const first = busybox('init', agent.agentName, { script: 'sleep 3' });
+    const later = fromRegistry('app', agent.agentName, big, [], { init: 'Succeeded' });
+    const since = Date.now();
+    agent.send({ kind: 'serverHello', added: [first, later] });
+    await agent.waitFor('app', /^Running\(Ok\)$/, 60_000);
+    const [pulled] = eventTimes(since, 'pull', 'big:v1');
+    const [initDied] = eventTimes(since, 'died', first.instanceName.id);
+    expect(pulled, 'pulled while init ran').to.be.below(initDied);
+    expect(agent.history('app')[0]).to.equal('Pending(WaitingToStart)');
+  });
+});
