@@ -41,9 +41,10 @@ export interface RuntimeConnector<Id = unknown> {
   startAgain?(id: Id, spec: WorkloadSpec): Observable<void>;
   /**
    * Has the workload's image on the node (pulled when it is not there, or its options ask for a pull each
-   * time), so that a create does not wait on the network; completes when it is there, fails with the pull's reason.
+   * time), so that a create does not wait on the network; completes when it is there, fails with the pull's
+   * reason. Undefined when the image is known to be there: `current`, the instance it replaces, runs it.
    */
-  fetchImage?(spec: WorkloadSpec): Observable<never>;
+  fetchImage?(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined;
   /** Stops and removes what may run under the instance name when its id is not known (after a crash mid-create). */
   deleteByName?(instanceName: WorkloadInstanceName): Observable<void>;
   /** Stops and removes the workload; completes when it is gone. */

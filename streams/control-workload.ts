@@ -338,7 +338,7 @@ class LoopSteps {
    */
   private update(state: LoopState, next: WorkloadSpec | undefined): Observable<Step> {
     const running = state.kind === 'created' || state.kind === 'fetching';
-    if (next && this.deps.pullAhead && running && this.deps.runtimes.get(next.runtime)?.fetchImage) {
+    if (next && this.deps.pullAhead && running && this.deps.runtimes.get(next.runtime)?.fetchImage?.(next, state.spec)) {
       return of(become({ ...state, kind: 'fetching', next }));
     }
     return this.replace(state, next);
@@ -354,10 +354,10 @@ class LoopSteps {
    * create back-off, until it succeeds or another command comes. A config that cannot be read goes on to the
    * update, whose create reports it as the released agent does.
    */
-  private fetch({ next }: LoopState & { kind: 'fetching' }): Observable<Step> {
+  private fetch({ next, spec }: LoopState & { kind: 'fetching' }): Observable<Step> {
     const runtime = this.deps.runtimes.get(next.runtime)!;
     const name = next.instanceName.workloadName;
-    return defer(() => runtime.fetchImage!(next)).pipe(
+    return defer(() => runtime.fetchImage!(next, spec) ?? EMPTY).pipe(
       retry({
         delay: (err: unknown, tries: number) => {
           if (err instanceof ConfigurationError) return throwError(() => err);

@@ -48,6 +48,7 @@ import {
 } from '../podman/health.js';
 import {
   RuntimeConfigError,
+  type ImagePull,
   imagePull,
   nameOption,
   parseKubeConfig,
@@ -168,9 +169,20 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     private readonly pulls = new ImagePulls(cli),
   ) {}
 
-  /** The image, pulled with the workload's registry options unless it is there (or its `--pull` asks for a pull each time). */
-  fetchImage(spec: WorkloadSpec): Observable<never> {
-    return defer(() => this.pulls.ensure(imagePull(parsePodmanConfig(spec.runtimeConfig))));
+  /**
+   * The image, pulled with the workload's registry options unless it is there (or its `--pull` asks for a pull
+   * each time); nothing to do when the instance it replaces runs the same image from the same storage.
+   */
+  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
+    let pull: ImagePull;
+    try {
+      pull = imagePull(parsePodmanConfig(spec.runtimeConfig));
+    } catch (err) {
+      return throwError(() => err);
+    }
+    if (pull.policy === 'never') return undefined;
+    if (pull.policy === 'missing' && current?.runtime === this.name && sameImage(pull, current)) return undefined;
+    return this.pulls.ensure(pull);
   }
 
   /** The health check the agent runs for this workload, if any. */
@@ -265,6 +277,17 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
     return this.cli.lines(['logs', ...logArgs(options), id], paused$);
+  }
+}
+
+/** Whether `current`'s config names the same image in the same storage (its general options) as `pull`. */
+function sameImage(pull: ImagePull, current: WorkloadSpec): boolean {
+  const storage = (p: ImagePull) => p.args.slice(0, p.args.indexOf('pull')).join('\0');
+  try {
+    const now = imagePull(parsePodmanConfig(current.runtimeConfig));
+    return now.image === pull.image && storage(now) === storage(pull);
+  } catch {
+    return false;
   }
 }
 

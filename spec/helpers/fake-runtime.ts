@@ -24,7 +24,7 @@ export class FakeRuntime implements RuntimeConnector {
   private readonly attempts = new Map<string, number>();
 
   readonly startAgain?: (id: string) => Observable<void>;
-  readonly fetchImage?: (spec: WorkloadSpec) => Observable<never>;
+  readonly fetchImage?: (spec: WorkloadSpec) => Observable<never> | undefined;
 
   constructor(
     private readonly behaviour: FakeBehaviour = {},

@@ -1,5 +1,9 @@
 import { expect } from 'chai';
+import { EMPTY } from 'rxjs';
+import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanRuntime } from '../../lib/drivers/podman-runtime.js';
 import { imagePull, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
+import { workload } from '../helpers/fixtures.js';
 
 const pullOf = (options: string[], general: string[] = []) =>
   imagePull(parsePodmanConfig(`image: reg.example:5000/app:2\ngeneralOptions: ${JSON.stringify(general)}\ncommandOptions: ${JSON.stringify(options)}`));
@@ -56,5 +60,16 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
 
   it('a flag at the end without its value is passed on as given, for Podman to refuse as the run would', () => {
     expect(pullOf(['--creds']).args).to.include('--creds=');
+  });
+
+  it('an update to the image its current instance runs, from the same storage, has nothing to fetch (no podman call)', () => {
+    const runtime = new PodmanRuntime(new PodmanCli({ binary: '/nonexistent/podman' }), () => EMPTY);
+    const at = (config: string) => ({ ...workload('web', { config }), runtime: 'podman' });
+    const current = at('image: app:1\ncommandOptions: ["-e", "A=1"]');
+    expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
+    expect(runtime.fetchImage(at('image: app:2'), current)).not.to.equal(undefined);
+    expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=always"]'), current)).not.to.equal(undefined);
+    expect(runtime.fetchImage(at('image: app:1\ngeneralOptions: ["--root", "/other"]'), current)).not.to.equal(undefined);
+    expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=never"]'))).to.equal(undefined);
   });
 });
