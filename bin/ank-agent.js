@@ -6,11 +6,11 @@
 // The line above is the Node option the agent is shipped with (README "Running it"): a young generation of
 // 1 MiB, so the garbage of a burst of work does not stay resident (`node bin/ank-agent.js` runs without it;
 // NODE_OPTIONS=--max-semi-space-size=1 gives it there).
-import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import vm from 'node:vm';
+import { crc32 } from 'node:zlib';
 
 const args = process.argv.slice(2);
 const dist = (file) => fileURLToPath(new URL(`../dist/bin/${file}`, import.meta.url));
@@ -28,11 +28,12 @@ const debug = (text) => args.some((a) => a === '--debug' || a.startsWith('--debu
  * a cache made by another Node version or under other options; the bundle then compiles as any script does.
  */
 function loadBundle(bundle) {
-  const source = readFileSync(bundle, 'utf8');
+  const bytes = readFileSync(bundle);
+  const source = bytes.toString('utf8');
   let cachedData;
   try {
     const cache = readFileSync(dist('ank-agent.cache'));
-    if (cache.subarray(0, 32).equals(createHash('sha256').update(source).digest())) cachedData = cache.subarray(32);
+    if (cache.length > 4 && cache.readUInt32BE(0) === crc32(bytes)) cachedData = cache.subarray(4);
     else debug('the code cache was made of another bundle: compiling without it.');
   } catch {
     debug('no code cache: compiling the bundle without it.');
