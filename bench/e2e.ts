@@ -15,14 +15,14 @@ import { cpuMs, median, record, sleep } from './report.js';
 type Who = 'ours' | 'released';
 
 /** A busybox httpd on the host network serving `content` on `port`; it ends at once on SIGTERM. */
-function webYaml(name: string, agent: string, port: number, content: string): string {
+export function webYaml(name: string, agent: string, port: number, content: string, image = 'localhost/busybox:latest', options: string[] = []): string {
   const script = `mkdir -p /www && echo ${content} > /www/index.html && trap 'exit 0' TERM && httpd -p 127.0.0.1:${port} -h /www && while true; do sleep 1 & wait; done`;
   return `  ${name}:
     runtime: podman
     agent: ${agent}
     runtimeConfig: |
-      image: localhost/busybox:latest
-      commandOptions: ["--network=host", "--stop-timeout", "1"]
+      image: ${image}
+      commandOptions: ${JSON.stringify(['--network=host', '--stop-timeout', '1', ...options])}
       commandArgs: ["/bin/sh", "-c", ${JSON.stringify(script)}]
 `;
 }
@@ -37,7 +37,7 @@ const sleeperYaml = (name: string, agent: string) => `  ${name}:
 `;
 
 /** What `GET /` on the port answers, or undefined while nothing answers. */
-function fetchBody(port: number): Promise<string | undefined> {
+export function fetchBody(port: number): Promise<string | undefined> {
   return new Promise((resolve) => {
     const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false, timeout: 500 }, (res) => {
       let body = '';
@@ -60,7 +60,7 @@ const portOpen = (port: number) =>
   });
 
 /** Polls `condition` every `everyMs` until it holds; resolves with the ms from `since`. */
-async function after(since: number, condition: () => Promise<boolean>, everyMs = 2, timeoutMs = 120_000): Promise<number> {
+export async function after(since: number, condition: () => Promise<boolean>, everyMs = 2, timeoutMs = 120_000): Promise<number> {
   while (!(await condition())) {
     if (performance.now() - since > timeoutMs) throw new Error('timed out');
     await sleep(everyMs);
@@ -69,7 +69,8 @@ async function after(since: number, condition: () => Promise<boolean>, everyMs =
 }
 
 /** Starts `ank --no-wait …` without waiting for it (the clock runs from here). */
-const ankNoWait = (cluster: Cluster, ...args: string[]) => new Proc(spawn(`${process.env.ANKAIOS_BIN}/ank`, ['-k', '-s', cluster.url, '--no-wait', ...args]));
+export const ankNoWait = (cluster: Cluster, ...args: string[]) =>
+  new Proc(spawn(`${process.env.ANKAIOS_BIN}/ank`, ['-k', '-s', cluster.url, '--no-wait', ...args]));
 
 interface Single {
   apply: number;

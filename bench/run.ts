@@ -24,6 +24,7 @@ import { FakeRuntime } from '../spec/helpers/fake-runtime.js';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../spec/helpers/fake-server.js';
 import { workload } from '../spec/helpers/fixtures.js';
 import { benchEndToEnd } from './e2e.js';
+import { benchPulls } from './pulls.js';
 import { cpuMs, figures, median, p95, record, sleep } from './report.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, busybox, cleanup, kubePod, requirePodman, spec, uniqueAgent } from '../spec/helpers/podman.js';
 
@@ -1336,6 +1337,7 @@ if (only?.includes('soak')) await benchSoak(soakMinutes);
 if (wanted('heap')) await benchHeap(300, quick ? 600 : 1500);
 if (wanted('containerd')) await benchContainerd(quick ? 10 : 20, quick ? 20 : 60);
 if (wanted('e2e') && process.env.ANKAIOS_BIN) await benchEndToEnd(quick ? 4 : 12, 100);
+if (wanted('pulls') && process.env.ANKAIOS_BIN) await benchPulls(quick ? 1 : 3);
 writeFileSync(path.resolve('bench/results.json'), `${JSON.stringify({ machine, figures }, null, 2)}\n`);
 console.log('\nWritten to bench/results.json');
 process.exit(0);

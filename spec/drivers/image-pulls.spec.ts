@@ -1,64 +1,11 @@
 // Images pulled ahead, against a real registry (Debian's docker-registry on a loopback port, its store in a
 // temporary folder) and real Podman: an update's new image while the old instance runs, a waiting workload's
 // while it waits, and the released order with pull_ahead off.
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import { IMAGE, PodmanAgent, busybox, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { Registry, hasRegistry } from '../helpers/registry.js';
 import { until } from '../helpers/wait.js';
-
-/** A registry of our own: started, stopped and started again on the same port and store. */
-class Registry {
-  readonly folder = mkdtempSync(path.join(tmpdir(), 'ank-registry-'));
-  port = 0;
-  private process?: ChildProcess;
-
-  private get running(): boolean {
-    return this.process !== undefined && this.process.exitCode === null && this.process.signalCode === null;
-  }
-
-  async start(): Promise<void> {
-    if (this.running) return;
-    if (this.port === 0) this.port = await freePort();
-    const config = path.join(this.folder, 'config.yml');
-    writeFileSync(
-      config,
-      `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${this.folder}/store\nhttp:\n  addr: 127.0.0.1:${this.port}\n`,
-    );
-    this.process = spawn('docker-registry', ['serve', config], { stdio: 'ignore' });
-    await until(async () => (await fetch(`http://127.0.0.1:${this.port}/v2/`).catch(() => undefined))?.ok === true, 'the registry to answer');
-  }
-
-  async stop(): Promise<void> {
-    if (!this.running) return;
-    const exited = new Promise((resolve) => this.process?.once('exit', resolve));
-    this.process?.kill('SIGKILL');
-    await exited;
-  }
-
-  /** Pushes a local image as `name` and removes the local copy, so that a workload has to pull it. */
-  push(local: string, name: string): string {
-    const remote = `127.0.0.1:${this.port}/${name}`;
-    podman('push', '--quiet', '--tls-verify=false', local, remote);
-    spawnSync('podman', ['rmi', '--force', remote], { stdio: 'ignore' });
-    return remote;
-  }
-
-  remove(): void {
-    rmSync(this.folder, { recursive: true, force: true });
-  }
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A workload of `image` from the registry (no TLS on loopback), sleeping until stopped. */
 const fromRegistry = (name: string, agentName: string, image: string, more: string[] = [], dependencies: Record<string, 'Succeeded'> = {}) =>
@@ -86,17 +33,11 @@ describe('images pulled ahead (real registry, real Podman)', function () {
   const registry = new Registry();
   let big = '';
   let small = '';
-  before(async function () {
+  before(async () => {
     requirePodman();
-    if (spawnSync('sh', ['-c', 'command -v docker-registry']).status !== 0) this.skip();
+    if (!hasRegistry()) throw new Error('docker-registry is missing: run scripts/setup-registry.sh (scripts/setup-podman.sh runs it)');
     await registry.start();
-    // An image with a layer of 40 MiB, and a small one.
-    const maker = `ank-big-${process.pid}`;
-    podman('run', '--name', maker, IMAGE, 'sh', '-c', 'head -c 41943040 /dev/urandom > /blob');
-    podman('commit', '--quiet', maker, `localhost/ank-big:${process.pid}`);
-    podman('rm', maker);
-    big = registry.push(`localhost/ank-big:${process.pid}`, 'big:v1');
-    spawnSync('podman', ['rmi', '--force', `localhost/ank-big:${process.pid}`], { stdio: 'ignore' });
+    big = registry.pushBig('big:v1', 40, IMAGE);
     small = registry.push(IMAGE, 'small:v1');
   });
   after(async () => {
