@@ -3,7 +3,8 @@
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
 import { EMPTY } from 'rxjs';
 import { ContainerdRuntime, containerdEvents, listContainers } from '../lib/drivers/containerd-runtime.js';
-import { conmonExits, containerEvents, podmanRuntimes, systemdRuns } from '../lib/drivers/podman-runtime.js';
+import { conmonExits, containerEvents } from '../lib/drivers/podman-events.js';
+import { podmanRuntimes, systemdRuns } from '../lib/drivers/podman-runtime.js';
 import type { Logger } from '../lib/logger.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import { CONTAINERD, VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';

@@ -10,7 +10,7 @@ import type { ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../workload.js';
 import type { PodmanCli } from './podman-cli.js';
-import { labelledWorkloads, logArgs, quietly, tolerateMissing } from './podman-runtime.js';
+import { labelledWorkloads, logArgs, quietly, tolerateMissing } from './cli-steps.js';
 
 /** swdd~containerd-nerdctlcli-container-state-cache-all-containers~1: every container, as `nerdctl ps` shows it (one call: its Status column carries the state and exit code). */
 export const listContainers = (cli: PodmanCli, filters: readonly string[] = []): Observable<Container[]> =>

@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { conmonExits, containerEvents } from '../../lib/drivers/podman-runtime.js';
+import { conmonExits, containerEvents } from '../../lib/drivers/podman-events.js';
 import type { ContainerEvent } from '../../lib/ports.js';
 import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';

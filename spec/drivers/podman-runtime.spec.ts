@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { type KubeId, podsPlayed } from '../../lib/drivers/podman-runtime.js';
+import { type KubeId, podsPlayed } from '../../lib/drivers/podman-kube-runtime.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { fromBase64, toBase64 } from '../../lib/drivers/podman-runtime.js';
+import { fromBase64, toBase64 } from '../../lib/drivers/podman-kube-runtime.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { Container } from '../../lib/podman/container.js';
 import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/podman/container-state.js';

@@ -1,0 +1,48 @@
+// What the runtimes on a container CLI (Podman, nerdctl) share: a step run for its effect only, a step that
+// counts "already gone" as done, the workloads found by their labels, the arguments of `logs`.
+import { EMPTY, type Observable, catchError, ignoreElements, throwError } from 'rxjs';
+import type { ExecutionState } from '../execution-state.js';
+import type { LogsOptions } from '../messages.js';
+import type { Container } from '../podman/container.js';
+import type { ExistingWorkload } from '../runtime-connector.js';
+import { parseInstanceKey } from '../workload.js';
+import { PodmanError } from './podman-cli.js';
+
+/** What Podman and nerdctl say of a container or volume that is not there. */
+const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
+/** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
+export const quietly = (step: Observable<unknown>): Observable<never> =>
+  step.pipe(
+    ignoreElements(),
+    catchError(() => EMPTY),
+  );
+
+/** Runs `step`, counting "it is already gone" as done (neither CLI has a flag for it on every command). */
+export const tolerateMissing = (step: Observable<unknown>) =>
+  step.pipe(
+    ignoreElements(),
+    catchError((err: unknown) => (missing(err) ? EMPTY : throwError(() => err))),
+  );
+
+/** The workloads of `agentName` among containers found by their `agent` label: those whose `name` label is an instance of it. */
+export function labelledWorkloads(
+  containers: readonly Container[],
+  agentName: string,
+  runtime: string,
+  stateOf: (c: Container) => ExecutionState,
+): ExistingWorkload<string>[] {
+  return containers.flatMap((c) => {
+    const instanceName = parseInstanceKey(c.Labels?.name ?? '');
+    return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime, id: c.Id, state: stateOf(c) }] : [];
+  });
+}
+
+/** `--follow --since … --until … --tail …` as `podman logs` and `nerdctl logs` take them. */
+export function logArgs(o: LogsOptions): string[] {
+  return [
+    ...(o.follow ? ['--follow'] : []),
+    ...(o.since ? ['--since', o.since] : []),
+    ...(o.until ? ['--until', o.until] : []),
+    ...(o.tail !== undefined ? ['--tail', String(o.tail)] : []),
+  ];
+}

@@ -1,0 +1,85 @@
+// What tells the container cache of Podman's containers without a poll: `podman events`, and conmon's
+// exit files, which come first.
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import path from 'node:path';
+import { Observable, mergeMap } from 'rxjs';
+import { EXIT_FILE_TAKEN } from '../podman/container-view.js';
+import type { ContainerEvent } from '../ports.js';
+import type { PodmanCli } from './podman-cli.js';
+
+/**
+ * Podman's container events from one long-running `podman events` (no periodic calls): a `died` event
+ * carries the exit code. Ends when the process ends (the cache starts it again); lines that are no
+ * event are passed over.
+ */
+export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
+  return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(
+    mergeMap((line): ContainerEvent[] => {
+      try {
+        const e = JSON.parse(line) as {
+          ID?: unknown;
+          Status?: unknown;
+          ContainerExitCode?: unknown;
+          Time?: unknown;
+          Name?: unknown;
+          Attributes?: unknown;
+          PodID?: unknown;
+        };
+        if (typeof e.ID !== 'string' || typeof e.Status !== 'string') return [];
+        const at = typeof e.Time === 'string' ? Date.parse(e.Time) : Number.NaN;
+        return [
+          {
+            id: e.ID,
+            status: e.Status,
+            exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined,
+            at: Number.isFinite(at) ? at : undefined,
+            container:
+              typeof e.Name === 'string' ? { Names: [e.Name], Labels: labelsOf(e.Attributes), Pod: typeof e.PodID === 'string' ? e.PodID : '' } : undefined,
+          },
+        ];
+      } catch {
+        return [];
+      }
+    }),
+  );
+}
+
+/** An event's attributes as labels: Podman puts a container's labels there (and its image's name), strings only. */
+function labelsOf(attributes: unknown): Record<string, string> {
+  if (typeof attributes !== 'object' || attributes === null) return {};
+  return Object.fromEntries(Object.entries(attributes).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+}
+
+/** Where conmon writes a container's exit code the moment it exits (rootful Podman). */
+export const CONMON_EXIT_DIR = '/run/libpod/exits';
+
+/**
+ * The exits conmon records in its exit folder, as died events: they come as the container exits, some
+ * 100–200 ms before Podman's own `died` event (which waits for `podman container cleanup`); a file that
+ * goes is EXIT_FILE_TAKEN (Podman has taken the exit in). Nothing when the folder is not there.
+ */
+export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
+  return new Observable<ContainerEvent>((subscriber) => {
+    let watcher: FSWatcher;
+    try {
+      watcher = watch(dir, (_event, name) => {
+        if (!name || !/^[0-9a-f]{64}$/.test(name)) return;
+        let text: string;
+        try {
+          text = readFileSync(path.join(dir, name), 'utf8');
+        } catch {
+          // Gone: Podman took it (a cleanup, or a start of the container again).
+          subscriber.next({ id: name, status: EXIT_FILE_TAKEN });
+          return;
+        }
+        const code = Number(text.slice(0, 16).trim());
+        if (Number.isInteger(code)) subscriber.next({ id: name, status: 'died', exitCode: code, at: Date.now() });
+      });
+    } catch {
+      subscriber.complete();
+      return undefined;
+    }
+    watcher.on('error', () => subscriber.complete());
+    return () => watcher.close();
+  });
+}
