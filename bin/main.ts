@@ -68,7 +68,7 @@ interface Setting {
   readonly name: string;
   readonly ioFolder: string;
   /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
-  readonly runtimes: { readonly wanted?: readonly string[]; readonly health: boolean };
+  readonly runtimes: { readonly wanted?: readonly string[]; readonly health: boolean; readonly containerdScope: readonly string[] };
   readonly backoff?: CrashLoopBackoff;
   /** Images are pulled ahead: an update's before its old instance stops, a waiting workload's while it waits. */
   readonly pullAhead: boolean;
@@ -232,7 +232,19 @@ function onSignals(log: Logger, stop: () => void): void {
 
 /** Connected to an Ankaios server over gRPC. */
 function connected(flags: CommandLine, log: Logger): Setting {
-  const { name, serverUrl, runFolder, tags, runtimes: wanted, crashLoopBackoff, healthChecks, pullAhead, metrics, security: paths } = configOf(flags, log);
+  const {
+    name,
+    serverUrl,
+    runFolder,
+    tags,
+    runtimes: wanted,
+    crashLoopBackoff,
+    healthChecks,
+    pullAhead,
+    containerdScope,
+    metrics,
+    security: paths,
+  } = configOf(flags, log);
   const security = loadSecurity(paths);
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
@@ -243,7 +255,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
   return {
     name,
     ioFolder,
-    runtimes: { wanted, health: healthChecks },
+    runtimes: { wanted, health: healthChecks, containerdScope },
     backoff: crashLoopBackoff,
     pullAhead,
     metrics,
@@ -288,10 +300,10 @@ function readConfigFile(given: string | undefined, log: Logger): ConfigFile {
 function enabledRuntimes(
   log: Logger,
   cli: PodmanCli,
-  { wanted, health }: Setting['runtimes'],
+  { wanted, health, containerdScope }: Setting['runtimes'],
   observers: { trace: Trace; eventsRestarted?: () => void },
 ): Map<string, RuntimeConnector> {
-  const all = builtInRuntimes(log, cli, { health, ...observers });
+  const all = builtInRuntimes(log, cli, { health, containerdScope, ...observers });
   const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
   for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
   return new Map(enabled.map((name) => [name, all.get(name)!]));
@@ -308,6 +320,7 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
     crashLoopBackoff,
     healthChecks,
     pullAhead,
+    containerdScope,
     metrics,
   } = resolveStandaloneConfig(flags, process.env, readConfigFile(flags.agentConfig, log), () => agentOf(initial.desired));
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
@@ -324,7 +337,7 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
   return {
     name,
     ioFolder,
-    runtimes: { wanted, health: healthChecks },
+    runtimes: { wanted, health: healthChecks, containerdScope },
     backoff: crashLoopBackoff,
     pullAhead,
     metrics,

@@ -2,10 +2,11 @@
 // that run it on real parts.
 import { PodmanCli } from '../lib/drivers/podman-cli.js';
 import { EMPTY } from 'rxjs';
-import { ContainerdRuntime, containerdEvents, listContainers } from '../lib/drivers/containerd-runtime.js';
+import { ContainerdRuntime, type Scope, containerdEvents, listContainers } from '../lib/drivers/containerd-runtime.js';
 import { conmonExits, containerEvents } from '../lib/drivers/podman-events.js';
 import { podmanRuntimes, systemdRuns } from '../lib/drivers/podman-runtime.js';
 import type { Logger } from '../lib/logger.js';
+import type { WatchState } from '../lib/ports.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import { CONTAINERD, VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
 import { stateChecker } from '../streams/state-checker.js';
@@ -29,6 +30,7 @@ export function builtInRuntimes(
     trace = noTrace,
     eventsRestarted,
     nerdctl = new PodmanCli({ log, binary: 'nerdctl' }),
+    containerdScope = [],
   }: {
     events?: boolean;
     verifyMs?: number;
@@ -37,6 +39,8 @@ export function builtInRuntimes(
     trace?: Trace;
     eventsRestarted?: () => void;
     nerdctl?: PodmanCli;
+    /** nerdctl's general options for every containerd workload (the agent config's `containerd` namespace and address). */
+    containerdScope?: Scope;
   } = {},
 ): Map<string, RuntimeConnector> {
   const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, {
@@ -46,13 +50,30 @@ export function builtInRuntimes(
     trace,
     eventsRestarted,
   });
-  const containerd = containerCache(() => listContainers(nerdctl), events ? containerdEvents(nerdctl) : undefined, {
-    verifyMs,
-    log,
-    trace,
-    engine: CONTAINERD,
-  });
+  // One containerd cache a scope (namespace, address), made when a workload first needs it; an idle one costs
+  // nothing (it follows containerd only while watched). Past MAX_SCOPES the oldest is forgotten.
+  const containerdCaches = new Map<string, WatchState>();
+  const watchIn = (scope: Scope): WatchState => {
+    const key = scope.join('\0');
+    let watch = containerdCaches.get(key);
+    if (!watch) {
+      if (containerdCaches.size >= MAX_SCOPES) containerdCaches.delete(containerdCaches.keys().next().value!);
+      watch = stateChecker(
+        containerCache(() => listContainers(nerdctl, [], scope), events ? containerdEvents(nerdctl, scope) : undefined, {
+          verifyMs,
+          log,
+          trace,
+          engine: CONTAINERD,
+        }),
+      );
+      containerdCaches.set(key, watch);
+    }
+    return watch;
+  };
   const runtimes = podmanRuntimes(cli, stateChecker(cache), log, { health, podmanTimers });
-  runtimes.set('containerd', new ContainerdRuntime(nerdctl, stateChecker(containerd)));
+  runtimes.set('containerd', new ContainerdRuntime(nerdctl, watchIn, containerdScope));
   return runtimes;
 }
+
+/** How many containerd scopes (namespace and address pairs) have a cache at once. */
+const MAX_SCOPES = 64;

@@ -39,6 +39,8 @@ export interface RunConfig {
    * waits (`pull_ahead = false`: the released agent's order, the image pulled by the create).
    */
   readonly pullAhead: boolean;
+  /** nerdctl's general options for every containerd workload, from `containerd = { namespace, address }`. */
+  readonly containerdScope: readonly string[];
   /** Where the metrics endpoint listens, if it is wanted. */
   readonly metrics?: string;
 }
@@ -78,6 +80,8 @@ export interface ConfigFile {
   readonly crash_loop_backoff?: Readonly<Record<string, number>>;
   readonly health_checks?: boolean;
   readonly pull_ahead?: boolean;
+  /** nerdctl's namespace and address for every containerd workload (a workload's own generalOptions win). */
+  readonly containerd?: Readonly<Record<string, string>>;
   readonly metrics?: string;
 }
 
@@ -99,8 +103,12 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   crash_loop_backoff: 'a table of seconds',
   health_checks: 'boolean',
   pull_ahead: 'boolean',
+  containerd: 'a table of strings',
   metrics: 'string',
 };
+
+/** The keys of `containerd`, as nerdctl's general options. */
+const CONTAINERD_KEYS = { namespace: '--namespace', address: '--address' } as const;
 
 /** The keys of `crash_loop_backoff`, in seconds. */
 const BACKOFF_KEYS = { first_delay: 'firstDelayMs', max_delay: 'maxDelayMs', reset_after: 'resetAfterMs' } as const;
@@ -146,6 +154,10 @@ export function parseConfigFile(text: string, where: string, warn: (message: str
   }
   if (doc.version !== 'v1') {
     throw new ConfigError(`The agent config '${where}' must say version = 'v1'${doc.version === undefined ? '' : `, not '${String(doc.version)}'`}.`);
+  }
+  const containerd = Object.keys((doc.containerd as Record<string, string> | undefined) ?? {}).filter((key) => !(key in CONTAINERD_KEYS));
+  if (containerd.length > 0) {
+    throw new ConfigError(`The key 'containerd' in the agent config '${where}' takes ${Object.keys(CONTAINERD_KEYS).join(' and ')}, not '${containerd[0]}'.`);
   }
   for (const item of ['ca_pem', 'crt_pem', 'key_pem'] as const) {
     if (doc[item] !== undefined && doc[`${item}_content`] !== undefined) {
@@ -222,6 +234,7 @@ function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<
     crashLoopBackoff,
     healthChecks: file.health_checks ?? true,
     pullAhead: file.pull_ahead ?? true,
+    containerdScope: Object.entries(file.containerd ?? {}).flatMap(([key, value]) => [CONTAINERD_KEYS[key as keyof typeof CONTAINERD_KEYS], value]),
     metrics,
   };
 }

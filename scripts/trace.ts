@@ -84,6 +84,10 @@ const OWN: Requirement[] = [
     'rx~pull-ahead~1',
     "An update's new image is pulled while the old instance runs and is watched; a pull that fails is retried with the create back-off and never stops the old one; pull_ahead = false gives the released order",
   ],
+  [
+    'rx~containerd-scope~1',
+    "A containerd workload's generalOptions (namespace, address), after the agent config's `containerd`, go with every nerdctl call for it; its state is watched, and it is found again, in its namespace",
+  ],
   ['rx~pull-ahead-waiting~1', 'A workload waiting on its dependencies has its image pulled meanwhile; its create waits for a pull still under way'],
   [
     'rx~pull-ahead-registry~1',

@@ -1,6 +1,6 @@
 // The `containerd` runtime connector (the released agent's third runtime), on the nerdctl CLI and a
 // container-state cache of its own, kept by containerd's events (`nerdctl events`) and verified by `nerdctl ps`.
-import { type Observable, catchError, concat, defer, ignoreElements, map, mergeMap, throwError } from 'rxjs';
+import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreElements, map, mergeMap, of, switchMap, throwError } from 'rxjs';
 import { containerdReading, containerdState, parseContainers, parseEvent } from '../containerd/nerdctl.js';
 import type { ExecutionState } from '../execution-state.js';
 import type { LogsOptions } from '../messages.js';
@@ -12,13 +12,20 @@ import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../wo
 import type { PodmanCli } from './podman-cli.js';
 import { labelledWorkloads, logArgs, quietly, tolerateMissing } from './cli-steps.js';
 
-/** swdd~containerd-nerdctlcli-container-state-cache-all-containers~1: every container, as `nerdctl ps` shows it (one call: its Status column carries the state and exit code). */
-export const listContainers = (cli: PodmanCli, filters: readonly string[] = []): Observable<Container[]> =>
-  cli.run(['ps', '--all', '--no-trunc', '--format', 'json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseContainers));
+/**
+ * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the
+ * agent config's, then the workload's own `generalOptions` (the later of a flag given twice wins). Every
+ * nerdctl call for a workload carries its scope.
+ */
+export type Scope = readonly string[];
 
-/** containerd's events of containers and their tasks, as the container cache takes them. */
-export const containerdEvents = (cli: PodmanCli): Observable<ContainerEvent> =>
-  cli.lines(['events', '--format', '{{json .}}']).pipe(
+/** swdd~containerd-nerdctlcli-container-state-cache-all-containers~1: every container of a scope, as `nerdctl ps` shows it (one call: its Status column carries the state and exit code). */
+export const listContainers = (cli: PodmanCli, filters: readonly string[] = [], scope: Scope = []): Observable<Container[]> =>
+  cli.run([...scope, 'ps', '--all', '--no-trunc', '--format', 'json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseContainers));
+
+/** containerd's events of containers and their tasks in a scope, as the container cache takes them. */
+export const containerdEvents = (cli: PodmanCli, scope: Scope = []): Observable<ContainerEvent> =>
+  cli.lines([...scope, 'events', '--format', '{{json .}}']).pipe(
     mergeMap((line) => {
       const event = parseEvent(line);
       return event ? [event] : [];
@@ -29,17 +36,27 @@ export const containerdEvents = (cli: PodmanCli): Observable<ContainerEvent> =>
 export class ContainerdRuntime implements RuntimeConnector<string> {
   /** swdd~containerd-name-returns-containerd~1 */
   readonly name = 'containerd';
+  /** The scope of each container the agent created or found, for the calls that know only its id. */
+  private readonly scopes = new Map<string, Scope>();
 
-  /** `cli` runs nerdctl; `watch` reads the containerd cache. */
+  /** `cli` runs nerdctl; `watchIn` reads the containerd cache of a scope; `defaults`: the agent config's scope. */
   constructor(
     private readonly cli: PodmanCli,
-    private readonly watch: WatchState,
+    private readonly watchIn: (scope: Scope) => WatchState,
+    private readonly defaults: Scope = [],
   ) {}
 
-  /** swdd~containerd-list-of-existing-workloads-uses-labels~1 */
+  private scopeOf(spec: WorkloadSpec): Scope {
+    return [...this.defaults, ...parsePodmanConfig(spec.runtimeConfig).generalOptions];
+  }
+
+  /**
+   * swdd~containerd-list-of-existing-workloads-uses-labels~1: in every namespace (the released agent looks in
+   * the default one only, and loses the others' workloads).
+   */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
-    return listContainers(this.cli, [`label=agent=${agentName}`]).pipe(
-      map((containers) => labelledWorkloads(containers, agentName, this.name, containerdState)),
+    return this.everywhere([`label=agent=${agentName}`]).pipe(
+      map((found) => found.flatMap(({ scope, containers }) => this.noted(scope, labelledWorkloads(containers, agentName, this.name, containerdState)))),
     );
   }
 
@@ -47,20 +64,25 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
    * swdd~containerd-create-workload-runs-workload~1, swdd~containerd-create-workload-returns-workload-id~1,
    * swdd~containerd-create-workload-creates-labels~1, swdd~containerd-create-workload-sets-optionally-container-name~1,
    * swdd~containerd-create-workload-mounts-fifo-files~1, swdd~containerd-create-mounts-workload-files~1,
-   * swdd~containerd-create-workload-deletes-failed-container~1: `nerdctl [generalOptions] run --detach --name
+   * swdd~containerd-create-workload-deletes-failed-container~1: `nerdctl [scope] run --detach --name
    * <instance> [commandOptions] [mounts] --label=name=… --label=agent=… <image> [commandArgs]`, as podman's.
    */
   createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {
     return defer(() => {
       const config = parsePodmanConfig(spec.runtimeConfig);
+      const scope = this.scopeOf(spec);
       const key = instanceKey(spec.instanceName);
       const container = nameOption(config.commandOptions) ?? key;
-      return this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options)).pipe(
-        map((stdout) => stdout.trim().split('\n').at(-1)!),
+      return this.cli.run(podmanRunArgs({ ...config, generalOptions: scope }, key, spec.instanceName.agentName, options)).pipe(
+        map((stdout) => {
+          const id = stdout.trim().split('\n').at(-1)!;
+          this.scopes.set(id, scope);
+          return id;
+        }),
         // What a failed create left goes, so that the retry starts clean.
         catchError((err: unknown) =>
           concat(
-            quietly(this.remove(container)),
+            quietly(this.remove(container, scope)),
             throwError(() => err),
           ),
         ),
@@ -70,39 +92,79 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
 
   /** swdd~containerd-get-workload-id-uses-label~1 */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined> {
-    return listContainers(this.cli, [`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.Id));
+    return this.everywhere([`label=name=${instanceKey(instanceName)}`]).pipe(
+      map(
+        (found) =>
+          found.flatMap(({ scope, containers }) =>
+            this.noted(
+              scope,
+              containers.map((c) => ({ id: c.Id })),
+            ),
+          )[0]?.id,
+      ),
+    );
   }
 
   /**
    * swdd~containerd-start-checker-starts-containerd-state-checker~1, swdd~containerd-state-getter-uses-nerdctlcli~1,
-   * swdd~containerd-nerdctlcli-uses-container-state-cache~1
+   * swdd~containerd-nerdctlcli-uses-container-state-cache~1: the cache of the workload's scope.
    */
-  checkState(id: string): Observable<ExecutionState> {
-    return this.watch(containerdReading(id), [id]);
+  checkState(id: string, spec: WorkloadSpec): Observable<ExecutionState> {
+    return defer(() => this.watchIn(this.scopeOf(spec))(containerdReading(id), [id]));
   }
 
   /** swdd~containerd-create-workload-starts-existing-workload~1: the same container runs again. */
   startAgain(id: string, spec: WorkloadSpec): Observable<void> {
-    return defer(() => this.cli.run([...parsePodmanConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(ignoreElements());
+    return defer(() => this.cli.run([...this.scopeOf(spec), 'start', id])).pipe(ignoreElements());
   }
 
-  /** A delete when the container id is not known: whatever carries the instance's name label or name goes. */
+  /** A delete when the container id is not known: whatever carries the instance's name label (in any namespace) or its name goes. */
   deleteByName(instanceName: WorkloadInstanceName): Observable<void> {
     const key = instanceKey(instanceName);
-    return concat(listContainers(this.cli, [`label=name=${key}`]).pipe(mergeMap((cs) => concat(...cs.map((c) => this.remove(c.Id))))), this.remove(key));
+    return concat(
+      this.everywhere([`label=name=${key}`]).pipe(
+        mergeMap((found) => concat(...found.flatMap(({ scope, containers }) => containers.map((c) => this.remove(c.Id, scope))))),
+      ),
+      this.remove(key, this.defaults),
+    );
   }
 
   /** swdd~containerd-delete-workload-stops-and-removes-workload~1, swdd~containerd-nerdctlcli-removes-workloads-by-id~1 */
   deleteWorkload(id: string): Observable<void> {
-    return this.remove(id);
+    return defer(() => this.remove(id, this.scopes.get(id) ?? this.defaults)).pipe(finalize(() => this.scopes.delete(id)));
   }
 
-  private remove(container: string): Observable<never> {
-    return concat(tolerateMissing(this.cli.run(['stop', container])), tolerateMissing(this.cli.run(['rm', '--force', container])));
+  private remove(container: string, scope: Scope): Observable<never> {
+    return concat(tolerateMissing(this.cli.run([...scope, 'stop', container])), tolerateMissing(this.cli.run([...scope, 'rm', '--force', container])));
   }
 
   /** swdd~containerd-log-fetching-collects-logs~1 */
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
-    return this.cli.lines(['logs', ...logArgs(options), id], paused$);
+    return defer(() => this.cli.lines([...(this.scopes.get(id) ?? this.defaults), 'logs', ...logArgs(options), id], paused$));
+  }
+
+  /** Remembers the scope the listed containers were found in; passes them on. */
+  private noted<T extends { id: string }>(scope: Scope, found: T[]): T[] {
+    for (const f of found) this.scopes.set(f.id, scope);
+    return found;
+  }
+
+  /** Containers that pass `filters` in every namespace nerdctl knows (the default scope's alone when it cannot list them). */
+  private everywhere(filters: readonly string[]): Observable<Array<{ scope: Scope; containers: Container[] }>> {
+    const inScope = (scope: Scope) => listContainers(this.cli, filters, scope).pipe(map((containers) => ({ scope, containers })));
+    return this.cli.run([...this.defaults, 'namespace', 'ls', '--quiet'], undefined, 'query').pipe(
+      map((out) =>
+        out
+          .split('\n')
+          .map((line) => line.trim())
+          .filter((ns) => /^[A-Za-z0-9][A-Za-z0-9._-]{0,75}$/.test(ns)),
+      ),
+      catchError(() => of([] as string[])),
+      switchMap((namespaces) =>
+        namespaces.length === 0
+          ? inScope(this.defaults).pipe(map((one) => [one]))
+          : forkJoin(namespaces.map((ns) => inScope([...this.defaults, '--namespace', ns]))),
+      ),
+    );
   }
 }

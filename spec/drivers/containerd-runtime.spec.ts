@@ -176,4 +176,39 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     const polling = newAgent(uniqueAgent('ctrdpoll'), undefined, { events: false });
     expect(await exitAfterKill(polling), 'ms, polling').to.be.within(0, 2500);
   });
+
+  // rx~containerd-scope~1
+  it('a workload in another namespace (its generalOptions) is run, watched, found after an agent restart and deleted there', async () => {
+    const ns = `ank-spec-${process.pid}`;
+    const inNs = (...args: string[]) => nerdctl('--namespace', ns, ...args);
+    execFileSync('sh', ['-c', `podman save ${IMAGE} | nerdctl --namespace ${ns} load`], { stdio: 'ignore' });
+    try {
+      const config = (script: string) =>
+        `image: ${IMAGE}\ngeneralOptions: ["--namespace", "${ns}"]\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(script)}]\n`;
+      const exits = spec('exits', agent.agentName, 'containerd', config('sleep 2; exit 4'));
+      const stays = spec('stays', agent.agentName, 'containerd', config(SLEEP_UNTIL_STOPPED));
+      agent.send({ kind: 'serverHello', added: [exits, stays] });
+      // Its exit is seen in its namespace (the released agent's cache watches the default one only: Lost).
+      await agent.waitFor('exits', /^Failed\(ExecFailed\): Exit code: '4'$/, 15_000);
+      await agent.waitFor('stays', /^Running\(Ok\)$/);
+      const container = inNs('ps', '--quiet', '--no-trunc', `--filter=label=name=${instanceKey(stays.instanceName)}`);
+      expect(container).to.match(/^[0-9a-f]{64}$/);
+      // The agent ends and starts again: the workload is found in its namespace, not created again.
+      const name = agent.agentName;
+      agent.end();
+      const again = newAgent(name);
+      again.send({ kind: 'serverHello', added: [stays] });
+      await again.waitFor('stays', /^Running\(Ok\)$/);
+      expect(inNs('ps', '--quiet', '--no-trunc', `--filter=label=agent=${name}`)).to.equal(container);
+      again.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: stays.instanceName, dependencies: {} }] });
+      await again.waitFor('stays', /^Removed$/);
+      expect(inNs('ps', '--all', '--quiet', `--filter=label=name=${instanceKey(stays.instanceName)}`)).to.equal('');
+    } finally {
+      execFileSync(
+        'sh',
+        ['-c', `ids=$(nerdctl -n ${ns} ps -aq); [ -z "$ids" ] || nerdctl -n ${ns} rm -f $ids; nerdctl -n ${ns} rmi -f ${IMAGE}; nerdctl namespace rm ${ns}`],
+        { stdio: 'ignore' },
+      );
+    }
+  });
 });

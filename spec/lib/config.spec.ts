@@ -29,3 +29,26 @@ describe('the agent config: crash-loop back-off', () => {
     }
   });
 });
+
+describe('the agent config: containerd and pull_ahead', () => {
+  // rx~containerd-scope~1
+  it('containerd = { namespace, address } becomes nerdctl general options for every containerd workload; other keys are refused', () => {
+    expect(resolved(`containerd = { namespace = 'cars', address = '/run/k3s/containerd.sock' }`).containerdScope).to.deep.equal([
+      '--namespace',
+      'cars',
+      '--address',
+      '/run/k3s/containerd.sock',
+    ]);
+    expect(resolved('').containerdScope).to.deep.equal([]);
+    expect(() => resolved(`containerd = { snapshotter = 'zfs' }`)).to.throw(
+      ConfigError,
+      "The key 'containerd' in the agent config 'test.toml' takes namespace and address, not 'snapshotter'.",
+    );
+  });
+
+  // rx~pull-ahead~1
+  it('pulls ahead unless pull_ahead = false', () => {
+    expect(resolved('').pullAhead).to.equal(true);
+    expect(resolved('pull_ahead = false').pullAhead).to.equal(false);
+  });
+});
