@@ -8,7 +8,7 @@ import type { ExistingWorkload, RuntimeConnector } from '../lib/runtime-connecto
 import type { DeletedWorkload, WorkloadSpec } from '../lib/workload.js';
 import { instanceNameProblem, sameInstance } from '../lib/workload.js';
 import type { WorkloadOperation } from '../lib/workload-operation.js';
-import type { WorkloadCommand } from './control-workload.js';
+import type { WorkloadCommand } from '../lib/workload-loop.js';
 
 export interface AddressedCommand {
   readonly workloadName: string;
