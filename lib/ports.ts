@@ -3,8 +3,18 @@
 import type { Observable } from 'rxjs';
 import type { ExecutionState } from './execution-state.js';
 import type { WorkloadState } from './messages.js';
-import type { Container } from './podman/container.js';
 import type { ControlInterfaceAccess } from './workload.js';
+
+/** A container as a runtime's CLI lists it (a row of `podman ps --format=json`; nerdctl's rows are read into it). */
+export interface Container {
+  readonly Id: string;
+  readonly Names?: readonly string[];
+  readonly State?: string;
+  readonly ExitCode?: number;
+  readonly Labels?: Readonly<Record<string, string>> | null;
+  readonly Pod?: string;
+  readonly IsInfra?: boolean;
+}
 
 /** One look at all containers of the runtime. */
 export interface Snapshot {

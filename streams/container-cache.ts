@@ -30,9 +30,8 @@ import {
   timer,
 } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
-import type { Container } from '../lib/podman/container.js';
 import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../lib/podman/container-view.js';
-import type { ContainerCache, ContainerEvent, Snapshot } from '../lib/ports.js';
+import type { Container, ContainerCache, ContainerEvent, Snapshot } from '../lib/ports.js';
 import { type Trace, noTrace } from './trace.js';
 
 /** swdd~podmancli-container-state-cache-refresh~1: the refresh while no event stream keeps the cache current. */

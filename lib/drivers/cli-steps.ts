@@ -1,9 +1,9 @@
 // What the runtimes on a container CLI (Podman, nerdctl) share: a step run for its effect only, a step that
 // counts "already gone" as done, the workloads found by their labels, the arguments of `logs`.
+import type { Container } from '../ports.js';
 import { EMPTY, type Observable, catchError, ignoreElements, throwError } from 'rxjs';
 import type { ExecutionState } from '../execution-state.js';
 import type { LogsOptions } from '../messages.js';
-import type { Container } from '../podman/container.js';
 import type { ExistingWorkload } from '../runtime-connector.js';
 import { parseInstanceKey } from '../workload.js';
 import { PodmanError } from './podman-cli.js';

@@ -4,9 +4,8 @@ import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreE
 import { containerdReading, containerdState, parseContainers, parseEvent } from '../containerd/nerdctl.js';
 import type { ExecutionState } from '../execution-state.js';
 import type { LogsOptions } from '../messages.js';
-import type { Container } from '../podman/container.js';
 import { nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
-import type { ContainerEvent, WatchState } from '../ports.js';
+import type { Container, ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../workload.js';
 import type { PodmanCli } from './podman-cli.js';

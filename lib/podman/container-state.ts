@@ -1,7 +1,6 @@
 // From Podman's container states to execution states (swdd~podman-state-getter-maps-state~3).
 import { ExecutionState } from '../execution-state.js';
-import type { StateReading } from '../ports.js';
-import type { Container } from './container.js';
+import type { Container, StateReading } from '../ports.js';
 
 const exited = (c: Container): ExecutionState => ((c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`));
 

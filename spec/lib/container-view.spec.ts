@@ -1,5 +1,5 @@
+import type { Container } from '../../lib/ports.js';
 import { expect } from 'chai';
-import type { Container } from '../../lib/podman/container.js';
 import { type ContainerView, EMPTY_VIEW, EXIT_FILE_TAKEN, type ViewInput, changesBetween, stepView } from '../../lib/podman/container-view.js';
 
 const running = (Id: string): Container => ({ Id, State: 'running' });

@@ -1,7 +1,7 @@
+import type { Container } from '../../lib/ports.js';
 import { expect } from 'chai';
 import { fromBase64, toBase64 } from '../../lib/drivers/podman-kube-runtime.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
-import type { Container } from '../../lib/podman/container.js';
 import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
 import {

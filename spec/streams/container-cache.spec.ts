@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { type Observable, type Subscription, defer, finalize, throwError } from 'rxjs';
-import type { Container } from '../../lib/podman/container.js';
-import type { ContainerEvent, Snapshot } from '../../lib/ports.js';
+import type { Container, ContainerEvent, Snapshot } from '../../lib/ports.js';
 import { CONTAINERD, containerCache } from '../../streams/container-cache.js';
 import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
