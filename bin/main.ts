@@ -28,6 +28,7 @@ import {
   ConfigError,
   type ConfigFile,
   DEFAULT_CONFIG_PATH,
+  type RunConfig,
   defaultRunFolder,
   parseConfigFile,
   resolveConfig,
@@ -232,19 +233,8 @@ function onSignals(log: Logger, stop: () => void): void {
 
 /** Connected to an Ankaios server over gRPC. */
 function connected(flags: CommandLine, log: Logger): Setting {
-  const {
-    name,
-    serverUrl,
-    runFolder,
-    tags,
-    runtimes: wanted,
-    crashLoopBackoff,
-    healthChecks,
-    pullAhead,
-    containerdScope,
-    metrics,
-    security: paths,
-  } = configOf(flags, log);
+  const config = configOf(flags, log);
+  const { name, serverUrl, runFolder, tags, security: paths } = config;
   const security = loadSecurity(paths);
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
@@ -255,10 +245,7 @@ function connected(flags: CommandLine, log: Logger): Setting {
   return {
     name,
     ioFolder,
-    runtimes: { wanted, health: healthChecks, containerdScope },
-    backoff: crashLoopBackoff,
-    pullAhead,
-    metrics,
+    ...workloadSettings(config),
     sampleMachine,
     serverFull$,
     link: (toServer$) => serverLink(connect, toServer$, { agentName: name, log, stop$, tags }),
@@ -270,6 +257,14 @@ function connected(flags: CommandLine, log: Logger): Setting {
     },
   };
 }
+
+/** What both modes take alike from the config: the runtimes, the back-off, the pull ahead, the metrics. */
+const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 'pullAhead' | 'metrics'> => ({
+  runtimes: { wanted: c.runtimes, health: c.healthChecks, containerdScope: c.containerdScope },
+  backoff: c.crashLoopBackoff,
+  pullAhead: c.pullAhead,
+  metrics: c.metrics,
+});
 
 /** The agent's config: its flags over the environment over the config file. */
 function configOf(flags: CommandLine, log: Logger): AgentConfig {
@@ -313,16 +308,8 @@ function enabledRuntimes(
 function standalone(flags: CommandLine, manifestFile: string, log: Logger): Setting {
   const initial = readManifest(manifestFile, log);
   if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
-  const {
-    name,
-    runFolder,
-    runtimes: wanted,
-    crashLoopBackoff,
-    healthChecks,
-    pullAhead,
-    containerdScope,
-    metrics,
-  } = resolveStandaloneConfig(flags, process.env, readConfigFile(flags.agentConfig, log), () => agentOf(initial.desired));
+  const config = resolveStandaloneConfig(flags, process.env, readConfigFile(flags.agentConfig, log), () => agentOf(initial.desired));
+  const { name, runFolder } = config;
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
   const stop$ = new Subject<void>();
   const view = statusView(name, process.stdout, log);
@@ -337,10 +324,7 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
   return {
     name,
     ioFolder,
-    runtimes: { wanted, health: healthChecks, containerdScope },
-    backoff: crashLoopBackoff,
-    pullAhead,
-    metrics,
+    ...workloadSettings(config),
     link: (toServer$) =>
       localServer(manifests$, toServer$, {
         agentName: name,

@@ -50,9 +50,9 @@ describe('images pulled ahead (real registry, real Podman)', function () {
     spawnSync('podman', ['rmi', '--force', big, small], { stdio: 'ignore' });
   });
 
-  // rx~pull-ahead~1
-  it('an update whose new image must be pulled keeps the old instance running until the image is there', async () => {
-    agent = new PodmanAgent(uniqueAgent('pull'), undefined, undefined, { pullAhead: true });
+  /** A running busybox workload updated to the big image of the registry; resolves once the new one runs. */
+  async function updateToPulledImage(pullAhead: boolean) {
+    agent = new PodmanAgent(uniqueAgent(pullAhead ? 'pull' : 'nopull'), undefined, undefined, { pullAhead });
     const old = busybox('web', agent.agentName, { script: "trap 'exit 0' TERM; sleep 3600 & wait" });
     agent.send({ kind: 'serverHello', added: [old] });
     await agent.waitFor('web', /^Running\(Ok\)$/);
@@ -64,8 +64,12 @@ describe('images pulled ahead (real registry, real Podman)', function () {
       'the new one to run',
       60_000,
     );
-    const [pulled] = eventTimes(since, 'pull', 'big:v1');
-    const [died] = eventTimes(since, 'died', old.instanceName.id);
+    return { pulled: eventTimes(since, 'pull', 'big:v1')[0], died: eventTimes(since, 'died', old.instanceName.id)[0] };
+  }
+
+  // rx~pull-ahead~1
+  it('an update whose new image must be pulled keeps the old instance running until the image is there', async () => {
+    const { pulled, died } = await updateToPulledImage(true);
     expect(pulled, 'the pull').to.be.a('number');
     expect(pulled, 'the image was there before the old one stopped').to.be.below(died);
     expect(
@@ -76,19 +80,8 @@ describe('images pulled ahead (real registry, real Podman)', function () {
 
   // rx~pull-ahead~1
   it('with pull_ahead off the old instance stops first and the create pulls, as the released agent does', async () => {
-    agent = new PodmanAgent(uniqueAgent('nopull'), undefined, undefined, { pullAhead: false });
-    const old = busybox('web', agent.agentName, { script: "trap 'exit 0' TERM; sleep 3600 & wait" });
-    agent.send({ kind: 'serverHello', added: [old] });
-    await agent.waitFor('web', /^Running\(Ok\)$/);
-    const since = Date.now();
-    const next = fromRegistry('web', agent.agentName, big);
-    agent.send({ kind: 'updateWorkload', added: [next], deleted: [{ instanceName: old.instanceName, dependencies: {} }] });
-    await until(
-      () => agent.states.some((s) => s.instanceName.id === next.instanceName.id && s.executionState.state === 'Running'),
-      'the new one to run',
-      60_000,
-    );
-    expect(eventTimes(since, 'pull', 'big:v1')[0]).to.be.above(eventTimes(since, 'died', old.instanceName.id)[0]);
+    const { pulled, died } = await updateToPulledImage(false);
+    expect(pulled).to.be.above(died);
   });
 
   // rx~pull-ahead~1
