@@ -88,6 +88,7 @@ const OWN: Requirement[] = [
     'rx~containerd-scope~1',
     "A containerd workload's generalOptions (namespace, address), after the agent config's `containerd`, go with every nerdctl call for it; its state is watched, and it is found again, in its namespace",
   ],
+  ['rx~containerd-health-flags~1', 'A containerd workload that gives health flags (nerdctl has none) is Pending(StartingFailed) naming the flag, not retried'],
   ['rx~pull-ahead-waiting~1', 'A workload waiting on its dependencies has its image pulled meanwhile; its create waits for a pull still under way'],
   [
     'rx~pull-ahead-registry~1',

@@ -4,7 +4,7 @@ import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreE
 import { containerdReading, containerdState, parseContainers, parseEvent } from '../containerd/nerdctl.js';
 import type { ExecutionState } from '../execution-state.js';
 import type { LogsOptions } from '../messages.js';
-import { nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
+import { RuntimeConfigError, nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
 import type { Container, ContainerEvent, WatchState } from '../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../workload.js';
@@ -69,6 +69,9 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {
     return defer(() => {
       const config = parsePodmanConfig(spec.runtimeConfig);
+      // nerdctl (2.0) has no health checks: its run refuses the flags, so the create could never succeed.
+      const health = config.commandOptions.find((o) => /^--(health-|no-healthcheck)/.test(o));
+      if (health) throw new RuntimeConfigError(`nerdctl runs no health checks: '${health.split('=')[0]}' is not one of its run options.`);
       const scope = this.scopeOf(spec);
       const key = instanceKey(spec.instanceName);
       const container = nameOption(config.commandOptions) ?? key;

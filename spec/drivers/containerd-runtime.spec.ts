@@ -13,6 +13,7 @@ import { silentLogger } from '../../lib/logger.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { instanceKey } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { until } from '../helpers/wait.js';
 
 const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -210,5 +211,44 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
         { stdio: 'ignore' },
       );
     }
+  });
+
+  // swdd~agent-executes-update-workload-operation~1
+  it('an update replaces the container with one of the new config', async () => {
+    const v1 = onContainerd('app', agent.agentName, "trap 'exit 0' TERM; sleep 3600 & wait");
+    const v2 = onContainerd('app', agent.agentName, "trap 'exit 0' TERM; sleep 3601 & wait");
+    agent.send({ kind: 'serverHello', added: [v1] });
+    await agent.waitFor('app', /^Running\(Ok\)$/);
+    agent.send({ kind: 'updateWorkload', added: [v2], deleted: [{ instanceName: v1.instanceName, dependencies: {} }] });
+    await agent.waitFor('app', /^Removed$/);
+    await until(() => agent.states.some((s) => s.instanceName.id === v2.instanceName.id && s.executionState.state === 'Running'), 'the new one to run');
+    expect(nerdctl('ps', '--all', '--format', '{{.Names}}', `--filter=label=agent=${agent.agentName}`)).to.equal(instanceKey(v2.instanceName));
+  });
+
+  // rx~containerd-health-flags~1
+  it('health flags, which nerdctl has not, are Pending(StartingFailed) naming the flag, not retried', async () => {
+    const checked = onContainerd('checked', agent.agentName, SLEEP_UNTIL_STOPPED, { options: ['--health-cmd=true', '--health-interval=1s'] });
+    agent.send({ kind: 'serverHello', added: [checked] });
+    await agent.waitFor('checked', /^Pending\(StartingFailed\)/);
+    expect(agent.history('checked').at(-1)).to.equal("Pending(StartingFailed): nerdctl runs no health checks: '--health-cmd' is not one of its run options.");
+    expect(containersOf(agent.agentName)).to.deep.equal([]);
+  });
+
+  // swdd~containerd-container-state-cache-refresh~1
+  it('when `nerdctl events` is killed, the next exit is still reported and the stream comes back', async () => {
+    // The agent's `nerdctl events`: a child of this process.
+    const ours = () =>
+      execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' })
+        .split('\n')
+        .filter((line) => line.includes('nerdctl events'))
+        .map((line) => line.trim().split(' ')[0]);
+    const w = onContainerd('late', agent.agentName, 'sleep 3; exit 5');
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('late', /^Running\(Ok\)$/);
+    await until(() => ours().length === 1, 'the event stream');
+    const [first] = ours();
+    execFileSync('kill', ['-9', first]);
+    await agent.waitFor('late', /^Failed\(ExecFailed\): Exit code: '5'$/, 15_000);
+    await until(() => ours().length === 1 && ours()[0] !== first, 'the event stream to come back', 15_000);
   });
 });
