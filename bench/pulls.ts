@@ -3,6 +3,7 @@
 // must be pulled (the last answer of the old → the first of the new), beside ours with the image present; and a
 // chain of three workloads, each waiting on the one before and each with an image to pull: apply → the last runs.
 import { spawnSync } from 'node:child_process';
+import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Cluster, Proc, manifest } from '../spec/ankaios/released.js';
 import { BIN } from '../spec/helpers/end-to-end.js';
@@ -42,8 +43,9 @@ async function updateDowntime(cluster: Cluster, agent: string, port: number, ima
   return gap;
 }
 
-async function chain(cluster: Cluster, agent: string, images: readonly string[]): Promise<number> {
-  removeImages(...images);
+/** `others`: the same images under other names (through another port), removed too, so that no layer is there. */
+async function chain(cluster: Cluster, agent: string, images: readonly string[], others: readonly string[] = []): Promise<number> {
+  removeImages(...images, ...others);
   const link = (i: number) => `  c${i}:
     runtime: podman
     agent: ${agent}
@@ -61,6 +63,38 @@ ${i > 0 ? `    dependencies:\n      c${i - 1}: ADD_COND_RUNNING\n` : ''}    runt
   return took;
 }
 
+/** Bytes a second each connection through the slow link may carry (a high-latency link bounds each TCP flow so). */
+const SLOW_LINK_BYTES_PER_SECOND = 8 * 2 ** 20;
+
+/**
+ * A TCP proxy in front of the registry that carries each connection's downloads at SLOW_LINK_BYTES_PER_SECOND:
+ * a link whose round trips, not its total bandwidth, bound what each flow gets. Resolves with its port.
+ */
+async function slowLink(to: number): Promise<{ port: number; close: () => void }> {
+  const server = net.createServer((client) => {
+    const upstream = net.connect({ host: '127.0.0.1', port: to });
+    client.pipe(upstream);
+    let due = performance.now();
+    upstream.on('data', (chunk: Buffer) => {
+      upstream.pause();
+      due = Math.max(due, performance.now()) + (chunk.length / SLOW_LINK_BYTES_PER_SECOND) * 1000;
+      setTimeout(() => {
+        client.write(chunk);
+        upstream.resume();
+      }, due - performance.now());
+    });
+    upstream.on('end', () => setTimeout(() => client.end(), Math.max(0, due - performance.now())));
+    const both = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', both);
+    upstream.on('error', both);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as net.AddressInfo).port, close: () => server.close() };
+}
+
 export async function benchPulls(rounds: number): Promise<void> {
   console.log(`\n20. Updates that pull, under the released server (a registry on loopback), ${rounds} rounds each`);
   const registry = new Registry();
@@ -75,14 +109,20 @@ export async function benchPulls(rounds: number): Promise<void> {
     await cluster.until(async () => (await cluster.agents()).length === 2, 'both agents to connect');
     const gaps = { ours: [] as number[], oursPresent: [] as number[], released: [] as number[] };
     const chains = { ours: [] as number[], released: [] as number[] };
+    const slowChains = { ours: [] as number[], released: [] as number[] };
+    const link = await slowLink(registry.port);
+    const slowLinks = links.map((image) => image.replace(`127.0.0.1:${registry.port}/`, `127.0.0.1:${link.port}/`));
     let port = 18_400;
     for (let round = 0; round < rounds; round++) {
       gaps.ours.push(await updateDowntime(cluster, cluster.ours, port++, big, true));
       gaps.oursPresent.push(await updateDowntime(cluster, cluster.ours, port++, big, false));
       gaps.released.push(await updateDowntime(cluster, cluster.theirs, port++, big, true));
-      chains.ours.push(await chain(cluster, cluster.ours, links));
-      chains.released.push(await chain(cluster, cluster.theirs, links));
+      chains.ours.push(await chain(cluster, cluster.ours, links, slowLinks));
+      chains.released.push(await chain(cluster, cluster.theirs, links, slowLinks));
+      slowChains.ours.push(await chain(cluster, cluster.ours, slowLinks, links));
+      slowChains.released.push(await chain(cluster, cluster.theirs, slowLinks, links));
     }
+    link.close();
     const [pulled, present, released] = [median(gaps.ours), median(gaps.oursPresent), median(gaps.released)];
     record({ name: 'update downtime, image present: ours', value: present, unit: 'ms' });
     record({ name: 'update downtime, image pulled (40 MiB): released agent', value: released, unit: 'ms' });
@@ -101,6 +141,16 @@ export async function benchPulls(rounds: number): Promise<void> {
       unit: 's',
       target: `≤${((0.6 * theirs) / 1000).toFixed(2)} (0.6 × released)`,
       note: `${(ours / theirs).toFixed(2)} ×`,
+    });
+    const [slowOurs, slowTheirs] = [median(slowChains.ours), median(slowChains.released)];
+    const perFlow = `${SLOW_LINK_BYTES_PER_SECOND / 2 ** 20} MiB/s a connection`;
+    record({ name: `the same chain over a slow link (${perFlow}): released`, value: slowTheirs / 1000, unit: 's' });
+    record({
+      name: `the same chain over a slow link (${perFlow}): ours`,
+      value: slowOurs / 1000,
+      unit: 's',
+      target: `≤${((0.6 * slowTheirs) / 1000).toFixed(2)} (0.6 × released)`,
+      note: `${(slowOurs / slowTheirs).toFixed(2)} ×`,
     });
   } finally {
     await cluster.stopAll();
