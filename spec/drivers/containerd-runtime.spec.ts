@@ -1,6 +1,7 @@
 // The containerd runtime on real containerd through nerdctl, driven by the workload core (as the released
 // system tests' containerd cases: create, custom name, delete, update, retries, restarts, the Control
-// Interface and workload files, logs, an agent restart), and what our agent does better: exits from events.
+// Interface and workload files, logs, an agent restart, containerd restarted), and what our agent does better:
+// exits from events, namespaces on every call.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -250,5 +251,20 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     execFileSync('kill', ['-9', first]);
     await agent.waitFor('late', /^Failed\(ExecFailed\): Exit code: '5'$/, 15_000);
     await until(() => ours().length === 1 && ours()[0] !== first, 'the event stream to come back', 15_000);
+  });
+
+  // swdd~containerd-container-state-cache-refresh~1
+  it('containerd restarted under the agent: the workload runs on, and its exit after the restart is reported', async () => {
+    const w = onContainerd('survivor', agent.agentName, 'sleep 8; exit 2');
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('survivor', /^Running\(Ok\)$/);
+    // As the set-up started it (no systemd here), or by systemd where it runs.
+    execFileSync('sh', [
+      '-c',
+      `if [ -d /run/systemd/system ]; then systemctl restart containerd; else pkill -x containerd; for i in $(seq 1 50); do pgrep -x containerd >/dev/null || break; sleep 0.1; done; setsid nohup containerd >>/var/log/containerd.log 2>&1 </dev/null & fi; for i in $(seq 1 50); do ctr version >/dev/null 2>&1 && break; sleep 0.2; done`,
+    ]);
+    expect(nerdctl('ps', '--quiet', `--filter=label=name=${instanceKey(w.instanceName)}`), 'the container outlived containerd').to.match(/^[0-9a-f]+$/);
+    await agent.waitFor('survivor', /^Failed\(ExecFailed\): Exit code: '2'$/, 20_000);
+    expect(agent.history('survivor').at(-1)).to.equal("Failed(ExecFailed): Exit code: '2'");
   });
 });
