@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { Cluster, Proc, manifest } from '../spec/ankaios/released.js';
 import { BIN } from '../spec/helpers/end-to-end.js';
 import { SLEEP_UNTIL_STOPPED } from '../spec/helpers/podman.js';
-import { cpuMs, median, record, sleep } from './report.js';
+import { beside, cpuMs, median, record, sleep } from './report.js';
 
 type Who = 'ours' | 'released';
 
@@ -101,43 +101,34 @@ async function singleOperations(cluster: Cluster, agent: string, port: number): 
   return { apply, update, closed, gone };
 }
 
-interface Many {
-  start: number;
-  startAgentCpu: number;
-  startRuntimeCpu: number;
-  delete: number;
-  deleteAgentCpu: number;
-  deleteRuntimeCpu: number;
+/** One phase of the many-workloads part: its wall time, the agent's CPU, its runtime processes' CPU (all ms). */
+interface Phase {
+  readonly wall: number;
+  readonly agentCpu: number;
+  readonly runtimeCpu: number;
 }
 
-async function manyWorkloads(cluster: Cluster, agent: string, pid: number, n: number): Promise<Many> {
+/** Runs `ank <args>` and times it until `done`; the runtime processes' CPU counts once they are waited for (3 s later). */
+async function phase(cluster: Cluster, pid: number, args: string[], done: () => Promise<boolean>): Promise<Phase> {
+  const before = cpuMs(pid);
+  const t = performance.now();
+  ankNoWait(cluster, ...args);
+  const wall = await after(t, done, 50, 300_000);
+  const ended = cpuMs(pid);
+  await sleep(3000);
+  return { wall, agentCpu: ended.own - before.own, runtimeCpu: cpuMs(pid).children - before.children };
+}
+
+async function manyWorkloads(cluster: Cluster, agent: string, pid: number, n: number): Promise<{ start: Phase; delete: Phase }> {
   const names = Array.from({ length: n }, (_, i) => `s${i}`);
   const text = manifest(...names.map((name) => sleeperYaml(name, agent)));
-  const running = async () => {
-    const states = (await cluster.states()).filter((s) => s.agent === agent);
+  const ours = async () => (await cluster.states()).filter((s) => s.agent === agent);
+  const start = await phase(cluster, pid, ['apply', cluster.file(`many-${agent}.yaml`, text)], async () => {
+    const states = await ours();
     return states.length === n && states.every((s) => s.state === 'Running');
-  };
-  const before = cpuMs(pid);
-  let t = performance.now();
-  ankNoWait(cluster, 'apply', cluster.file(`many-${agent}.yaml`, text));
-  const start = await after(t, running, 50, 300_000);
-  const started = cpuMs(pid);
-  // The runtime processes' CPU counts once they are waited for: the last creates end shortly after "running".
-  await sleep(3000);
-  const settled = cpuMs(pid);
-  t = performance.now();
-  ankNoWait(cluster, 'delete', 'workload', ...names);
-  const del = await after(t, async () => (await cluster.states()).every((s) => s.agent !== agent), 50, 300_000);
-  await sleep(3000);
-  const deleted = cpuMs(pid);
-  return {
-    start,
-    startAgentCpu: started.own - before.own,
-    startRuntimeCpu: settled.children - before.children,
-    delete: del,
-    deleteAgentCpu: deleted.own - settled.own,
-    deleteRuntimeCpu: deleted.children - settled.children,
-  };
+  });
+  const del = await phase(cluster, pid, ['delete', 'workload', ...names], async () => (await ours()).length === 0);
+  return { start, delete: del };
 }
 
 export async function benchEndToEnd(rounds: number, many: number): Promise<void> {
@@ -163,45 +154,25 @@ export async function benchEndToEnd(rounds: number, many: number): Promise<void>
     }
     const row = (label: string, pick: (s: Single) => number) => {
       const [o, r] = (['ours', 'released'] as const).map((who) => median(singles.get(who)!.map(pick)));
-      record({ name: `${label}: released agent`, value: r, unit: 'ms' });
-      record({ name: `${label}: ours`, value: o, unit: 'ms', target: `≤${(0.9 * r).toFixed(0)} (0.9 × released)`, note: `${(o / r).toFixed(2)} ×` });
+      beside(label, 'ms', o, r, 0.9);
     };
     row('ank apply → the workload answers HTTP', (s) => s.apply);
     row('ank apply of a changed workload → the new one answers', (s) => s.update);
     row('ank delete workload → port closed', (s) => s.closed);
     row('ank delete workload → its state gone from the server', (s) => s.gone);
-    const results = new Map<Who, Many>();
+    const results = new Map<Who, { start: Phase; delete: Phase }>();
     for (const [who, agent, pid] of agents) results.set(who, await manyWorkloads(cluster, agent, pid, many));
     const [o, r] = [results.get('ours')!, results.get('released')!];
-    const pair = (label: string, unit: string, ours: number, released: number, factor: number, note = '') => {
-      record({ name: `${label}: released agent`, value: released, unit });
-      record({
-        name: `${label}: ours`,
-        value: ours,
-        unit,
-        target: `≤${(factor * released).toFixed(2)} (${factor} × released)`,
-        note: `${(ours / released).toFixed(2)} ×${note}`,
-      });
-    };
-    pair(`${many} workloads: apply → all running`, 's', o.start / 1000, r.start / 1000, 0.8);
-    pair(
-      `${many} workloads started: agent + runtime CPU`,
-      's',
-      (o.startAgentCpu + o.startRuntimeCpu) / 1000,
-      (r.startAgentCpu + r.startRuntimeCpu) / 1000,
-      0.8,
-      `; agent ${(o.startAgentCpu / 1000).toFixed(2)} s vs ${(r.startAgentCpu / 1000).toFixed(2)} s`,
-    );
-    record({ name: 'agent CPU per create (ours)', value: o.startAgentCpu / many, unit: 'ms', target: '≤3' });
-    pair(`${many} workloads: delete → all gone`, 's', o.delete / 1000, r.delete / 1000, 0.8);
-    pair(
-      `${many} workloads deleted: agent + runtime CPU`,
-      's',
-      (o.deleteAgentCpu + o.deleteRuntimeCpu) / 1000,
-      (r.deleteAgentCpu + r.deleteRuntimeCpu) / 1000,
-      0.8,
-      `; agent ${(o.deleteAgentCpu / 1000).toFixed(2)} s vs ${(r.deleteAgentCpu / 1000).toFixed(2)} s`,
-    );
+    for (const [key, done] of [
+      ['start', 'apply → all running'],
+      ['delete', 'delete → all gone'],
+    ] as const) {
+      beside(`${many} workloads: ${done}`, 's', o[key].wall / 1000, r[key].wall / 1000, 0.8);
+      const cpu = (p: Phase) => (p.agentCpu + p.runtimeCpu) / 1000;
+      const agentCpu = `agent ${(o[key].agentCpu / 1000).toFixed(2)} s vs ${(r[key].agentCpu / 1000).toFixed(2)} s`;
+      beside(`${many} workloads (${key}): agent + runtime CPU`, 's', cpu(o[key]), cpu(r[key]), 0.8, agentCpu);
+    }
+    record({ name: 'agent CPU per create (ours)', value: o.start.agentCpu / many, unit: 'ms', target: '≤3' });
   } finally {
     await cluster.stopAll();
   }

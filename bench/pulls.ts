@@ -10,7 +10,7 @@ import { BIN } from '../spec/helpers/end-to-end.js';
 import { IMAGE, SLEEP_UNTIL_STOPPED } from '../spec/helpers/podman.js';
 import { Registry } from '../spec/helpers/registry.js';
 import { after, ankNoWait, fetchBody, webYaml } from './e2e.js';
-import { median, record, sleep } from './report.js';
+import { beside, median, record, sleep } from './report.js';
 import { spawn } from 'node:child_process';
 
 const NO_TLS = ['--tls-verify=false'];
@@ -133,25 +133,9 @@ export async function benchPulls(rounds: number): Promise<void> {
       target: `≤${(1.1 * present).toFixed(0)} (1.1 × present)`,
       note: `${(pulled / present).toFixed(2)} × present`,
     });
-    const [ours, theirs] = [median(chains.ours), median(chains.released)];
-    record({ name: 'chain of 3, each pulls 40 MiB: apply → last running: released', value: theirs / 1000, unit: 's' });
-    record({
-      name: 'chain of 3, each pulls 40 MiB: apply → last running: ours',
-      value: ours / 1000,
-      unit: 's',
-      target: `≤${((0.6 * theirs) / 1000).toFixed(2)} (0.6 × released)`,
-      note: `${(ours / theirs).toFixed(2)} ×`,
-    });
-    const [slowOurs, slowTheirs] = [median(slowChains.ours), median(slowChains.released)];
+    beside('chain of 3, each pulls 40 MiB: apply → last running', 's', median(chains.ours) / 1000, median(chains.released) / 1000, 0.6);
     const perFlow = `${SLOW_LINK_BYTES_PER_SECOND / 2 ** 20} MiB/s a connection`;
-    record({ name: `the same chain over a slow link (${perFlow}): released`, value: slowTheirs / 1000, unit: 's' });
-    record({
-      name: `the same chain over a slow link (${perFlow}): ours`,
-      value: slowOurs / 1000,
-      unit: 's',
-      target: `≤${((0.6 * slowTheirs) / 1000).toFixed(2)} (0.6 × released)`,
-      note: `${(slowOurs / slowTheirs).toFixed(2)} ×`,
-    });
+    beside(`the same chain over a slow link (${perFlow})`, 's', median(slowChains.ours) / 1000, median(slowChains.released) / 1000, 0.6);
   } finally {
     await cluster.stopAll();
     await registry.stop();

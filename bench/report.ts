@@ -19,6 +19,18 @@ export function record(f: Figure): void {
   );
 }
 
+/** The released agent's figure, then ours with its target: at most `factor` × the released agent's. */
+export function beside(label: string, unit: string, ours: number, released: number, factor: number, note = ''): void {
+  record({ name: `${label}: released agent`, value: released, unit });
+  record({
+    name: `${label}: ours`,
+    value: ours,
+    unit,
+    target: `≤${Number((factor * released).toFixed(2))} (${factor} × released)`,
+    note: `${(ours / released).toFixed(2)} ×${note ? `; ${note}` : ''}`,
+  });
+}
+
 export const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 export const p95 = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
