@@ -46,8 +46,7 @@ export class ImagePulls {
 
   /** Whether the image is there (`podman image exists`: exit code 1 when it is not). */
   private present(pull: ImagePull): Observable<boolean> {
-    const generalOptions = pull.args.slice(0, pull.args.indexOf('pull'));
-    return this.cli.run([...generalOptions, 'image', 'exists', pull.image], undefined, 'query').pipe(
+    return this.cli.run([...pull.generalOptions, 'image', 'exists', pull.image], undefined, 'query').pipe(
       map(() => true),
       catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? of(false) : throwError(() => err))),
     );

@@ -142,7 +142,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
 /** Whether `current`'s config names the same image in the same storage (its general options) as `pull`. */
 function sameImage(pull: ImagePull, current: WorkloadSpec): boolean {
-  const storage = (p: ImagePull) => p.args.slice(0, p.args.indexOf('pull')).join('\0');
+  const storage = (p: ImagePull) => p.generalOptions.join('\0');
   try {
     const now = imagePull(parsePodmanConfig(current.runtimeConfig));
     return now.image === pull.image && storage(now) === storage(pull);

@@ -184,6 +184,8 @@ export interface ImagePull {
   /** `podman pull` with the workload's general options and the run options that concern a pull, up to the image. */
   readonly args: readonly string[];
   readonly image: string;
+  /** The workload's general options (which storage the image goes to), as `args` begins. */
+  readonly generalOptions: readonly string[];
 }
 
 /** Run options that say how to reach or choose the image, with whether they take a value. */
@@ -220,5 +222,6 @@ export function imagePull(config: PodmanConfig): ImagePull {
       options.push(value === undefined ? `${flag}=${given[++i] ?? ''}` : given[i]);
     }
   }
-  return { policy, image: config.image, args: [...config.generalOptions, 'pull', '--quiet', ...options, config.image] };
+  const { image, generalOptions } = config;
+  return { policy, image, generalOptions, args: [...generalOptions, 'pull', '--quiet', ...options, image] };
 }
