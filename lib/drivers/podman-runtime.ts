@@ -1,6 +1,6 @@
 // The `podman` runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
 import { existsSync } from 'node:fs';
-import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, switchMap, throwError } from 'rxjs';
+import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, throwError } from 'rxjs';
 import type { ExecutionState } from '../execution-state.js';
 import type { Logger } from '../logger.js';
 import type { LogsOptions } from '../messages.js';
@@ -79,15 +79,24 @@ export class PodmanRuntime implements RuntimeConnector<string> {
           // What a failed create may have left goes, so that the retry starts clean: also a container that
           // holds the name after a crash mid-create (even one only in storage) — unless it runs: then the
           // name belongs to a workload that runs, and the failure is reported as it is.
+          // A running one that is this very instance of this agent (a create of an agent killed mid-way
+          // finished after the restart's look for its workloads) is the workload: it is taken as created.
           const inUse = err instanceof PodmanError && /already in use/.test(err.message);
-          const leftover$ = inUse
-            ? this.cli
-                .listContainers([`name=^${container}$`])
-                .pipe(switchMap((cs) => (cs.some((c) => c.State === 'running') ? EMPTY : this.forceRemove(container))))
-            : this.forceRemove(container);
-          return concat(
-            quietly(leftover$),
-            throwError(() => err),
+          if (!inUse)
+            return concat(
+              quietly(this.forceRemove(container)),
+              throwError(() => err),
+            );
+          return this.cli.listContainers([`name=^${container}$`]).pipe(
+            catchError(() => of([])),
+            switchMap((cs) => {
+              const running = cs.find((c) => c.State === 'running');
+              if (running?.Labels?.name === key && running.Labels.agent === spec.instanceName.agentName) return of(running.Id);
+              return concat(
+                running ? EMPTY : quietly(this.forceRemove(container)),
+                throwError(() => err),
+              );
+            }),
           );
         }),
       );
