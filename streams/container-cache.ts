@@ -115,6 +115,12 @@ export function containerCache(list: () => Observable<Container[]>, events$?: Ob
   };
 }
 
+/**
+ * Events of a container's way up before its start: never news to a watcher, who names its containers only
+ * once their create returned (and so started them); a lagging stream's `created` would be older than that.
+ */
+const BEFORE_START: ReadonlySet<string> = new Set(['create', 'init']);
+
 /** One run of the cache while it is watched: the reducer (lib/podman/container-view.ts) fed by polls and events. */
 function cacheSnapshots(
   list: () => Observable<Container[]>,
@@ -137,7 +143,7 @@ function cacheSnapshots(
       restart$.next();
     }
     if (!next.snapshot) return [];
-    return [input.kind === 'event' && healthy$.value ? { ...next.snapshot, news: input.event.id } : next.snapshot];
+    return [input.kind === 'event' && healthy$.value && !BEFORE_START.has(input.event.status) ? { ...next.snapshot, news: input.event.id } : next.snapshot];
   };
   const poll$ = defer(() => {
     const poll = ++polls.started;

@@ -287,6 +287,34 @@ describe("containerCache kept by Podman's events", () => {
     });
   });
 
+  // swdd~podman-state-getter-reset-cache~1
+  it("a watcher whose create returned does not take its container's late create and init events for news: it reports no state from before the start", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const told = { Names: ['n'], Labels: {}, Pod: '' };
+      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      const { list } = podman(cold, () => truth);
+      const events$ = hot<ContainerEvent>('500ms c 9ms i 9ms s', {
+        c: { id: 'new', status: 'create', container: told },
+        i: { id: 'new', status: 'init', container: told },
+        s: { id: 'new', status: 'start', container: told },
+      });
+      const cache = containerCache(list, events$);
+      // A burst: a kube-like watcher keeps a poll under way while the workload's checker waits for its news.
+      const subs = [cache.fresh().subscribe()];
+      const seen: Array<[number, string]> = [];
+      scheduler.schedule(() => {
+        truth = [...truth, { Id: 'new', State: 'running' }];
+        subs.push(cache.fresh().subscribe());
+        subs.push(cache.fresh(['new']).subscribe((s) => seen.push([scheduler.now(), state(s)])));
+      }, 495);
+      scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 1_000);
+      flush();
+      expect(seen[0], 'its start event (520): not the create (500) or init (510) before it').to.deep.equal([520, 'a:running,new:running']);
+      expect(seen.map(([, s]) => s)).not.to.include('a:running,new:created');
+    });
+  });
+
   it("an exit told early (conmon's exit file) is not undone by Podman's late start event of the same run", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
