@@ -776,6 +776,18 @@ async function benchSoak(minutes: number): Promise<void> {
     record({ name: 'soak: updates applied, all 10 running at the end', value: updates, unit: 'updates' });
     record({ name: 'soak: RSS first sample → last', value: samples.at(-1)!.rss, unit: 'MiB', note: `from ${samples[0].rss.toFixed(1)}` });
     record({ name: 'soak: RSS trend after the first minutes', value: slope(settled.map((x) => [x.at / 60, x.rss])), unit: 'MiB/h' });
+    // Whether RSS levels off: its trend over the last half of the run beside that over the first half.
+    const half = minutes / 2;
+    const rssTrend = (from: number, to: number) => slope(samples.filter((x) => x.at >= from && x.at < to).map((x) => [x.at / 60, x.rss]));
+    record({ name: 'soak: RSS trend, first half (after the first minutes)', value: rssTrend(Math.min(5, half / 2), half), unit: 'MiB/h' });
+    record({ name: 'soak: RSS trend, last half', value: rssTrend(half, minutes + 1), unit: 'MiB/h', target: '≈0' });
+    for (let from = 0; from < minutes; from += 15) {
+      const window = samples.filter((x) => x.at >= from && x.at < from + 15);
+      if (window.length > 0)
+        console.log(
+          `  minutes ${from}–${from + 15}: RSS ${median(window.map((x) => x.rss)).toFixed(1)} MiB, heap ${Math.min(...window.map((x) => x.heap)).toFixed(1)} MiB (lowest)`,
+        );
+    }
     record({
       name: "soak: heap left after GC (each minute's lowest), trend",
       value: slope(lowestHeapPerMinute.map(([m, h]) => [m / 60, h])),
