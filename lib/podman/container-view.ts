@@ -12,16 +12,19 @@ export interface ContainerView {
   readonly exitCodes: ReadonlyMap<string, number>;
   /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet, with when they were heard. */
   readonly early: ReadonlyMap<string, number | undefined>;
-  /** When each container's latest start that the picture applied happened (Podman's time of the start event). */
+  /** When each container was last known started: its start event's time (Podman's), or when a poll that showed it running was asked. */
   readonly started: ReadonlyMap<string, number>;
   /** Events that came while a poll ran (undefined: none runs): applied again on top of its result. */
   readonly duringPoll?: readonly ContainerEvent[];
+  /** When the poll under way was asked (ms, wall clock). */
+  readonly pollAskedAt?: number;
 }
 
 export type ViewInput =
   /** Podman's event, or (`early`) an exit conmon's exit file told first; `at`: when it came (dates the snapshot when the event has no time of its own). */
   | { readonly kind: 'event'; readonly event: ContainerEvent; readonly early?: boolean; readonly at?: number }
-  | { readonly kind: 'pollStarted' }
+  /** `at`: when `podman ps` was asked. */
+  | { readonly kind: 'pollStarted'; readonly at?: number }
   /** `eventsHealthy`: the event stream was up, so a change it did not announce means it missed one. */
   /** `at`: when the poll answered. */
   | { readonly kind: 'polled'; readonly poll: number; readonly containers: readonly Container[]; readonly eventsHealthy: boolean; readonly at?: number }
@@ -48,7 +51,7 @@ export function stepView(view: ContainerView, input: ViewInput): ViewStep {
     case 'event':
       return onEvent(view, input.event, input.early ?? false, input.event.at ?? input.at);
     case 'pollStarted':
-      return { view: { ...view, duringPoll: [] } };
+      return { view: { ...view, duringPoll: [], pollAskedAt: input.at } };
     case 'polled':
       return onPoll(view, input);
     case 'pollFailed':
@@ -88,13 +91,18 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
 function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
   const tracked = trackedOf(view);
   const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
+  // Running when the poll was asked: a died event of an earlier time (Podman's stream behind a quick
+  // `podman start` of the same container) tells of the run before.
+  if (view.pollAskedAt !== undefined)
+    for (const c of containers.values())
+      if (c.State === 'running' && (tracked.started.get(c.Id) ?? Number.NEGATIVE_INFINITY) < view.pollAskedAt) tracked.started.set(c.Id, view.pollAskedAt);
   for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
   const missedEvent =
     eventsHealthy &&
     view.containers !== undefined &&
     [...view.containers.values()].some((c) => c.State === 'running' && containers.get(c.Id)?.State !== 'running');
-  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
+  return { view: { ...tracked, containers, poll, duringPoll: undefined, pollAskedAt: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
 }
 
 interface Tracked {
@@ -145,7 +153,10 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     if (staleExit(e, tracked)) return false;
     if (e.exitCode !== undefined) tracked.exitCodes.set(e.id, e.exitCode);
     if (!c) return false;
-    to.set(e.id, { ...c, State: 'exited', ExitCode: tracked.exitCodes.get(e.id) ?? c.ExitCode });
+    const exitCode = tracked.exitCodes.get(e.id) ?? c.ExitCode;
+    // Podman's own word of an exit conmon told first changes nothing the watchers see.
+    if (c.State === 'exited' && c.ExitCode === exitCode) return false;
+    to.set(e.id, { ...c, State: 'exited', ExitCode: exitCode });
     return true;
   }
   if (e.status === 'start') {

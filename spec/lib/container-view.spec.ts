@@ -115,6 +115,28 @@ describe("the container view (the cache's rules)", () => {
     expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], taken.view).states()).to.deep.equal({ a: 'running' });
   });
 
+  // swdd~podman-state-getter-maps-state~3
+  it("Podman's died event of an exit conmon already told changes nothing the watchers see (no snapshot)", () => {
+    const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), died('a', 0, true), died('a', 0)]);
+    expect(steps[2].snapshot, 'the exit told early').not.to.equal(undefined);
+    expect(steps[3].snapshot, "Podman's own word of it").to.equal(undefined);
+    expect(states()).to.deep.equal({ a: 'exited 0' });
+  });
+
+  // swdd~podman-state-getter-maps-state~3
+  it('a died event older than a poll that showed the container running tells of the run before: the container stays running', () => {
+    // `podman start` of an exited container; Podman's stream brings the old run's died event after the poll.
+    const oldExit: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 0, at: 90 } };
+    const { steps, states } = run([{ kind: 'pollStarted', at: 100 }, polled(1, [running('a')]), oldExit]);
+    expect(steps[2].snapshot).to.equal(undefined);
+    expect(states()).to.deep.equal({ a: 'running' });
+    // One of a later time ends the run the poll saw.
+    const newExit: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 2, at: 110 } };
+    expect(run([{ kind: 'pollStarted', at: 100 }, polled(1, [running('a')]), newExit]).states()).to.deep.equal({ a: 'exited 2' });
+    // The same when the old died event came while the poll ran.
+    expect(run([{ kind: 'pollStarted', at: 100 }, oldExit, polled(1, [running('a')])]).states()).to.deep.equal({ a: 'running' });
+  });
+
   it('says an event was missed when a poll finds a running container changed while the stream was up', () => {
     const base = run([{ kind: 'pollStarted' }, polled(1, [running('a')])]).view;
     expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], true)).missedEvent).to.equal(true);
