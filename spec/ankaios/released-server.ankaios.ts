@@ -4,8 +4,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { podman, requirePodman } from '../helpers/podman.js';
-import { Cluster, manifest, workloadYaml } from './released.js';
+import { podman, requirePodman } from '../../scripts/harness/podman.js';
+import { Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
 
 /** The released Python SDK, which the Control Interface case runs. */
 function requirePythonSdk(): void {

@@ -1,11 +1,11 @@
 // The real agent process with real Podman, driven by a fake Ankaios server.
 import { expect } from 'chai';
-import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { LINE_0_8 } from '../../lib/codec/lines.js';
 import { instanceKey } from '../../lib/workload.js';
-import { until } from '../helpers/wait.js';
+import { until } from '../../scripts/harness/wait.js';
 import { endToEnd } from '../helpers/end-to-end.js';
-import { busybox, containerOf, podman } from '../helpers/podman.js';
+import { busybox, containerOf, podman } from '../../scripts/harness/podman.js';
 
 const reported = (stream: AgentStream, name: string, state: string, id?: string) =>
   reportedStates(stream).some(([n, i, s]) => n === name && s === state && (id === undefined || i === id));

@@ -6,11 +6,11 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { instanceId } from '../../lib/workload.js';
-import { until } from '../helpers/wait.js';
-import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { busybox, cleanup } from '../helpers/podman.js';
+import { until } from '../../scripts/harness/wait.js';
+import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
+import { busybox, cleanup } from '../../scripts/harness/podman.js';
+import { BIN } from '../../scripts/harness/agent.js';
 
-const BIN = path.resolve('bin/ank-agent.js');
 const tmp = mkdtempSync(path.join(tmpdir(), 'ank-agent-cli-'));
 const RUN = path.join(tmp, 'run');
 mkdirSync(RUN);

@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 import { endToEnd } from '../helpers/end-to-end.js';
-import { addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { busybox } from '../helpers/podman.js';
-import { until } from '../helpers/wait.js';
+import { addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
+import { busybox } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
 
 describe('hostile input and faults (end to end)', function () {
   this.timeout(90_000);

@@ -8,11 +8,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
+import { BIN } from '../../scripts/harness/agent.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 import { endToEnd } from '../helpers/end-to-end.js';
-import { type AgentStream, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, kubePod, spec } from '../helpers/podman.js';
-import { until } from '../helpers/wait.js';
+import { type AgentStream, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
+import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, kubePod, spec } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
 
 /** A free loopback port. */
 const freePort = () =>
@@ -153,16 +154,12 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     const blocker = net.createServer().listen(port, '127.0.0.1');
     await new Promise((resolve) => blocker.once('listening', resolve));
     try {
-      const said = spawnChecked(
-        process.execPath,
-        [path.resolve('bin/ank-agent.js'), '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', `127.0.0.1:${port}`],
-        '',
-      );
+      const said = spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', `127.0.0.1:${port}`], '');
       expect(said).to.contain(`ank-agent: error: Cannot serve the metrics: listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
     } finally {
       blocker.close();
     }
-    const bad = spawnChecked(process.execPath, [path.resolve('bin/ank-agent.js'), '-n', 'x', '-k', '--metrics', 'nowhere'], '');
+    const bad = spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '--metrics', 'nowhere'], '');
     expect(bad).to.contain("The metrics address 'nowhere' is none");
   });
 });
@@ -233,8 +230,7 @@ describe('the metrics endpoint against slow, many and hostile scrapers', functio
     const theirs = path.join(base, 'theirs');
     mkdirSync(theirs);
     chownSync(theirs, 65534, 65534);
-    const run = (socket: string) =>
-      spawnChecked(process.execPath, [path.resolve('bin/ank-agent.js'), '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', socket], '');
+    const run = (socket: string) => spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', socket], '');
     expect(run(path.join(theirs, 'm.sock'))).to.contain(`The folder '${theirs}' above the socket '${theirs}/m.sock' belongs to another user (uid 65534)`);
     const link = path.join(base, 'link');
     symlinkSync('/run', link);

@@ -5,9 +5,9 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { FakeAnkaiosServer } from '../helpers/fake-server.js';
-import { cleanup, requirePodman, uniqueAgent } from '../helpers/podman.js';
-import { until } from '../helpers/wait.js';
+import { FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
+import { cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'ank-package-'));
 /** npm as on a node without network: the registry points nowhere and the cache is empty. */

@@ -9,11 +9,11 @@ import { RequestSchema, type Response, ResponseSchema } from '../../proto/gen/an
 import { LINE_0_8, LINE_1 } from '../../lib/codec/lines.js';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
-import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../helpers/fake-server.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
+import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { endToEnd } from '../helpers/end-to-end.js';
-import { IMAGE, busybox, podman, spec } from '../helpers/podman.js';
-import { until } from '../helpers/wait.js';
+import { IMAGE, busybox, podman, spec } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
 
 /** A length-delimited field the agent's protos do not have. */
 const unknownText = (no: number, text: string): UnknownField => ({

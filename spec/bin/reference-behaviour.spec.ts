@@ -5,12 +5,12 @@ import { expect } from 'chai';
 import { executionStateTo } from '../../lib/codec/wire.js';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
-import { type AgentStream, addedWorkload, reportedStates } from '../helpers/fake-server.js';
-import { workload } from '../helpers/fixtures.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
+import { type AgentStream, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
+import { workload } from '../../scripts/harness/fixtures.js';
 import { endToEnd } from '../helpers/end-to-end.js';
-import { busybox, containerOf, podman } from '../helpers/podman.js';
-import { until } from '../helpers/wait.js';
+import { busybox, containerOf, podman } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
 
 const history = (stream: AgentStream, name: string, id?: string) =>
   reportedStates(stream)

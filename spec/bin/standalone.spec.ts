@@ -6,10 +6,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { parseManifest, specsFor } from '../../lib/manifest.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
-import { cleanup, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
+import { cleanup, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { BIN } from '../../scripts/harness/agent.js';
 
-const BIN = path.resolve('bin/ank-agent.js');
 const tmp = mkdtempSync(path.join(tmpdir(), 'ank-standalone-'));
 mkdirSync(path.join(tmp, 'run'));
 

@@ -13,8 +13,8 @@ import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { instanceKey } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
-import { until } from '../helpers/wait.js';
+import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
 
 const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,5 +1,5 @@
 // Control Interfaces on real FIFOs.
-import { until } from '../helpers/wait.js';
+import { until } from '../../scripts/harness/wait.js';
 import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,11 +11,11 @@ import { filter, firstValueFrom, lastValueFrom, startWith, take, timeout } from 
 import { ErrorSchema, ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import type { Request } from '../../lib/codec/control-api.js';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
-import { ControlInterfaceHub } from '../helpers/control-interfaces.js';
+import { ControlInterfaceHub } from '../../scripts/harness/control-interfaces.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { AccessRule, WorkloadSpec } from '../../lib/workload.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
-import { workload } from '../helpers/fixtures.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
+import { workload } from '../../scripts/harness/fixtures.js';
 
 const readState = (...filterMasks: string[]): AccessRule => ({ kind: 'state', operation: 'Read', filterMasks });
 const withAccess = (name: string, allowRules: AccessRule[], denyRules: AccessRule[] = []): WorkloadSpec => ({

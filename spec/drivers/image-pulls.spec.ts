@@ -3,9 +3,9 @@
 // while it waits, and the released order with pull_ahead off.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { expect } from 'chai';
-import { IMAGE, PodmanAgent, busybox, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
-import { Registry, hasRegistry } from '../helpers/registry.js';
-import { until } from '../helpers/wait.js';
+import { IMAGE, PodmanAgent, busybox, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
+import { until } from '../../scripts/harness/wait.js';
 
 /** A workload of `image` from the registry (no TLS on loopback), sleeping until stopped. */
 const fromRegistry = (name: string, agentName: string, image: string, more: string[] = [], dependencies: Record<string, 'Succeeded'> = {}) =>

@@ -6,8 +6,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, forkJoin } from 'rxjs';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { until } from '../helpers/wait.js';
-import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { until } from '../../scripts/harness/wait.js';
+import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 
 describe('Podman calls under faults (a podman wrapper on PATH)', function () {
   this.timeout(60_000);

@@ -4,8 +4,8 @@ import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { conmonExits, containerEvents } from '../../lib/drivers/podman-events.js';
 import type { ContainerEvent } from '../../lib/ports.js';
-import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
-import { until } from '../helpers/wait.js';
+import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
 
 /** The `podman events` processes this test process started. */
 const eventProcesses = () =>

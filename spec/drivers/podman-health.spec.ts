@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { instanceKey } from '../../lib/workload.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 
 /**
  * A workload that is healthy while /tmp/ok exists in it, checked every second; failures in its start period

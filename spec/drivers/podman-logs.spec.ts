@@ -4,10 +4,10 @@ import { expect } from 'chai';
 import { BehaviorSubject, Subject, lastValueFrom, toArray } from 'rxjs';
 import { CAMPAIGN_CLOSED } from '../../lib/log-lines.js';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { until } from '../helpers/wait.js';
+import { until } from '../../scripts/harness/wait.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
 import { serveLogs } from '../../streams/logs.js';
-import { PodmanAgent, busybox, containerOf, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { PodmanAgent, busybox, containerOf, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 
 const podmanLogsProcesses = (container: string) => {
   try {

@@ -14,7 +14,7 @@ import { silentLogger } from '../../lib/logger.js';
 import { podmanRunArgs, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
 import { instanceKey } from '../../lib/workload.js';
 import { parseKubeConfig } from '../../lib/podman/runtime-config.js';
-import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, uniqueAgent } from '../helpers/podman.js';
+import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 
 describe('Podman runtimes (real Podman)', function () {
   this.timeout(60_000);

@@ -11,7 +11,7 @@ import { ControlInterfacePipes } from '../../lib/drivers/control-interface-pipes
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { SHARED_RUN_FOLDER_MODE, controlInterfaceFolder, prepareRunFolder, workloadFolder } from '../../lib/drivers/run-folder.js';
 import { silentLogger } from '../../lib/logger.js';
-import { workload } from '../helpers/fixtures.js';
+import { workload } from '../../scripts/harness/fixtures.js';
 
 const NOBODY = 65534;
 const isRoot = process.getuid?.() === 0;

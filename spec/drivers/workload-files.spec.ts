@@ -8,8 +8,8 @@ import { controlInterfaceFolder, workloadFolder } from '../../lib/drivers/run-fo
 import { WorkloadFiles, filesFolder, mountPointProblem } from '../../lib/drivers/workload-files.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
 import { instanceKey } from '../../lib/workload.js';
-import { workload } from '../helpers/fixtures.js';
-import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../helpers/podman.js';
+import { workload } from '../../scripts/harness/fixtures.js';
+import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 
 describe('workload files', () => {
   it('accepts only absolute mount points without trailing /, empty, . or .. parts', () => {

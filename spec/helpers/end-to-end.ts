@@ -4,10 +4,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { FakeAnkaiosServer } from './fake-server.js';
-import { cleanup, requirePodman, uniqueAgent } from './podman.js';
-
-export const BIN = path.resolve('bin/ank-agent.js');
+import { BIN } from '../../scripts/harness/agent.js';
+import { FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
+import { cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 
 export interface EndToEnd {
   readonly agentName: string;

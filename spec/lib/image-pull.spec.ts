@@ -3,7 +3,7 @@ import { EMPTY } from 'rxjs';
 import { PodmanCli } from '../../lib/drivers/podman-cli.js';
 import { PodmanRuntime } from '../../lib/drivers/podman-runtime.js';
 import { imagePull, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
-import { workload } from '../helpers/fixtures.js';
+import { workload } from '../../scripts/harness/fixtures.js';
 
 const pullOf = (options: string[], general: string[] = []) =>
   imagePull(parsePodmanConfig(`image: reg.example:5000/app:2\ngeneralOptions: ${JSON.stringify(general)}\ncommandOptions: ${JSON.stringify(options)}`));

@@ -4,7 +4,7 @@ import { ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
 import { encodeLogEntries } from '../../lib/codec/log-entries.js';
 import { toServerMessage } from '../../lib/codec/wire.js';
 import { type LogEntry, logEntry } from '../../lib/messages.js';
-import { workload } from '../helpers/fixtures.js';
+import { workload } from '../../scripts/harness/fixtures.js';
 
 const app = workload('app').instanceName;
 const other = workload('other', { agent: 'agent_B' }).instanceName;

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { WorkloadScheduler } from '../../lib/scheduler.js';
 import { WorkloadStateStore } from '../../lib/state-store.js';
-import { deleted, stateOf, workload } from '../helpers/fixtures.js';
+import { deleted, stateOf, workload } from '../../scripts/harness/fixtures.js';
 
 const S = ExecutionState;
 const setup = () => {

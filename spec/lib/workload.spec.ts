@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { instanceKey, needsControlInterface, parseInstanceKey } from '../../lib/workload.js';
-import { workload } from '../helpers/fixtures.js';
+import { workload } from '../../scripts/harness/fixtures.js';
 
 describe('workload instance names', () => {
   // swdd~api-workload-execution-instance-naming~1, swdd~api-workload-state-identification~1

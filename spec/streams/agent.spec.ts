@@ -3,14 +3,14 @@ import { EMPTY, NEVER, bufferTime, filter, map, of } from 'rxjs';
 import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
 import { FromAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
 import type { WorkloadFrame } from '../../lib/ports.js';
 import { type AgentDeps, agent } from '../../streams/agent.js';
-import { FakeRuntime } from '../helpers/fake-runtime.js';
-import { AGENT, workload } from '../helpers/fixtures.js';
+import { FakeRuntime } from '../../scripts/harness/fake-runtime.js';
+import { AGENT, workload } from '../../scripts/harness/fixtures.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 const S = ExecutionState;

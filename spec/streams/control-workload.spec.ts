@@ -7,8 +7,8 @@ import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
 import { type WorkloadCommand, createBackoffMs } from '../../lib/workload-loop.js';
 import { type ControlDeps, controlWorkload } from '../../streams/control-workload.js';
 import { silentLogger } from '../../lib/logger.js';
-import { FakeRuntime } from '../helpers/fake-runtime.js';
-import { stateOf, workload } from '../helpers/fixtures.js';
+import { FakeRuntime } from '../../scripts/harness/fake-runtime.js';
+import { stateOf, workload } from '../../scripts/harness/fixtures.js';
 import { record, testScheduler } from '../helpers/virtual-time.js';
 
 const depsFor = (runtime: FakeRuntime): ControlDeps => ({

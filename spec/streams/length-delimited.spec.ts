@@ -3,7 +3,7 @@ import { from, lastValueFrom, toArray } from 'rxjs';
 import { CONTROL_API_FRAMES } from '../../lib/codec/control-api.js';
 import type { Frame } from '../../lib/ports.js';
 import { type DecodeCounter, decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
-import { ControlInterfaceClient } from '../helpers/ci-client.js';
+import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 
 const decode = (chunks: Uint8Array[], maxFrameBytes?: number) => lastValueFrom(from(chunks).pipe(decodeFrames({ maxFrameBytes }), toArray()));
 /** Frames are texts; valid ones start with "m", resync points are "HELLO". */

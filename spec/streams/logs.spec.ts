@@ -4,8 +4,8 @@ import { type FromServer, type ToServer, logEntry } from '../../lib/messages.js'
 import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { encodeLogEntries } from '../../lib/codec/log-entries.js';
 import { MAX_RESPONSE_BYTES, TRUNCATED, TRUNCATED_INFO, entriesOf, fitLine, serveLogs, splitBySize } from '../../streams/logs.js';
-import { FakeRuntime } from '../helpers/fake-runtime.js';
-import { AGENT, workload } from '../helpers/fixtures.js';
+import { FakeRuntime } from '../../scripts/harness/fake-runtime.js';
+import { AGENT, workload } from '../../scripts/harness/fixtures.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 const app = workload('app');

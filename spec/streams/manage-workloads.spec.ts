@@ -4,8 +4,8 @@ import { ExecutionState } from '../../lib/execution-state.js';
 import type { ExistingWorkload } from '../../lib/runtime-connector.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { type ManagerDeps, planInitial, planUpdate } from '../../streams/manage-workloads.js';
-import { FakeRuntime } from '../helpers/fake-runtime.js';
-import { AGENT, deleted, stateOf, workload } from '../helpers/fixtures.js';
+import { FakeRuntime } from '../../scripts/harness/fake-runtime.js';
+import { AGENT, deleted, stateOf, workload } from '../../scripts/harness/fixtures.js';
 
 const deps: ManagerDeps = { agentName: AGENT, runtimes: new Map([['fake', new FakeRuntime()]]) };
 const existing = (spec: WorkloadSpec, state = ExecutionState.running()): ExistingWorkload => ({

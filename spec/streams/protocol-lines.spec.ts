@@ -8,8 +8,8 @@ import { connectAgent } from '../../lib/drivers/grpc-connection.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
 import { ServerRefused, serverLink } from '../../streams/server-link.js';
-import { FakeAnkaiosServer, LINE_2, type ServerLine } from '../helpers/fake-server.js';
-import { AGENT } from '../helpers/fixtures.js';
+import { FakeAnkaiosServer, LINE_2, type ServerLine } from '../../scripts/harness/fake-server.js';
+import { AGENT } from '../../scripts/harness/fixtures.js';
 
 const hellos = (server: FakeAnkaiosServer) =>
   server.streams

@@ -4,8 +4,8 @@ import type { TestScheduler } from 'rxjs/testing';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
 import { runWorkloads } from '../../streams/run-workloads.js';
-import { type FakeBehaviour, FakeRuntime } from '../helpers/fake-runtime.js';
-import { AGENT, deleted, stateOf, workload } from '../helpers/fixtures.js';
+import { type FakeBehaviour, FakeRuntime } from '../../scripts/harness/fake-runtime.js';
+import { AGENT, deleted, stateOf, workload } from '../../scripts/harness/fixtures.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 const S = ExecutionState;

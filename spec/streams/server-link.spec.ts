@@ -10,12 +10,12 @@ import { ReplaySubject, Subject, type Subscription, filter, firstValueFrom, take
 import { type Security, connectAgent } from '../../lib/drivers/grpc-connection.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { type Logger, silentLogger } from '../../lib/logger.js';
-import { until } from '../helpers/wait.js';
+import { until } from '../../scripts/harness/wait.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
 import { ServerRefused, serverLink } from '../../streams/server-link.js';
-import { FakeAnkaiosServer, addedWorkload } from '../helpers/fake-server.js';
-import { AGENT, stateOf, workload } from '../helpers/fixtures.js';
+import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
+import { AGENT, stateOf, workload } from '../../scripts/harness/fixtures.js';
 
 const insecure: Security = { insecure: true };
 

@@ -7,8 +7,8 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { BIN } from '../helpers/end-to-end.js';
-import { cleanup, uniqueAgent } from '../helpers/podman.js';
+import { BIN } from './agent.js';
+import { cleanup, uniqueAgent } from './podman.js';
 
 const run = promisify(execFile);
 export const ANKAIOS_BIN = process.env.ANKAIOS_BIN ?? '';

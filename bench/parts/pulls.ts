@@ -1,16 +1,16 @@
-// 20. Updates that pull (Debian's docker-registry on loopback, ANKAIOS_BIN): under the released server and CLI,
+// Updates that pull (Debian's docker-registry on loopback, ANKAIOS_BIN): under the released server and CLI,
 // ours and the released agent in turn. The downtime of an update of a busybox httpd to an image of 40 MiB that
 // must be pulled (the last answer of the old → the first of the new), beside ours with the image present; and a
 // chain of three workloads, each waiting on the one before and each with an image to pull: apply → the last runs.
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { Cluster, Proc, manifest } from '../spec/ankaios/released.js';
-import { BIN } from '../spec/helpers/end-to-end.js';
-import { IMAGE, SLEEP_UNTIL_STOPPED } from '../spec/helpers/podman.js';
-import { Registry } from '../spec/helpers/registry.js';
+import { Cluster, Proc, manifest } from '../../scripts/harness/ankaios.js';
+import { BIN } from '../../scripts/harness/agent.js';
+import { IMAGE, SLEEP_UNTIL_STOPPED } from '../../scripts/harness/podman.js';
+import { Registry } from '../../scripts/harness/registry.js';
 import { after, ankNoWait, fetchBody, webYaml } from './e2e.js';
-import { beside, median, record, sleep } from './report.js';
+import { beside, median, record, sleep } from '../report.js';
 import { spawn } from 'node:child_process';
 
 const NO_TLS = ['--tls-verify=false'];

@@ -1,4 +1,4 @@
-// 19. What a user of Ankaios times: the released `ank-server` and `ank` CLI (ANKAIOS_BIN), our agent and the
+// What a user of Ankaios times: the released `ank-server` and `ank` CLI (ANKAIOS_BIN), our agent and the
 // released agent connected at once, each in turn, alternating. A busybox `httpd` on the host network is applied
 // (→ it answers), updated (→ the new content answers), deleted (→ the port is closed, and its state is gone from
 // the server: `ank get state`); then 100 sleepers are applied (→ all running) and deleted (→ all gone), with the CPU
@@ -7,10 +7,10 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { Cluster, Proc, manifest } from '../spec/ankaios/released.js';
-import { BIN } from '../spec/helpers/end-to-end.js';
-import { SLEEP_UNTIL_STOPPED } from '../spec/helpers/podman.js';
-import { beside, cpuMs, median, record, sleep } from './report.js';
+import { Cluster, Proc, manifest } from '../../scripts/harness/ankaios.js';
+import { BIN } from '../../scripts/harness/agent.js';
+import { SLEEP_UNTIL_STOPPED } from '../../scripts/harness/podman.js';
+import { beside, cpuMs, median, record, sleep } from '../report.js';
 
 type Who = 'ours' | 'released';
 

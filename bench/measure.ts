@@ -1,0 +1,137 @@
+// What the bench parts measure processes with: their RSS, CPU and descriptors, the agent's idle figures,
+// a fake podman with logs, a Node + gRPC client as the floor, and the states a fake server heard.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../scripts/harness/fake-server.js';
+import { cpuMs, median, sleep } from './report.js';
+import { busybox, uniqueAgent } from '../scripts/harness/podman.js';
+import { BIN } from '../scripts/harness/agent.js';
+
+/** Waits (polling every 20 ms) until `condition` holds; fails after `timeoutMs`. */
+export async function until(condition: () => boolean, timeoutMs = 120_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 20) {
+    if (waited > timeoutMs) throw new Error('timed out');
+    await sleep(20);
+  }
+}
+
+/** When Podman says a container finished (ms, wall clock). */
+export const finishedAt = (name: string) =>
+  Number(execFileSync('podman', ['inspect', '--format', '{{.State.FinishedAt.UnixMilli}}', name], { encoding: 'utf8' }).trim());
+
+/** A process's resident memory (KiB). */
+export const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+
+/** A process's own CPU time in clock ticks (1/100 s). */
+export const cpuTicks = (pid: number) => cpuMs(pid).own / 10;
+
+/** The CPU time of a process's waited-for children, in s. */
+export const childCpu = (pid: number) => cpuMs(pid).children / 1000;
+
+/** The median RSS (MiB) and the CPU (% of a core) of a process over `seconds` of idle. */
+export async function idleFigures(pid: number, seconds: number): Promise<{ rss: number; cpu: number }> {
+  const ticks = cpuTicks(pid);
+  const rss: number[] = [];
+  for (let s = 0; s < seconds; s++) {
+    await sleep(1000);
+    rss.push(rssKiB(pid));
+  }
+  return { rss: median(rss) / 1024, cpu: ((cpuTicks(pid) - ticks) / 100 / seconds) * 100 };
+}
+
+/** The floor: Node with the gRPC client only, saying one message on a ConnectAgent stream and idling. */
+export function writeBaseline(run: string): string {
+  const baseline = `import * as grpc from '@grpc/grpc-js';
+const client = new grpc.Client(process.argv[2], grpc.credentials.createInsecure());
+const call = client.makeBidiStreamRequest('/grpc_api.AgentConnection/ConnectAgent', (b) => b, (b) => b);
+call.on('error', () => undefined);
+// AgentHello{agentName: 'b', protocolVersion: '1.0.1'}
+call.write(Buffer.from([0x0a, 0x0a, 0x0a, 0x01, 0x62, 0x12, 0x05, 0x31, 0x2e, 0x30, 0x2e, 0x31]));`;
+  const file = path.join(run, 'baseline.mjs');
+  writeFileSync(file, baseline);
+  symlinkSync(path.resolve('node_modules'), path.join(run, 'node_modules'));
+  return file;
+}
+
+export const fdCount = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
+
+/** The children of `pid` that are zombies (exited, not yet reaped). */
+export const zombies = (pid: number) =>
+  readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+        return stat[0] === 'Z' && Number(stat[1]) === pid;
+      } catch {
+        return false;
+      }
+    }).length;
+
+/** Starts an agent process against `url` as `name` in `run`; `env` holds the PATH with the podman wrapper. */
+export type AgentStart = (url: string, name: string, run: string, env: NodeJS.ProcessEnv) => ChildProcess;
+
+/** A `podman` on PATH that logs every call and runs the real one: counts the calls of any agent. */
+export function podmanWrapper(folder: string): { env: NodeJS.ProcessEnv; calls: () => number } {
+  const log = path.join(folder, 'podman-calls.log');
+  const real = execFileSync('sh', ['-c', 'command -v podman'], { encoding: 'utf8' }).trim();
+  writeFileSync(log, '');
+  writeFileSync(path.join(folder, 'podman'), `#!/bin/sh\necho "$1" >> '${log}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+  return { env: { ...process.env, PATH: `${folder}:${process.env.PATH ?? ''}` }, calls: () => readFileSync(log, 'utf8').split('\n').filter(Boolean).length };
+}
+
+/**
+ * The fake podman of the scaling bench, with a `podman logs` that prints one line and waits (a shell and a
+ * sleep, so hundreds of streams cost little): the agent's own cost is what is measured.
+ */
+export function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
+  const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fake-podman-'));
+  const state = path.join(fake, 'containers');
+  execFileSync('mkdir', [state]);
+  writeFileSync(
+    path.join(fake, 'podman'),
+    `#!/bin/sh\nif [ "$1" = logs ]; then echo "a line of $*"; ${logsWait ? 'exec sleep 3600' : 'exit 0'}; fi\nexec ${process.execPath} ${path.resolve('bench/fake-podman.mjs')} "$@"\n`,
+    { mode: 0o755 },
+  );
+  return { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
+}
+
+/** How long after the last workload runs (or the agent started) the idle figures begin: the burst's garbage is collected by then. */
+export const SETTLE_MS = 15_000;
+
+/** The agent as shipped on the fake podman of fakePodmanWithLogs, with `n` workloads running and settled. */
+export async function settledAgent(prefix: string, n: number, args: readonly string[] = []) {
+  const run = mkdtempSync(path.join(os.tmpdir(), `ank-bench-${prefix}-`));
+  const agentName = uniqueAgent(prefix);
+  const server = await FakeAnkaiosServer.start();
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, ...args], { stdio: 'ignore', env: fakePodmanWithLogs() });
+  const stop = () => {
+    child.kill('SIGKILL');
+    server.stop();
+  };
+  try {
+    const stream = await server.nextStream();
+    const latest = latestStates(stream);
+    const specs = Array.from({ length: n }, (_, i) => busybox(`w${i}`, agentName));
+    stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: specs.map(addedWorkload) } } });
+    await until(() => specs.every((s) => latest.get(s.instanceName.workloadName) === 'Running(Ok)'), 300_000);
+    await sleep(SETTLE_MS);
+    return { pid: child.pid!, stream, specs, stop };
+  } catch (err) {
+    stop();
+    throw err;
+  }
+}
+
+/** The latest reported state of each workload, read as the messages come (`reportedStates` reads them all each time). */
+export function latestStates(stream: AgentStream): Map<string, string> {
+  const latest = new Map<string, string>();
+  let read = 0;
+  stream.events.on('message', () => {
+    for (const [workload, , state] of reportedStates({ received: stream.received.slice(read) } as AgentStream)) latest.set(workload, state);
+    read = stream.received.length;
+  });
+  return latest;
+}

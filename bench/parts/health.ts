@@ -1,0 +1,116 @@
+// Bench part: Health checks and crash loops (real Podman, the real agent process).
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { instanceKey } from '../../lib/workload.js';
+import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
+import { record, sleep } from '../report.js';
+import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, cleanup, kubePod, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { BIN } from '../../scripts/harness/agent.js';
+import { until, cpuTicks, childCpu, podmanWrapper } from '../measure.js';
+
+/** A workload healthy while /tmp/ok exists in it, checked every second. */
+const checkedWorkload = (name: string, agentName: string, restartPolicy: 'Never' | 'Always' = 'Never') =>
+  spec(
+    name,
+    agentName,
+    'podman',
+    `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--health-cmd", "cat /tmp/ok", "--health-interval", "1s", "--health-retries", "1"]\ncommandArgs: ["/bin/sh", "-c", "touch /tmp/ok; sleep 3600"]\n`,
+    { restartPolicy },
+  );
+
+/** A podman-kube workload whose container `app` is live while /tmp/ok exists in it, probed every second. */
+const probedPod = (agentName: string) => {
+  const pod = `${agentName}-probed`.replace(/_/g, '-');
+  const probe = '    livenessProbe:\n      exec:\n        command: ["cat", "/tmp/ok"]\n      periodSeconds: 1\n      failureThreshold: 1\n';
+  return { workload: kubePod('pod', agentName, pod, [{ name: 'app', script: `touch /tmp/ok; ${SLEEP_UNTIL_STOPPED}`, more: probe }]), container: `${pod}-app` };
+};
+
+export async function benchHealth(crashSeconds: number): Promise<void> {
+  console.log(`\n13. Health checks and crash loops (real Podman; a crash loop watched ${crashSeconds} s with and without the back-off)`);
+  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-health-'));
+  const agentName = uniqueAgent('health');
+  const server = await FakeAnkaiosServer.start();
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  try {
+    const stream = await server.nextStream();
+    const reportedAt = new Map<string, number>();
+    stream.events.on('message', () => {
+      for (const [w, , st] of reportedStates(stream)) if (!reportedAt.has(`${w} ${st}`)) reportedAt.set(`${w} ${st}`, performance.now());
+    });
+    const db = checkedWorkload('db', agentName);
+    const app = busybox('app', agentName, { dependencies: { db: 'Running' } });
+    const probed = probedPod(agentName);
+    stream.send({
+      FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(db), addedWorkload(app), addedWorkload(probed.workload)] } },
+    });
+    await until(() => reportedAt.has('app Running(Ok)') && reportedAt.has('pod Running(Ok)'), 60_000);
+    record({
+      name: 'healthy → its ADD_COND_RUNNING dependent Running(Ok)',
+      value: reportedAt.get('app Running(Ok)')! - reportedAt.get('db Running(Ok)')!,
+      unit: 'ms',
+    });
+    // The cost of a check: 20 s of two idle healthy workloads, each checked once a second.
+    const ticks = cpuTicks(child.pid!);
+    const podmanCpu = childCpu(child.pid!);
+    await sleep(20_000);
+    record({ name: 'one health check: agent CPU', value: ((cpuTicks(child.pid!) - ticks) * 10) / 40, unit: 'ms', note: 'idle agent, two checks a second' });
+    record({ name: 'one health check: podman CPU', value: ((childCpu(child.pid!) - podmanCpu) * 1000) / 40, unit: 'ms' });
+    // Unhealthy: from the failing check to Failed at the server.
+    const removed = performance.now();
+    execFileSync('podman', ['exec', instanceKey(db.instanceName), 'rm', '/tmp/ok']);
+    const failed = () => [...reportedAt.entries()].find(([k]) => k.startsWith('db Failed(ExecFailed): Health check'));
+    await until(() => failed() !== undefined, 30_000);
+    record({ name: 'file gone → Failed(ExecFailed) at the server', value: failed()![1] - removed, unit: 'ms', target: '≤1100 (interval + 100 ms)' });
+    // The same for the kube workload's livenessProbe.
+    const removedInPod = performance.now();
+    execFileSync('podman', ['exec', probed.container, 'rm', '/tmp/ok']);
+    const podFailed = () => [...reportedAt.entries()].find(([k]) => k.startsWith('pod Failed(ExecFailed): Health check'));
+    await until(() => podFailed() !== undefined, 30_000);
+    record({
+      name: 'podman-kube livenessProbe: file gone → Failed(ExecFailed) at the server',
+      value: podFailed()![1] - removedInPod,
+      unit: 'ms',
+      target: '≤1100 (interval + 100 ms)',
+    });
+  } finally {
+    child.kill('SIGKILL');
+    server.stop();
+    cleanup(agentName);
+  }
+  for (const backoff of [true, false]) {
+    const name = uniqueAgent('crash');
+    const config = path.join(run, `${name}.toml`);
+    writeFileSync(config, `version = 'v1'\n${backoff ? '' : 'crash_loop_backoff = { first_delay = 0 }\n'}`);
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-crash-'));
+    const wrapper = podmanWrapper(folder);
+    const crashServer = await FakeAnkaiosServer.start();
+    const agent = spawn(BIN, ['-n', name, '-s', crashServer.url, '-k', '-r', run, '-x', config], { stdio: 'ignore', env: wrapper.env });
+    try {
+      const stream = await crashServer.nextStream();
+      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      const calls = wrapper.calls();
+      const ticks = cpuTicks(agent.pid!);
+      const podmanCpu = childCpu(agent.pid!);
+      stream.send({
+        FromServerEnum: {
+          case: 'serverHello',
+          value: { addedWorkloads: [addedWorkload(busybox('crasher', name, { script: 'exit 1', restartPolicy: 'Always' }))] },
+        },
+      });
+      await sleep(crashSeconds * 1000);
+      const runs = reportedStates(stream).filter(([w, , st]) => w === 'crasher' && st.startsWith('Failed')).length;
+      const label = backoff ? 'with the back-off' : 'without (first_delay = 0)';
+      record({ name: `crash loop ${label}: runs in ${crashSeconds} s`, value: runs, unit: 'runs' });
+      record({ name: `crash loop ${label}: podman processes per second`, value: (wrapper.calls() - calls) / crashSeconds, unit: '/s' });
+      record({ name: `crash loop ${label}: podman CPU`, value: ((childCpu(agent.pid!) - podmanCpu) / crashSeconds) * 100, unit: '% core' });
+      record({ name: `crash loop ${label}: agent CPU`, value: ((cpuTicks(agent.pid!) - ticks) / 100 / crashSeconds) * 100, unit: '% core' });
+    } finally {
+      agent.kill('SIGKILL');
+      crashServer.stop();
+      cleanup(name);
+    }
+  }
+}
