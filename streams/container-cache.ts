@@ -153,7 +153,7 @@ function cacheSnapshots(
       map((containers): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy: healthy$.value, at: asyncScheduler.now() })),
       catchError((err: unknown) => of<ViewInput>({ kind: 'pollFailed', poll, error: errorText(err), at: asyncScheduler.now() })),
     );
-    return concat(of<ViewInput>({ kind: 'pollStarted', at: asyncScheduler.now() }), result$).pipe(mergeMap(step));
+    return concat(of<ViewInput>({ kind: 'pollStarted' }), result$).pipe(mergeMap(step));
   });
   const ticks$ = events$
     ? healthy$.pipe(

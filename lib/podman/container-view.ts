@@ -12,19 +12,21 @@ export interface ContainerView {
   readonly exitCodes: ReadonlyMap<string, number>;
   /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet, with when they were heard. */
   readonly early: ReadonlyMap<string, number | undefined>;
-  /** When each container was last known started: its start event's time (Podman's), or when a poll that showed it running was asked. */
+  /**
+   * How many exits conmon told of each container that Podman's own died event has not confirmed yet: the
+   * confirmation comes late, maybe after the agent started the container again, and must not end that run.
+   */
+  readonly unconfirmed: ReadonlyMap<string, number>;
+  /** When each container's latest start that the picture applied happened (Podman's time of the start event). */
   readonly started: ReadonlyMap<string, number>;
   /** Events that came while a poll ran (undefined: none runs): applied again on top of its result. */
   readonly duringPoll?: readonly ContainerEvent[];
-  /** When the poll under way was asked (ms, wall clock). */
-  readonly pollAskedAt?: number;
 }
 
 export type ViewInput =
   /** Podman's event, or (`early`) an exit conmon's exit file told first; `at`: when it came (dates the snapshot when the event has no time of its own). */
   | { readonly kind: 'event'; readonly event: ContainerEvent; readonly early?: boolean; readonly at?: number }
-  /** `at`: when `podman ps` was asked. */
-  | { readonly kind: 'pollStarted'; readonly at?: number }
+  | { readonly kind: 'pollStarted' }
   /** `eventsHealthy`: the event stream was up, so a change it did not announce means it missed one. */
   /** `at`: when the poll answered. */
   | { readonly kind: 'polled'; readonly poll: number; readonly containers: readonly Container[]; readonly eventsHealthy: boolean; readonly at?: number }
@@ -44,14 +46,14 @@ export interface ViewStep {
  */
 export const EXIT_FILE_TAKEN = 'exit-file-taken';
 
-export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), started: new Map() };
+export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), unconfirmed: new Map(), started: new Map() };
 
 export function stepView(view: ContainerView, input: ViewInput): ViewStep {
   switch (input.kind) {
     case 'event':
       return onEvent(view, input.event, input.early ?? false, input.event.at ?? input.at);
     case 'pollStarted':
-      return { view: { ...view, duringPoll: [], pollAskedAt: input.at } };
+      return { view: { ...view, duringPoll: [] } };
     case 'polled':
       return onPoll(view, input);
     case 'pollFailed':
@@ -78,6 +80,14 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   if (event.status === 'died' && !staleExit(event, tracked)) {
     if (early) tracked.early.set(event.id, event.at);
     else tracked.early.delete(event.id);
+    const told = tracked.unconfirmed.get(event.id) ?? 0;
+    if (early) tracked.unconfirmed.set(event.id, told + 1);
+    else if (told > 0) {
+      // Podman's word of an exit conmon told (and the picture shows, or a start since has undone): nothing new.
+      if (told === 1) tracked.unconfirmed.delete(event.id);
+      else tracked.unconfirmed.set(event.id, told - 1);
+      return { view: { ...view, ...tracked } };
+    }
   }
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
   if (view.containers === undefined) return { view: { ...view, ...tracked, duringPoll } };
@@ -91,27 +101,28 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
 function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
   const tracked = trackedOf(view);
   const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
-  // Running when the poll was asked: a died event of an earlier time (Podman's stream behind a quick
-  // `podman start` of the same container) tells of the run before.
-  if (view.pollAskedAt !== undefined)
-    for (const c of containers.values())
-      if (c.State === 'running' && (tracked.started.get(c.Id) ?? Number.NEGATIVE_INFINITY) < view.pollAskedAt) tracked.started.set(c.Id, view.pollAskedAt);
   for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
   const missedEvent =
     eventsHealthy &&
     view.containers !== undefined &&
     [...view.containers.values()].some((c) => c.State === 'running' && containers.get(c.Id)?.State !== 'running');
-  return { view: { ...tracked, containers, poll, duringPoll: undefined, pollAskedAt: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
+  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
 }
 
 interface Tracked {
   readonly exitCodes: Map<string, number>;
   readonly early: Map<string, number | undefined>;
+  readonly unconfirmed: Map<string, number>;
   readonly started: Map<string, number>;
 }
 
-const trackedOf = (view: ContainerView): Tracked => ({ exitCodes: new Map(view.exitCodes), early: new Map(view.early), started: new Map(view.started) });
+const trackedOf = (view: ContainerView): Tracked => ({
+  exitCodes: new Map(view.exitCodes),
+  early: new Map(view.early),
+  unconfirmed: new Map(view.unconfirmed),
+  started: new Map(view.started),
+});
 
 /** A died event of a run before the latest start applied: Podman's stream told it after a quick restart. */
 function staleExit(e: ContainerEvent, { started }: Tracked): boolean {
@@ -171,6 +182,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
   if (e.status === 'remove') {
     tracked.exitCodes.delete(e.id);
     tracked.early.delete(e.id);
+    tracked.unconfirmed.delete(e.id);
     tracked.started.delete(e.id);
     return to.delete(e.id);
   }
