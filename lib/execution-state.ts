@@ -2,7 +2,21 @@
 
 type Variant<S extends string, Sub extends string> = { readonly state: S; readonly substate: Sub };
 
-export type ExecutionState = { readonly additionalInfo: string } & (
+/** What the agent's health checks say of a workload (this agent's own, beyond the released agent). */
+export type Health = 'starting' | 'healthy' | 'unhealthy';
+
+/**
+ * A state as the server sees it (state, substate, additional info), with what the agent knows beside it for
+ * its own readers (the metrics, the status view), never sent: how the container's run ended, what its
+ * health checks say.
+ */
+export type ExecutionState = {
+  readonly additionalInfo: string;
+  /** The exit code of the run a Succeeded or Failed(ExecFailed) state tells of. */
+  readonly exitCode?: number;
+  /** Set for a workload with health checks only. */
+  readonly health?: Health;
+} & (
   | Variant<'AgentDisconnected', 'AgentDisconnected'>
   | Variant<'Pending', 'Initial' | 'WaitingToStart' | 'Starting' | 'StartingFailed'>
   | Variant<'Running', 'Ok'>
@@ -39,6 +53,12 @@ export const ExecutionState = {
   notScheduled: make('NotScheduled', 'NotScheduled'),
   removed: make('Removed', 'Removed'),
 } as const;
+
+/** A container's run that ended with `code`: Succeeded for 0, otherwise Failed(ExecFailed) naming it as the released agent does. */
+export const exitedWith = (code: number): ExecutionState => ({
+  ...(code === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${code}'`)),
+  exitCode: code,
+});
 
 /** `Pending(Starting)`, with the additional info after a colon when there is one. */
 export function formatState(s: ExecutionState): string {

@@ -1,8 +1,7 @@
 // The rows of the standalone status view, like `ank get workloads`.
 import { formatState } from './execution-state.js';
-import type { DesiredState } from './manifest.js';
+import type { DesiredState } from './desired-state.js';
 import type { WorkloadState } from './messages.js';
-import { asksForHealthCheck, healthShown } from './podman/health.js';
 import { instanceKey } from './workload.js';
 
 /** What the local server of standalone mode knows: the desired state and the states of the agent's workloads. */
@@ -36,7 +35,7 @@ export function statusRows(agentName: string, desired: DesiredState | undefined,
       const current = states.get(instanceKey(spec.instanceName));
       if (!current) return { ...row, state: 'Pending(Initial)', info: '' };
       const [state, ...info] = formatState(current.executionState).split(': ');
-      const health = asksForHealthCheck(spec) ? healthShown(current.executionState) : '';
+      const health = current.executionState.health ?? '';
       return { ...row, state, health, info: info.join(': ') };
     });
 }

@@ -1,6 +1,6 @@
 // What the agent reads of nerdctl (the containerd runtime's CLI): its container list, its events, and the
 // state table of the released containerd connector. Pure: the driver is lib/drivers/containerd-runtime.ts.
-import { ExecutionState } from '../execution-state.js';
+import { ExecutionState, exitedWith } from '../execution-state.js';
 import type { Container, ContainerEvent, ContainerFigures, StateReading } from '../ports.js';
 
 /** `k=v,k=v` as nerdctl 2.0 writes a container's labels in `ps --format json` (a value may hold `=`). */
@@ -98,9 +98,9 @@ export function containerdState(c: Container): ExecutionState {
     case 'running':
       return ExecutionState.running();
     case 'exited':
-      return (c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`);
+      return exitedWith(c.ExitCode ?? 0);
     case 'dead':
-      return ExecutionState.failed(`Exit code: '${c.ExitCode ?? 0}'`);
+      return { ...ExecutionState.failed(`Exit code: '${c.ExitCode ?? 0}'`), exitCode: c.ExitCode ?? 0 };
     case 'removing':
       return ExecutionState.stopping('removing');
     default:

@@ -7,7 +7,6 @@ import type { ExecutionState } from '../execution-state.js';
 import { whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
 import type { WorkloadState } from '../messages.js';
-import { healthShown } from '../podman/health.js';
 import type { ContainerFigures, MetricsPort } from '../ports.js';
 import { parseInstanceKey } from '../workload.js';
 import { checkSocketPlace } from './run-folder.js';
@@ -64,12 +63,6 @@ export function parseMetricsAddress(text: string): { readonly port: number; read
     throw new Error(`The metrics address '${text}' is none: give a port (loopback), host:port, or the absolute path of a unix socket.`);
   return { port, host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, '') };
 }
-
-const exitCodeOf = (state: ExecutionState): number | undefined => {
-  if (state.state === 'Succeeded') return 0;
-  const m = /Exit code: '(-?\d+)'/.exec(state.additionalInfo);
-  return state.state === 'Failed' && m ? Number(m[1]) : undefined;
-};
 
 export async function startMetrics(address: string, options: MetricsOptions): Promise<MetricsEndpoint> {
   const where = parseMetricsAddress(address);
@@ -169,12 +162,10 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
         const ended = !starts && (s.state === 'Succeeded' || s.state === 'Failed' || (s.state !== 'Running' && (before?.ended ?? false)));
         const heard = whenHeard(s);
         if (heard !== undefined) reportSeconds.observe(instanceName.workloadName, Math.max(0, Date.now() - heard) / 1000);
-        const code = exitCodeOf(s);
-        if (code !== undefined) exitCode.set(workload, code);
+        if (s.exitCode !== undefined) exitCode.set(workload, s.exitCode);
         // A workload without a check is Running(Ok) too: healthy only after its check was awaited.
-        const health = healthShown(s);
-        if (health === 'starting' || health === 'unhealthy') healthy.set(workload, 0);
-        else if (health === 'healthy' && before && healthShown(before.state) === 'starting') healthy.set(workload, 1);
+        if (s.health === 'starting' || s.health === 'unhealthy') healthy.set(workload, 0);
+        else if (s.health === 'healthy' && before?.state.health === 'starting') healthy.set(workload, 1);
         last.set(instanceName.workloadName, { state: s, at: Date.now(), ended });
       }
     },

@@ -1,8 +1,8 @@
 // From Podman's container states to execution states (swdd~podman-state-getter-maps-state~3).
-import { ExecutionState } from '../execution-state.js';
+import { ExecutionState, exitedWith } from '../execution-state.js';
 import type { Container, StateReading } from '../ports.js';
 
-const exited = (c: Container): ExecutionState => ((c.ExitCode ?? 0) === 0 ? ExecutionState.succeeded() : ExecutionState.failed(`Exit code: '${c.ExitCode}'`));
+const exited = (c: Container): ExecutionState => exitedWith(c.ExitCode ?? 0);
 
 type Kind = 'starting' | 'running' | 'exited' | 'stopping' | 'unknown';
 

@@ -214,8 +214,14 @@ export function namedChecks(checks: ReadonlyArray<{ readonly name: string; reado
   return { ...checks[0].check, command: bounded(checks.map((c) => `${c.name}: ${c.check.command}`).join('; ')) };
 }
 
-export const waitingForHealth = (check: HealthCheck) => ExecutionState.starting(`Waiting for its health check to pass ('${check.command}').`);
-export const unhealthy = (check: HealthCheck, output: string) => ExecutionState.failed(`Health check '${check.command}' failed${output ? `: ${output}` : '.'}`);
+export const waitingForHealth = (check: HealthCheck): ExecutionState => ({
+  ...ExecutionState.starting(`Waiting for its health check to pass ('${check.command}').`),
+  health: 'starting',
+});
+export const unhealthy = (check: HealthCheck, output: string): ExecutionState => ({
+  ...ExecutionState.failed(`Health check '${check.command}' failed${output ? `: ${output}` : '.'}`),
+  health: 'unhealthy',
+});
 
 /**
  * The execution state of a health-checked workload: while its container runs, Pending(Starting) until a
@@ -227,7 +233,7 @@ export function healthState(container: ExecutionState, health: Health | undefine
   if (failedWith !== undefined && !is(container, 'Running')) return unhealthy(check, failedWith);
   if (!is(container, 'Running', 'Ok')) return container;
   if (health?.status === 'unhealthy') return unhealthy(check, health.output);
-  return health?.status === 'healthy' ? container : waitingForHealth(check);
+  return health?.status === 'healthy' ? { ...container, health: 'healthy' } : waitingForHealth(check);
 }
 
 /** Whether the agent runs health checks for this workload: a podman workload's health flags, a kube manifest's livenessProbe. */
@@ -238,11 +244,4 @@ export function asksForHealthCheck(spec: WorkloadSpec): boolean {
   } catch {
     return false;
   }
-}
-
-/** What a health-checked workload's state says of its health: `starting`, `healthy`, `unhealthy`, or '' (not running). */
-export function healthShown(state: ExecutionState): string {
-  if (state.additionalInfo.startsWith('Health check ')) return 'unhealthy';
-  if (state.additionalInfo.startsWith('Waiting for its health check')) return 'starting';
-  return is(state, 'Running', 'Ok') ? 'healthy' : '';
 }

@@ -147,16 +147,21 @@ describe('health checks of podman workloads (lib/podman/health.ts)', () => {
   it('the state: waiting until healthy, Running(Ok) while healthy, Failed with the output once unhealthy until it runs again', () => {
     const running = ExecutionState.running();
     const exited = ExecutionState.failed("Exit code: '137'");
-    const shown = (container: ExecutionState, health: Parameters<typeof healthState>[1], failedWith?: string) =>
-      formatState(healthState(container, health, failedWith, check));
-    expect(shown(running, undefined)).to.equal("Pending(Starting): Waiting for its health check to pass ('cat /tmp/ok').");
-    expect(shown(running, { status: 'starting' })).to.equal("Pending(Starting): Waiting for its health check to pass ('cat /tmp/ok').");
-    expect(shown(running, { status: 'healthy' })).to.equal('Running(Ok)');
-    expect(shown(running, { status: 'unhealthy', output: 'no file' }, 'no file')).to.equal("Failed(ExecFailed): Health check 'cat /tmp/ok' failed: no file");
-    expect(shown(exited, undefined, 'no file'), 'stopped after it').to.equal("Failed(ExecFailed): Health check 'cat /tmp/ok' failed: no file");
+    // The text as the server sees it, and the health beside it that the status view and the metrics read.
+    const shown = (container: ExecutionState, health: Parameters<typeof healthState>[1], failedWith?: string) => {
+      const state = healthState(container, health, failedWith, check);
+      return state.health ? `${formatState(state)} [${state.health}]` : formatState(state);
+    };
+    expect(shown(running, undefined)).to.equal("Pending(Starting): Waiting for its health check to pass ('cat /tmp/ok'). [starting]");
+    expect(shown(running, { status: 'starting' })).to.equal("Pending(Starting): Waiting for its health check to pass ('cat /tmp/ok'). [starting]");
+    expect(shown(running, { status: 'healthy' })).to.equal('Running(Ok) [healthy]');
+    expect(shown(running, { status: 'unhealthy', output: 'no file' }, 'no file')).to.equal(
+      "Failed(ExecFailed): Health check 'cat /tmp/ok' failed: no file [unhealthy]",
+    );
+    expect(shown(exited, undefined, 'no file'), 'stopped after it').to.equal("Failed(ExecFailed): Health check 'cat /tmp/ok' failed: no file [unhealthy]");
     expect(shown(exited, undefined), 'an exit of its own').to.equal("Failed(ExecFailed): Exit code: '137'");
     expect(shown(ExecutionState.succeeded(), undefined)).to.equal('Succeeded(Ok)');
-    expect(shown(running, { status: 'unhealthy', output: '' }, '')).to.equal("Failed(ExecFailed): Health check 'cat /tmp/ok' failed.");
+    expect(shown(running, { status: 'unhealthy', output: '' }, '')).to.equal("Failed(ExecFailed): Health check 'cat /tmp/ok' failed. [unhealthy]");
   });
 
   // rx~health-kube-liveness-probes~1

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { parseManifest, specsFor } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/manifest.js';
+import { specsFor } from '../../lib/desired-state.js';
 import { formatTable, statusRows } from '../../lib/status.js';
 import { instanceKey } from '../../lib/workload.js';
 
@@ -61,11 +62,13 @@ workloads:
     };
     const states = (db: ExecutionState, pod: ExecutionState) => new Map([at('db', db), at('pod', pod), at('plain', ExecutionState.running())]);
     const health = (rows: ReturnType<typeof statusRows>) => rows.map((r) => `${r.workload}:${r.health}`);
-    const waiting = ExecutionState.starting("Waiting for its health check to pass ('cat /tmp/ok').");
-    expect(health(statusRows('agent_A', checked, states(waiting, ExecutionState.running())))).to.deep.equal(['db:starting', 'plain:', 'pod:healthy']);
-    const failed = ExecutionState.failed("Health check 'cat /tmp/ok' failed: gone");
+    // The health checks' states carry their health beside the text; the view reads that, never the text.
+    const waiting: ExecutionState = { ...ExecutionState.starting("Waiting for its health check to pass ('cat /tmp/ok')."), health: 'starting' };
+    const healthy: ExecutionState = { ...ExecutionState.running(), health: 'healthy' };
+    expect(health(statusRows('agent_A', checked, states(waiting, healthy)))).to.deep.equal(['db:starting', 'plain:', 'pod:healthy']);
+    const failed: ExecutionState = { ...ExecutionState.failed("Health check 'cat /tmp/ok' failed: gone"), health: 'unhealthy' };
     expect(health(statusRows('agent_A', checked, states(failed, ExecutionState.succeeded())))).to.deep.equal(['db:unhealthy', 'plain:', 'pod:']);
-    const table = formatTable(statusRows('agent_A', checked, states(waiting, ExecutionState.running()))).split('\n');
+    const table = formatTable(statusRows('agent_A', checked, states(waiting, healthy))).split('\n');
     expect(table[0]).to.match(/^WORKLOAD NAME\s+AGENT\s+RUNTIME\s+EXECUTION STATE\s+HEALTH\s+ADDITIONAL INFO$/);
     expect(table[1]).to.match(/^db\s+agent_A\s+podman\s+Pending\(Starting\)\s+starting\s+Waiting for its health check/);
   });

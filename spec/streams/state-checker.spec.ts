@@ -1,4 +1,7 @@
+import { toBinary } from '@bufbuild/protobuf';
 import { map } from 'rxjs';
+import { ExecutionStateSchema } from '../../proto/gen/ank_base_pb.js';
+import { executionStateTo } from '../../lib/codec/wire.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 import { whenHeard } from '../../lib/heard-at.js';
 import { podmanReading } from '../../lib/podman/container-state.js';
@@ -50,13 +53,15 @@ describe('the state checker and quick polls', () => {
 });
 
 describe('the state checker and the time a change was heard', () => {
-  it('each state it emits carries when the change it shows was heard (for the report-time metric), and the wire form does not', () => {
+  it('each state it emits carries when the change it shows was heard (for the report-time metric) and the exit code of an ended run; the wire form carries neither', () => {
     testScheduler().run(({ cold, expectObservable }) => {
       const snap = (poll: number, State: string, heardAt: number) => ({ poll, containers: [{ Id: 'id1', State, ExitCode: 2 }], heardAt });
       const cache = { fresh: () => cold('a-b-c', { a: snap(1, 'running', 100), b: snap(2, 'running', 200), c: snap(3, 'exited', 290) }) };
-      expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map((s) => [formatState(s), whenHeard(s), Object.keys(s).join()]))).toBe('a---c', {
-        a: ['Running(Ok)', 100, 'state,substate,additionalInfo'],
-        c: ["Failed(ExecFailed): Exit code: '2'", 290, 'state,substate,additionalInfo'],
+      const wire = (s: ExecutionState) => Buffer.from(toBinary(ExecutionStateSchema, executionStateTo(s)));
+      const onWire = (s: ExecutionState) => wire(s).equals(wire({ state: s.state, substate: s.substate, additionalInfo: s.additionalInfo } as ExecutionState));
+      expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map((s) => [formatState(s), whenHeard(s), s.exitCode, onWire(s)]))).toBe('a---c', {
+        a: ['Running(Ok)', 100, undefined, true],
+        c: ["Failed(ExecFailed): Exit code: '2'", 290, 2, true],
       });
     });
   });
