@@ -49,7 +49,7 @@ import { loadSecurity } from '../lib/drivers/security.js';
 import { readManifest, statusView, watchManifest } from '../lib/drivers/standalone.js';
 import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
-import { type DesiredState, ManifestError } from '../lib/manifest.js';
+import { type DesiredState, ManifestError } from '../lib/desired-state.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { MachineSample, MetricsPort } from '../lib/ports.js';
 import type { CrashLoopBackoff } from '../lib/restart-policy.js';

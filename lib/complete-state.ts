@@ -2,7 +2,7 @@
 // Masks address the logical structure users see (`desiredState.workloads.nginx.agent`): the state is
 // built and picked as domain objects and crosses to the wire only at the end.
 import type { ExecutionState } from './execution-state.js';
-import { type DesiredState, checkDesiredState, declaredState } from './manifest.js';
+import { type DesiredState, checkDesiredState, declaredState } from './desired-state.js';
 import type { WorkloadState } from './messages.js';
 import { type ConfigValue, type DeclaredState, EMPTY_WORKLOAD, type Workload } from './workload.js';
 import { isRecord } from './record.js';

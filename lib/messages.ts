@@ -1,7 +1,7 @@
 // What the core receives from and sends to the server: its own types, except the Control Interface requests and
 // responses, which pass through as the protobuf messages they are (so that fields the agent does not know go on).
 import type { Request, Response } from '../proto/gen/ank_base_pb.js';
-import type { ProtocolLine } from './codec/lines.js';
+import type { ProtocolLine } from './version.js';
 import type { ExecutionState } from './execution-state.js';
 import type { DeletedWorkload, WorkloadInstanceName, WorkloadSpec } from './workload.js';
 

@@ -18,6 +18,9 @@ const importsOf = (text: string) =>
   [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(?:[^'";]*?from\s*)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
 const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
 const inCore = (file: string) => (file.startsWith('lib/') && !file.startsWith('lib/drivers/')) || file.startsWith('streams/');
+/** The domain: lib/'s own modules, which no runtime's folder, driver or manifest reader sits under. */
+const inDomain = (file: string) => /^lib\/[^/]+\.ts$/.test(file) && file !== 'lib/manifest.ts';
+const ABOVE_DOMAIN = /^lib\/(drivers|podman|containerd)\/|^lib\/manifest\.js$/;
 
 /** Every boundary a source breaks, as `file: what`. */
 function boundaryViolations(sources: readonly Source[]): string[] {
@@ -27,6 +30,7 @@ function boundaryViolations(sources: readonly Source[]): string[] {
       const resolved = target.startsWith('.') ? path.posix.join(path.posix.dirname(file), target) : target;
       if (inCore(file) && (IO_MODULES.test(target) || IO_PACKAGES.test(target))) problems.push(`${file}: imports ${target}`);
       if (file.startsWith('lib/drivers/') && resolved.startsWith('streams/')) problems.push(`${file}: a driver imports the pipeline ${resolved}`);
+      if (inDomain(file) && ABOVE_DOMAIN.test(resolved)) problems.push(`${file}: the domain imports ${resolved}, which builds on it`);
     }
     const clock = inCore(file) ? CLOCKS.exec(withoutComments(text)) : null;
     if (clock) problems.push(`${file}: uses ${clock[1]}`);
@@ -80,13 +84,13 @@ describe('the boundaries of the code', () => {
     ).to.deep.equal(['lib/a.ts -> lib/b.ts -> lib/a.ts']);
   });
 
-  it('the core imports no I/O and reads no clock; drivers import nothing from streams/', () => {
+  it("the core imports no I/O and reads no clock; drivers import nothing from streams/; the domain nothing of a runtime's, a driver's or the manifest reader's", () => {
     const sources = [...sourcesUnder('lib'), ...sourcesUnder('streams')];
     expect(sources.length).to.be.greaterThan(30);
     expect(boundaryViolations(sources)).to.deep.equal([]);
   });
 
-  it('would catch a driver that imports a pipeline, and a core module that does I/O or keeps time', () => {
+  it('would catch a driver that imports a pipeline, a core module that does I/O or keeps time, and the domain importing what builds on it', () => {
     expect(
       boundaryViolations([
         { file: 'lib/drivers/x.ts', text: "import { agent } from '../../streams/agent.js';\nimport '../../streams/trace.js';" },
@@ -95,6 +99,7 @@ describe('the boundaries of the code', () => {
           text: "import { readFileSync } from 'node:fs';\nimport { Registry } from 'prom-client';\nconst t = Date.now(); // Math.random in a comment is fine",
         },
         { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
+        { file: 'lib/w.ts', text: "import { healthOf } from './podman/health.js';\nimport type { DesiredState } from './manifest.js';" },
       ]),
     ).to.deep.equal([
       'lib/drivers/x.ts: a driver imports the pipeline streams/agent.js',
@@ -104,6 +109,8 @@ describe('the boundaries of the code', () => {
       'streams/y.ts: uses Date.now',
       'lib/z.ts: imports @grpc/grpc-js',
       'lib/z.ts: uses setTimeout',
+      'lib/w.ts: the domain imports lib/podman/health.js, which builds on it',
+      'lib/w.ts: the domain imports lib/manifest.js, which builds on it',
     ]);
   });
 });

@@ -6,7 +6,7 @@ import { completeStateTo, declaredStateFrom } from '../lib/codec/wire.js';
 import { type AlteredFields, type CompleteState, alteredFields, applyUpdate, maskedState } from '../lib/complete-state.js';
 import { keepLatest } from '../lib/execution-state.js';
 import type { Logger } from '../lib/logger.js';
-import { type DesiredState, diffFor, specsFor } from '../lib/manifest.js';
+import { type DesiredState, diffFor, specsFor } from '../lib/desired-state.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 import type { LocalSnapshot } from '../lib/status.js';
 import { instanceKey } from '../lib/workload.js';

@@ -20,7 +20,8 @@ import {
 } from 'rxjs';
 import { toBinary } from '@bufbuild/protobuf';
 import * as grpc from '../proto/gen/grpc_api_pb.js';
-import { type ProtocolLine, PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
+import { PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
+import type { ProtocolLine } from '../lib/version.js';
 import { agentHello, fromServerMessage, toServerBytes } from '../lib/codec/wire.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';

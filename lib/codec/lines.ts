@@ -4,20 +4,7 @@
 // at the edge, so nothing else needs to know which line a peer speaks.
 import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import { LINE_VERSIONS } from '../defaults.js';
-import { compatibleVersions } from '../version.js';
-
-export interface ProtocolLine {
-  /** How a server names the line when it refuses another: `1` or `0.8`. */
-  readonly name: string;
-  /** The version the agent says on this line. */
-  readonly version: string;
-  /** Events (CompleteStateRequest.subscribeForEvents, EventsCancelRequest) and agent tags exist on this line. */
-  readonly events: boolean;
-  /** A FromServer or FromAnkaios as a peer of this line writes it → as the agent reads it (the 1.x form). */
-  readonly read: (bytes: Uint8Array) => Uint8Array;
-  /** A FromServer or FromAnkaios as the agent writes it → as a peer of this line reads it. */
-  readonly write: (bytes: Uint8Array) => Uint8Array;
-}
+import { type ProtocolLine, compatibleVersions } from '../version.js';
 
 /** `response = 3` in both FromServer and FromAnkaios; field 4 of the Response is the one that differs. */
 const RESPONSE_FIELD_4 = [3, 4];

@@ -2,7 +2,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { fromBinary } from '@bufbuild/protobuf';
 import { Observable, type Subscription } from 'rxjs';
-import { LINE_1, type ProtocolLine } from '../codec/lines.js';
+import { LINE_1 } from '../codec/lines.js';
+import type { ProtocolLine } from '../version.js';
 import { agentTlsCredentials } from './tls-credentials.js';
 import { type FromServer, FromServerSchema } from '../../proto/gen/grpc_api_pb.js';
 

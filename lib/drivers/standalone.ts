@@ -3,7 +3,8 @@ import { type FSWatcher, readFileSync, unwatchFile, watch, watchFile } from 'nod
 import path from 'node:path';
 import { Observable, debounceTime, distinctUntilChanged, filter, map, merge, of, skip, startWith } from 'rxjs';
 import type { Logger } from '../logger.js';
-import { type DesiredState, ManifestError, parseManifest } from '../manifest.js';
+import { parseManifest } from '../manifest.js';
+import { type DesiredState, ManifestError } from '../desired-state.js';
 import { type LocalSnapshot, type StatusRow, formatTable, statusRows } from '../status.js';
 
 /** A manifest as read: what it says, and its text (a later read that finds the same text is no change). */

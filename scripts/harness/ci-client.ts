@@ -5,7 +5,8 @@ import path from 'node:path';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Subject, filter, firstValueFrom, map, timeout } from 'rxjs';
 import { type FromAnkaios, FromAnkaiosSchema, ToAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
-import { LINE_1, type ProtocolLine } from '../../lib/codec/lines.js';
+import { LINE_1 } from '../../lib/codec/lines.js';
+import type { ProtocolLine } from '../../lib/version.js';
 import { decodeFrames, encodeFrame } from '../../streams/length-delimited.js';
 
 type ToAnkaiosInit = Parameters<typeof create<typeof ToAnkaiosSchema>>[1];

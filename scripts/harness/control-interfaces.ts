@@ -1,7 +1,8 @@
 // The Control Interfaces wired as the agent wires them (the pipes driver and the pipelines over it),
 // with the requests for the server coming out and the server's responses going in.
 import { type Observable, Subject, of } from 'rxjs';
-import { PROTOCOL_LINES, type ProtocolLine } from '../../lib/codec/lines.js';
+import { PROTOCOL_LINES } from '../../lib/codec/lines.js';
+import type { ProtocolLine } from '../../lib/version.js';
 import type { Request, Response } from '../../lib/codec/control-api.js';
 import { ControlInterfacePipes } from '../../lib/drivers/control-interface-pipes.js';
 import { hostSide } from '../../lib/drivers/host-side.js';

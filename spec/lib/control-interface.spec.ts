@@ -3,7 +3,8 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import { ToAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
-import { LINE_0_8, LINE_1, PROTOCOL_LINES, type ProtocolLine } from '../../lib/codec/lines.js';
+import { LINE_0_8, LINE_1, PROTOCOL_LINES } from '../../lib/codec/lines.js';
+import type { ProtocolLine } from '../../lib/version.js';
 import {
   ACCESS_DENIED,
   type ControlInterfaceEffect,

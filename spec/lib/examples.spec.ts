@@ -1,7 +1,8 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { parseManifest, specsFor } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/manifest.js';
+import { specsFor } from '../../lib/desired-state.js';
 import { parseKubeConfig, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
 
 describe('examples/', () => {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { ManifestError, checkCycles, deleteConditionsOf, diffFor, parseManifest, renderTemplate, specsFor } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/manifest.js';
+import { ManifestError, checkCycles, deleteConditionsOf, diffFor, renderTemplate, specsFor } from '../../lib/desired-state.js';
 
 const manifest = (workloads: string, extra = '') => `apiVersion: v1\n${extra}workloads:\n${workloads}`;
 const rejects = (text: string) => {
