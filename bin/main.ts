@@ -35,11 +35,11 @@ import {
   resolveStandaloneConfig,
   selectRuntimes,
 } from '../lib/config.js';
-import { parseStats } from '../lib/containerd/nerdctl.js';
+import { parseStats } from '../lib/runtimes/containerd/nerdctl.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
 import type { ContainerStats, MetricsEndpoint } from '../lib/drivers/metrics.js';
-import { PodmanCli } from '../lib/drivers/podman-cli.js';
-import { runsInPod } from '../lib/drivers/podman-kube-runtime.js';
+import { PodmanCli } from '../lib/runtimes/podman/cli.js';
+import { runsInPod } from '../lib/runtimes/podman-kube/runtime.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';

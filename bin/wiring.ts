@@ -1,10 +1,10 @@
 // How the drivers and the pipelines are put together, for the agent and for the specs and benchmarks
 // that run it on real parts.
-import { PodmanCli } from '../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../lib/runtimes/podman/cli.js';
 import { EMPTY } from 'rxjs';
-import { ContainerdRuntime, type Scope, containerdEvents, listContainers } from '../lib/drivers/containerd-runtime.js';
-import { conmonExits, containerEvents } from '../lib/drivers/podman-events.js';
-import { podmanRuntimes, systemdRuns } from '../lib/drivers/podman-runtime.js';
+import { ContainerdRuntime, type Scope, containerdEvents, listContainers } from '../lib/runtimes/containerd/runtime.js';
+import { conmonExits, containerEvents } from '../lib/runtimes/podman/events.js';
+import { podmanRuntimes, systemdRuns } from '../lib/runtimes/podman/runtime.js';
 import type { Logger } from '../lib/logger.js';
 import type { WatchState } from '../lib/ports.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
@@ -15,7 +15,7 @@ import { type Trace, noTrace } from '../streams/trace.js';
 /**
  * `podman` and `podman-kube` on one CLI, one container-state cache (kept by `podman events` unless off) and one
  * state checker; `containerd` on nerdctl (`nerdctl`: its CLI) with a cache of its own, kept by containerd's
- * events. `health`: the agent runs the podman workloads' health checks (lib/podman/health.ts), where Podman's
+ * events. `health`: the agent runs the podman workloads' health checks (lib/runtimes/podman/health.ts), where Podman's
  * timers do not (`podmanTimers`: systemd runs); `trace` tells --debug what the caches do (`podman.cache`,
  * `containerd.cache`), `eventsRestarted` the metrics how often `podman events` started again.
  */

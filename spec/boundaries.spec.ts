@@ -17,10 +17,16 @@ interface Source {
 const importsOf = (text: string) =>
   [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s+(?:[^'";]*?from\s*)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
 const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
-const inCore = (file: string) => (file.startsWith('lib/') && !file.startsWith('lib/drivers/')) || file.startsWith('streams/');
+/**
+ * Where side effects live: lib/drivers/, and in a runtime's folder its connector, CLI, event sources, health
+ * check loop and image pulls; the pure parts beside them (config, state table, health rules) are core.
+ */
+const RUNTIME_DRIVER = /^lib\/runtimes\/[^/]+\/(runtime|cli|events|health-checks|image-pulls)\.ts$/;
+const isDriver = (file: string) => file.startsWith('lib/drivers/') || RUNTIME_DRIVER.test(file);
+const inCore = (file: string) => (file.startsWith('lib/') && !isDriver(file)) || file.startsWith('streams/');
 /** The domain: lib/'s own modules, which no runtime's folder, driver or manifest reader sits under. */
 const inDomain = (file: string) => /^lib\/[^/]+\.ts$/.test(file) && file !== 'lib/manifest.ts';
-const ABOVE_DOMAIN = /^lib\/(drivers|podman|containerd)\/|^lib\/manifest\.js$/;
+const ABOVE_DOMAIN = /^lib\/(drivers|runtimes)\/|^lib\/manifest\.js$/;
 
 /** Every boundary a source breaks, as `file: what`. */
 function boundaryViolations(sources: readonly Source[]): string[] {
@@ -29,7 +35,7 @@ function boundaryViolations(sources: readonly Source[]): string[] {
     for (const target of importsOf(text)) {
       const resolved = target.startsWith('.') ? path.posix.join(path.posix.dirname(file), target) : target;
       if (inCore(file) && (IO_MODULES.test(target) || IO_PACKAGES.test(target))) problems.push(`${file}: imports ${target}`);
-      if (file.startsWith('lib/drivers/') && resolved.startsWith('streams/')) problems.push(`${file}: a driver imports the pipeline ${resolved}`);
+      if (isDriver(file) && resolved.startsWith('streams/')) problems.push(`${file}: a driver imports the pipeline ${resolved}`);
       if (inDomain(file) && ABOVE_DOMAIN.test(resolved)) problems.push(`${file}: the domain imports ${resolved}, which builds on it`);
     }
     const clock = inCore(file) ? CLOCKS.exec(withoutComments(text)) : null;
@@ -99,7 +105,7 @@ describe('the boundaries of the code', () => {
           text: "import { readFileSync } from 'node:fs';\nimport { Registry } from 'prom-client';\nconst t = Date.now(); // Math.random in a comment is fine",
         },
         { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
-        { file: 'lib/w.ts', text: "import { healthOf } from './podman/health.js';\nimport type { DesiredState } from './manifest.js';" },
+        { file: 'lib/w.ts', text: "import { healthOf } from './runtimes/podman/health.js';\nimport type { DesiredState } from './manifest.js';" },
       ]),
     ).to.deep.equal([
       'lib/drivers/x.ts: a driver imports the pipeline streams/agent.js',
@@ -109,7 +115,7 @@ describe('the boundaries of the code', () => {
       'streams/y.ts: uses Date.now',
       'lib/z.ts: imports @grpc/grpc-js',
       'lib/z.ts: uses setTimeout',
-      'lib/w.ts: the domain imports lib/podman/health.js, which builds on it',
+      'lib/w.ts: the domain imports lib/runtimes/podman/health.js, which builds on it',
       'lib/w.ts: the domain imports lib/manifest.js, which builds on it',
     ]);
   });

@@ -30,7 +30,7 @@ import {
   timer,
 } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
-import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../lib/podman/container-view.js';
+import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../lib/container-view.js';
 import type { Container, ContainerCache, ContainerEvent, Snapshot } from '../lib/ports.js';
 import { type Trace, noTrace } from './trace.js';
 
@@ -121,7 +121,7 @@ export function containerCache(list: () => Observable<Container[]>, events$?: Ob
  */
 const BEFORE_START: ReadonlySet<string> = new Set(['create', 'init']);
 
-/** One run of the cache while it is watched: the reducer (lib/podman/container-view.ts) fed by polls and events. */
+/** One run of the cache while it is watched: the reducer (lib/container-view.ts) fed by polls and events. */
 function cacheSnapshots(
   list: () => Observable<Container[]>,
   events$: Observable<ContainerEvent> | undefined,

@@ -1,6 +1,6 @@
 // Bench part: containerd: exits seen, and what watching idle workloads costs (real containerd through nerdctl).
 import { execFileSync } from 'node:child_process';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { median, p95, record, sleep } from '../report.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../measure.js';

@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { EMPTY, Subject, of } from 'rxjs';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer } from '../../lib/messages.js';

@@ -7,7 +7,7 @@ import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { lastValueFrom, toArray } from 'rxjs';
 import { builtInRuntimes } from '../../bin/wiring.js';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { instanceKey } from '../../lib/workload.js';

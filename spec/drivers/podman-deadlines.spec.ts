@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, forkJoin } from 'rxjs';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { until } from '../../scripts/harness/wait.js';
 import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 

@@ -1,8 +1,8 @@
 // Container states from Podman's event stream, on real Podman.
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { conmonExits, containerEvents } from '../../lib/drivers/podman-events.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { conmonExits, containerEvents } from '../../lib/runtimes/podman/events.js';
 import type { ContainerEvent } from '../../lib/ports.js';
 import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';

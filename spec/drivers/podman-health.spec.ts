@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { expect } from 'chai';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { instanceKey } from '../../lib/workload.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { BehaviorSubject, Subject, lastValueFrom, toArray } from 'rxjs';
 import { CAMPAIGN_CLOSED } from '../../lib/log-lines.js';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { until } from '../../scripts/harness/wait.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
 import { serveLogs } from '../../streams/logs.js';

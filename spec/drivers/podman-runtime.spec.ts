@@ -6,14 +6,14 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { type KubeId, podsPlayed } from '../../lib/drivers/podman-kube-runtime.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { type KubeId, podsPlayed } from '../../lib/runtimes/podman-kube/runtime.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
-import { podmanRunArgs, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
+import { podmanRunArgs, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
 import { instanceKey } from '../../lib/workload.js';
-import { parseKubeConfig } from '../../lib/podman/runtime-config.js';
+import { parseKubeConfig } from '../../lib/runtimes/podman/runtime-config.js';
 import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 
 describe('Podman runtimes (real Podman)', function () {

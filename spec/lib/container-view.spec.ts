@@ -1,6 +1,6 @@
 import type { Container } from '../../lib/ports.js';
 import { expect } from 'chai';
-import { type ContainerView, EMPTY_VIEW, EXIT_FILE_TAKEN, type ViewInput, changesBetween, stepView } from '../../lib/podman/container-view.js';
+import { type ContainerView, EMPTY_VIEW, EXIT_FILE_TAKEN, type ViewInput, changesBetween, stepView } from '../../lib/container-view.js';
 
 const running = (Id: string): Container => ({ Id, State: 'running' });
 const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {

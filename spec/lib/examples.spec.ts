@@ -3,7 +3,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { parseManifest } from '../../lib/manifest.js';
 import { specsFor } from '../../lib/desired-state.js';
-import { parseKubeConfig, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
+import { parseKubeConfig, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
 
 describe('examples/', () => {
   for (const file of readdirSync('examples').filter((f) => f.endsWith('.yaml'))) {

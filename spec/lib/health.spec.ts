@@ -14,8 +14,8 @@ import {
   namedChecks,
   nextHealth,
   withAgentChecks,
-} from '../../lib/podman/health.js';
-import { RuntimeConfigError } from '../../lib/podman/runtime-config.js';
+} from '../../lib/runtimes/podman/health.js';
+import { RuntimeConfigError } from '../../lib/runtimes/podman/runtime-config.js';
 
 const check: HealthCheck = {
   command: 'cat /tmp/ok',
@@ -27,7 +27,7 @@ const check: HealthCheck = {
 };
 const shell = (command: string) => ['/bin/sh', '-c', command];
 
-describe('health checks of podman workloads (lib/podman/health.ts)', () => {
+describe('health checks of podman workloads (lib/runtimes/podman/health.ts)', () => {
   // rx~health-runs-checks-on-interval~1
   it("reads Podman's health flags from commandOptions, in both spellings, with Podman's defaults", () => {
     expect(

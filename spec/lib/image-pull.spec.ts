@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { EMPTY } from 'rxjs';
-import { PodmanCli } from '../../lib/drivers/podman-cli.js';
-import { PodmanRuntime } from '../../lib/drivers/podman-runtime.js';
-import { imagePull, parsePodmanConfig } from '../../lib/podman/runtime-config.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
+import { imagePull, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 
 const pullOf = (options: string[], general: string[] = []) =>

@@ -8,14 +8,14 @@ import {
   parseSize,
   parseStats,
   parseStatus,
-} from '../../lib/containerd/nerdctl.js';
+} from '../../lib/runtimes/containerd/nerdctl.js';
 import { formatState } from '../../lib/execution-state.js';
 
 const row = (o: Record<string, string>) => JSON.stringify({ Command: '"sleep 1"', Image: 'localhost/busybox:latest', ...o });
 const event = (Topic: string, body: Record<string, unknown>) =>
   JSON.stringify({ Timestamp: '2026-11-25T12:56:25.654271291Z', ID: '', Namespace: 'default', Topic, Status: 'unknown', Event: JSON.stringify(body) });
 
-describe('what the agent reads of nerdctl (lib/containerd/nerdctl.ts)', () => {
+describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)', () => {
   // swdd~containerd-nerdctlcli-list-workload-names-by-label~1
   it("reads nerdctl's label string, whose values may hold '=' and JSON", () => {
     expect(parseLabels('name=app.1.agent_A,agent=agent_A,nerdctl/ipc={"mode":"private"},x=a=b')).to.deep.equal({

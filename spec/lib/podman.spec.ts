@@ -1,8 +1,8 @@
 import type { Container } from '../../lib/ports.js';
 import { expect } from 'chai';
-import { fromBase64, toBase64 } from '../../lib/drivers/podman-kube-runtime.js';
+import { fromBase64, toBase64 } from '../../lib/runtimes/podman-kube/runtime.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
-import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/podman/container-state.js';
+import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/runtimes/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
 import {
   NO_CONTROL_INTERFACE_TARGET,
@@ -11,7 +11,7 @@ import {
   parsePodmanConfig,
   podmanRunArgs,
   withControlInterface,
-} from '../../lib/podman/runtime-config.js';
+} from '../../lib/runtimes/podman/runtime-config.js';
 
 const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
 const shown = (s: ExecutionState) => formatState(s);

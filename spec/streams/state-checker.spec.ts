@@ -4,7 +4,7 @@ import { ExecutionStateSchema } from '../../proto/gen/ank_base_pb.js';
 import { executionStateTo } from '../../lib/codec/wire.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 import { whenHeard } from '../../lib/heard-at.js';
-import { podmanReading } from '../../lib/podman/container-state.js';
+import { podmanReading } from '../../lib/runtimes/podman/container-state.js';
 import { stateChecker } from '../../streams/state-checker.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 

@@ -1,4 +1,4 @@
-// Health checks of containers (lib/podman/health.ts has the rules): the check loop, the overlay on a
+// Health checks of containers (lib/runtimes/podman/health.ts has the rules): the check loop, the overlay on a
 // workload's state, and the health of a pod's probed containers; both podman runtimes use them.
 import {
   EMPTY,
@@ -18,23 +18,13 @@ import {
   tap,
   timer,
 } from 'rxjs';
-import { type ExecutionState, is, sameState } from '../execution-state.js';
-import { heardAt, whenHeard } from '../heard-at.js';
-import {
-  type CheckResult,
-  type Health,
-  type HealthCheck,
-  NO_CHECK_YET,
-  combinedHealth,
-  healthOfInspect,
-  healthState,
-  nextHealth,
-  timedOut,
-} from '../podman/health.js';
-import type { PodmanCli } from './podman-cli.js';
+import { type ExecutionState, is, sameState } from '../../execution-state.js';
+import { heardAt, whenHeard } from '../../heard-at.js';
+import { type CheckResult, type Health, type HealthCheck, NO_CHECK_YET, combinedHealth, healthOfInspect, healthState, nextHealth, timedOut } from './health.js';
+import type { PodmanCli } from './cli.js';
 
 /**
- * A health-checked workload's state (lib/podman/health.ts): while its containers run, `health$` (subscribed
+ * A health-checked workload's state (lib/runtimes/podman/health.ts): while its containers run, `health$` (subscribed
  * anew each time they run) decides; once unhealthy it stays Failed until they run again.
  */
 export function withHealth(container$: Observable<ExecutionState>, health$: () => Observable<Health>, check: HealthCheck): Observable<ExecutionState> {

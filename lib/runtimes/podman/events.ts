@@ -3,9 +3,9 @@
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
 import { Observable, mergeMap } from 'rxjs';
-import { EXIT_FILE_TAKEN } from '../podman/container-view.js';
-import type { ContainerEvent } from '../ports.js';
-import type { PodmanCli } from './podman-cli.js';
+import { EXIT_FILE_TAKEN } from '../../container-view.js';
+import type { ContainerEvent } from '../../ports.js';
+import type { PodmanCli } from './cli.js';
 
 /**
  * Podman's container events from one long-running `podman events` (no periodic calls): a `died` event

@@ -1,6 +1,6 @@
 // From Podman's container states to execution states (swdd~podman-state-getter-maps-state~3).
-import { ExecutionState, exitedWith } from '../execution-state.js';
-import type { Container, StateReading } from '../ports.js';
+import { ExecutionState, exitedWith } from '../../execution-state.js';
+import type { Container, StateReading } from '../../ports.js';
 
 const exited = (c: Container): ExecutionState => exitedWith(c.ExitCode ?? 0);
 

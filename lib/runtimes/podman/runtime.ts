@@ -1,20 +1,20 @@
 // The `podman` runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
 import { existsSync } from 'node:fs';
 import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, throwError } from 'rxjs';
-import type { ExecutionState } from '../execution-state.js';
-import type { Logger } from '../logger.js';
-import type { LogsOptions } from '../messages.js';
-import { podmanReading, podmanState } from '../podman/container-state.js';
-import { type HealthCheck, healthCheckOf, withAgentChecks } from '../podman/health.js';
-import { type ImagePull, imagePull, nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
-import type { WatchState } from '../ports.js';
-import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
-import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../workload.js';
+import type { ExecutionState } from '../../execution-state.js';
+import type { Logger } from '../../logger.js';
+import type { LogsOptions } from '../../messages.js';
+import { podmanReading, podmanState } from './container-state.js';
+import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
+import { type ImagePull, imagePull, nameOption, parsePodmanConfig, podmanRunArgs } from './runtime-config.js';
+import type { WatchState } from '../../ports.js';
+import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
+import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import { ImagePulls } from './image-pulls.js';
-import { type PodmanCli, PodmanError } from './podman-cli.js';
+import { type PodmanCli, PodmanError } from './cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
-import { PodmanKubeRuntime } from './podman-kube-runtime.js';
-import { labelledWorkloads, logArgs, quietly, tolerateMissing } from './cli-steps.js';
+import { PodmanKubeRuntime } from '../podman-kube/runtime.js';
+import { labelledWorkloads, logArgs, quietly, tolerateMissing } from '../cli-steps.js';
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {

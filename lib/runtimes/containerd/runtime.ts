@@ -1,15 +1,15 @@
 // The `containerd` runtime connector (the released agent's third runtime), on the nerdctl CLI and a
 // container-state cache of its own, kept by containerd's events (`nerdctl events`) and verified by `nerdctl ps`.
 import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreElements, map, mergeMap, of, switchMap, throwError } from 'rxjs';
-import { containerdReading, containerdState, parseContainers, parseEvent } from '../containerd/nerdctl.js';
-import type { ExecutionState } from '../execution-state.js';
-import type { LogsOptions } from '../messages.js';
+import { containerdReading, containerdState, parseContainers, parseEvent } from './nerdctl.js';
+import type { ExecutionState } from '../../execution-state.js';
+import type { LogsOptions } from '../../messages.js';
 import { RuntimeConfigError, nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
-import type { Container, ContainerEvent, WatchState } from '../ports.js';
-import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
-import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../workload.js';
-import type { PodmanCli } from './podman-cli.js';
-import { labelledWorkloads, logArgs, quietly, tolerateMissing } from './cli-steps.js';
+import type { Container, ContainerEvent, WatchState } from '../../ports.js';
+import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
+import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
+import type { PodmanCli } from '../podman/cli.js';
+import { labelledWorkloads, logArgs, quietly, tolerateMissing } from '../cli-steps.js';
 
 /**
  * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the

@@ -3,8 +3,8 @@
 // state is while its container runs. The agent runs the checks itself (`podman exec`, with its own deadline)
 // and keeps the status as Podman would: Podman 4.3's own `healthcheck run` waits for a hanging check for ever,
 // and its timers need systemd, which many hosts do not run.
-import { ExecutionState, is } from '../execution-state.js';
-import type { WorkloadSpec } from '../workload.js';
+import { ExecutionState, is } from '../../execution-state.js';
+import type { WorkloadSpec } from '../../workload.js';
 import { RuntimeConfigError, parseKubeConfig, parsePodmanConfig } from './runtime-config.js';
 
 export interface HealthCheck {

@@ -1,7 +1,7 @@
 // What the agent reads of nerdctl (the containerd runtime's CLI): its container list, its events, and the
-// state table of the released containerd connector. Pure: the driver is lib/drivers/containerd-runtime.ts.
-import { ExecutionState, exitedWith } from '../execution-state.js';
-import type { Container, ContainerEvent, ContainerFigures, StateReading } from '../ports.js';
+// state table of the released containerd connector. Pure: the driver is lib/runtimes/containerd/runtime.ts.
+import { ExecutionState, exitedWith } from '../../execution-state.js';
+import type { Container, ContainerEvent, ContainerFigures, StateReading } from '../../ports.js';
 
 /** `k=v,k=v` as nerdctl 2.0 writes a container's labels in `ps --format json` (a value may hold `=`). */
 export function parseLabels(text: string): Record<string, string> {

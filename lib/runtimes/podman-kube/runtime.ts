@@ -1,19 +1,19 @@
 // The `podman-kube` runtime connector: a workload is a Kubernetes manifest played with `podman kube play`,
 // found again through its bookkeeping volumes, and checked through its pods' containers.
 import { EMPTY, type Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, of, switchMap, throwError } from 'rxjs';
-import type { ExecutionState } from '../execution-state.js';
-import type { Logger } from '../logger.js';
-import type { LogsOptions } from '../messages.js';
+import type { ExecutionState } from '../../execution-state.js';
+import type { Logger } from '../../logger.js';
+import type { LogsOptions } from '../../messages.js';
 import { kubeReading, kubeWorkloadState } from '../podman/container-state.js';
 import { asksForHealthCheck, healthCheckOfConfig, namedChecks } from '../podman/health.js';
 import { RuntimeConfigError, parseKubeConfig, withControlInterface } from '../podman/runtime-config.js';
-import type { WatchState } from '../ports.js';
-import type { Running } from '../running-workloads.js';
-import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../runtime-connector.js';
-import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../workload.js';
-import type { PodmanCli, Volume } from './podman-cli.js';
-import { type Probe, probesHealth, withHealth } from './health-checks.js';
-import { logArgs, quietly, tolerateMissing } from './cli-steps.js';
+import type { WatchState } from '../../ports.js';
+import type { Running } from '../../running-workloads.js';
+import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
+import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
+import type { PodmanCli, Volume } from '../podman/cli.js';
+import { type Probe, probesHealth, withHealth } from '../podman/health-checks.js';
+import { logArgs, quietly, tolerateMissing } from '../cli-steps.js';
 
 /** The podman-kube runtime's handle of a workload: what `kube down`, the state getter and the logs need. */
 export interface KubeId {

@@ -1,7 +1,7 @@
 // The runtime configs of the `podman` and `podman-kube` runtimes (YAML strings in the workload).
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
-import { ConfigurationError } from '../runtime-connector.js';
-import { isRecord } from '../record.js';
+import { ConfigurationError } from '../../runtime-connector.js';
+import { isRecord } from '../../record.js';
 
 /** A runtime config the runtime cannot use; the message names the field. */
 export class RuntimeConfigError extends ConfigurationError {}

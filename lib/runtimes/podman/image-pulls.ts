@@ -3,8 +3,8 @@
 // workload asks for a pull every time. One pull per image and options at a time, shared by all who need
 // it; at most MAX_PULLS at once; each with its own deadline.
 import { EMPTY, type Observable, catchError, defer, finalize, ignoreElements, map, mergeMap, of, share, throwError } from 'rxjs';
-import type { ImagePull } from '../podman/runtime-config.js';
-import { type PodmanCli, PodmanError, Slots } from './podman-cli.js';
+import type { ImagePull } from './runtime-config.js';
+import { type PodmanCli, PodmanError, Slots } from './cli.js';
 
 /** Pulls that run at once; more wait for one to end. */
 export const MAX_PULLS = 2;

@@ -1,12 +1,12 @@
 // swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
-import type { Container } from '../ports.js';
+import type { Container } from '../../ports.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Observable, type Subscription, map, of } from 'rxjs';
-import { LogLines, MAX_LINE_BYTES } from '../log-lines.js';
-import type { Logger } from '../logger.js';
-import { killMarkedProcesses } from './machine.js';
+import { LogLines, MAX_LINE_BYTES } from '../../log-lines.js';
+import type { Logger } from '../../logger.js';
+import { killMarkedProcesses } from '../../drivers/machine.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
 export class PodmanError extends Error {

@@ -1,7 +1,7 @@
 // The rules of the container state cache (swdd~podmancli-uses-container-state-cache~1): how a poll of
 // `podman ps` and Podman's events make one picture of all containers. Pure: streams/container-cache.ts
 // keeps the timing (ticks, one poll at a time, the event stream) and feeds this reducer.
-import type { Container, ContainerEvent, Snapshot } from '../ports.js';
+import type { Container, ContainerEvent, Snapshot } from './ports.js';
 
 export interface ContainerView {
   /** The picture of all containers, from the last poll and the events since; none before the first poll. */
