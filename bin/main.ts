@@ -3,12 +3,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import {
   BehaviorSubject,
+  NEVER,
   type Observable,
   ReplaySubject,
   Subject,
   catchError,
   concat,
   defer,
+  delay,
+  finalize,
   first,
   forkJoin,
   lastValueFrom,
@@ -35,9 +38,10 @@ import {
   resolveStandaloneConfig,
   selectRuntimes,
 } from '../lib/config.js';
-import { parseStats } from '../lib/runtimes/containerd/nerdctl.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
-import type { ContainerStats, MetricsEndpoint } from '../lib/drivers/metrics.js';
+import type { MetricsEndpoint } from '../lib/drivers/metrics.js';
+import { containerdStats } from '../lib/runtimes/containerd/runtime.js';
+import { podmanStats } from '../lib/runtimes/podman/stats.js';
 import { PodmanCli } from '../lib/runtimes/podman/cli.js';
 import { runsInPod } from '../lib/runtimes/podman-kube/runtime.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
@@ -51,7 +55,7 @@ import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
 import { type DesiredState, ManifestError } from '../lib/desired-state.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
-import type { MachineSample, MetricsPort } from '../lib/ports.js';
+import type { MachineSample } from '../lib/ports.js';
 import type { CrashLoopBackoff } from '../lib/restart-policy.js';
 import { RunningWorkloads } from '../lib/running-workloads.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
@@ -77,8 +81,9 @@ interface Setting {
   readonly metrics?: string;
   /** The server's messages, given what the agent says; ends when the agent is to end. */
   readonly link: (toServer$: Observable<ToServer>) => Observable<FromServer>;
-  /** Tells the link to end (a signal came); the process ends when it has. */
+  /** Tells the link to end (a signal came); the process ends when it has, or after `stopWithinMs`. */
   readonly stop: () => void;
+  readonly stopWithinMs?: number;
   readonly sampleMachine?: () => MachineSample;
   /** True while the server connection cannot take more (nothing of the workloads is read then). */
   readonly serverFull$?: Observable<boolean>;
@@ -87,11 +92,34 @@ interface Setting {
 /** A reason to end that is told as it is, without "the agent failed". */
 class Ending extends Error {}
 
-/** The program: runs the agent the command line asks for until it ends, then ends the process. */
+/** How the program ends: its exit code, and what it says on the way out (stdout for 0, stderr otherwise). */
+interface Outcome {
+  readonly code: number;
+  readonly say?: string;
+}
+
+/** An end before the agent runs (a user's mistake, an endpoint that cannot listen), thrown to the one way out. */
+class EarlyEnd extends Error {
+  constructor(readonly outcome: Outcome) {
+    super(outcome.say);
+  }
+}
+
+/** The program, and its one way out: what the run ends with is said, then the process ends with its code. */
 export async function main(argv: readonly string[]): Promise<void> {
+  const { code, say } = await program(argv).catch((err: unknown): Outcome => {
+    if (err instanceof EarlyEnd) return err.outcome;
+    return { code: 1, say: `ank-agent: error: ${err instanceof Error ? err.message : String(err)}\n` };
+  });
+  if (say) (code === 0 ? process.stdout : process.stderr).write(say);
+  process.exit(code);
+}
+
+/** Runs the agent the command line asks for until it ends. */
+async function program(argv: readonly string[]): Promise<Outcome> {
   const flags = userErrors(() => readCommandLine(argv), true);
-  if (flags.help) exit(0, HELP);
-  if (flags.version) exit(0, versionText());
+  if (flags.help) return { code: 0, say: HELP };
+  if (flags.version) return { code: 0, say: versionText() };
   const log = createLogger(flags.debug.length > 0);
   const trace = flags.debug.length > 0 ? tracer(log, stageFilter(flags.debug)) : noTrace;
   const setting = userErrors(() => (flags.manifest === undefined ? connected(flags, log) : standalone(flags, flags.manifest, log)));
@@ -101,42 +129,24 @@ export async function main(argv: readonly string[]): Promise<void> {
   const cli = new PodmanCli({
     log,
     observe: (call) => {
-      metrics?.podmanCall(call);
+      metrics?.apply({ kind: 'cliCall', call });
       if (trace.enabled('podman')) trace.note('podman', `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s`);
     },
   });
-  const runtimes = userErrors(() => enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.eventsRestarted()) }));
-  run(setting, runtimes, log, { trace, metrics: metrics?.port, running });
+  const runtimes = userErrors(() =>
+    enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.apply({ kind: 'eventsRestarted' })) }),
+  );
+  return run(setting, runtimes, log, { trace, metrics, running });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
 async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWorkloads): Promise<MetricsEndpoint> {
   const { startMetrics } = await import('../lib/drivers/metrics.js');
-  const cli = new PodmanCli({ log });
-  const stats$ = cli.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], undefined, 'query').pipe(
-    map((out) =>
-      out
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as ContainerStats & { ContainerID?: string }),
-    ),
-  );
-  // The pod of each container (podman-kube workloads' figures go by pod) from the same look.
-  const podman$ = forkJoin([stats$, cli.listContainers()]).pipe(
-    map(([stats, containers]) => {
-      const podOf = new Map(containers.map((c) => [c.Id, c.Pod]));
-      return stats.map((s): ContainerStats => ({ ...s, Pod: podOf.get(s.ContainerID ?? '') || undefined }));
-    }),
-  );
+  const podman$ = podmanStats(new PodmanCli({ log }));
   // containerd's, asked only while a containerd workload runs (a host without nerdctl is not asked at all).
   const nerdctl = new PodmanCli({ log, binary: 'nerdctl' });
   const containerd$ = defer(() =>
-    running.findWhere((r) => r.runtime.name === 'containerd')
-      ? nerdctl.run(['stats', '--no-stream', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(
-          map(parseStats),
-          catchError(() => of([])),
-        )
-      : of([]),
+    running.findWhere((r) => r.runtime.name === 'containerd') ? containerdStats(nerdctl).pipe(catchError(() => of([]))) : of([]),
   );
   try {
     return await startMetrics(setting.metrics!, {
@@ -147,18 +157,8 @@ async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWo
       podOwner: (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName,
     });
   } catch (err) {
-    return exit(1, `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n`);
+    throw new EarlyEnd({ code: 1, say: `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n` });
   }
-}
-
-/** What the run holds that must be let go before the process ends (the Control Interfaces). */
-const disposers: Array<() => void> = [];
-
-/** The one way out: what the run holds is let go, what is to be said is said, then the process ends with `code`. */
-function exit(code: number, say?: string): never {
-  for (const dispose of disposers.splice(0)) dispose();
-  if (say) (code === 0 ? process.stdout : process.stderr).write(say);
-  process.exit(code);
 }
 
 /** Runs `body`, turning the user's mistakes into a clear message and exit code 1. */
@@ -167,26 +167,28 @@ function userErrors<T>(body: () => T, showHelp = false): T {
     return body();
   } catch (err) {
     const help = showHelp || (err instanceof ConfigError && err.showHelp);
-    if (err instanceof ConfigError || err instanceof ManifestError || showHelp) exit(1, `ank-agent: error: ${(err as Error).message}\n${help ? HELP : ''}`);
+    if (err instanceof ConfigError || err instanceof ManifestError || showHelp)
+      throw new EarlyEnd({ code: 1, say: `ank-agent: error: ${(err as Error).message}\n${help ? HELP : ''}` });
     throw err;
   }
 }
 
 /**
- * The drivers wired to agent(), and the one subscription. The Subject closes the loop from what the agent
- * says back into its link: the link's input is the agent's output, which no stream built before it can be.
+ * The drivers wired to agent(), and the one subscription; it ends (the link ended, a signal's deadline
+ * passed, or the agent failed) with the run's outcome, the Control Interfaces closed. The Subject closes
+ * the loop from what the agent says back into its link: the link's input is the agent's output, which no
+ * stream built before it can be.
  */
 function run(
   setting: Setting,
   runtimes: ReadonlyMap<string, RuntimeConnector>,
   log: Logger,
-  { trace, metrics, running }: { trace: Trace; metrics?: MetricsPort; running: RunningWorkloads },
-): void {
-  const pipes = new ControlInterfacePipes(setting.ioFolder, log);
-  disposers.push(() => pipes.closeAll());
+  { trace, metrics, running }: { trace: Trace; metrics?: MetricsEndpoint; running: RunningWorkloads },
+): Promise<Outcome> {
+  const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
-  setting.serverFull$?.subscribe((full) => pipes.setPaused(full));
   const toServer$ = new Subject<ToServer>();
+  const stopping$ = new Subject<void>();
   const sinks = agent(
     { fromServer$: setting.link(toServer$), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ },
     {
@@ -201,21 +203,33 @@ function run(
       serverFull$: setting.serverFull$,
       backoff: setting.backoff,
       pullAhead: setting.pullAhead,
-      metrics,
       running,
     },
   );
-  merge(sinks.toServer$.pipe(tap((m) => toServer$.next(m))), sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame)))).subscribe({
-    error: (err: unknown) => {
-      log.error(err instanceof ServerRefused || err instanceof Ending ? err.message : `The agent failed: ${String(err)}`);
-      exit(1);
-    },
-    complete: () => exit(0),
-  });
   onSignals(log, () => {
     pipes.closeAll();
     setting.stop();
+    stopping$.next();
   });
+  return new Promise((resolve) =>
+    merge(
+      sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
+      sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
+      sinks.metrics$.pipe(tap((event) => metrics?.apply(event))),
+    )
+      .pipe(
+        // A link that does not end within its setting's time after a signal is left.
+        takeUntil(setting.stopWithinMs === undefined ? NEVER : stopping$.pipe(delay(setting.stopWithinMs))),
+        finalize(() => pipes.closeAll()),
+      )
+      .subscribe({
+        error: (err: unknown) => {
+          log.error(err instanceof ServerRefused || err instanceof Ending ? err.message : `The agent failed: ${String(err)}`);
+          resolve({ code: 1 });
+        },
+        complete: () => resolve({ code: 0 }),
+      }),
+  );
 }
 
 /** SIGINT and SIGTERM, once; a second signal while stopping changes nothing. */
@@ -249,12 +263,10 @@ function connected(flags: CommandLine, log: Logger): Setting {
     sampleMachine,
     serverFull$,
     link: (toServer$) => serverLink(connect, toServer$, { agentName: name, log, stop$, tags }),
-    stop: () => {
-      // The stream is cancelled, so the server marks the agent gone; the workloads keep running and are
-      // resumed at the next start.
-      stop$.next();
-      setTimeout(() => exit(0), 3000).unref();
-    },
+    // The stream is cancelled, so the server marks the agent gone; the workloads keep running and are
+    // resumed at the next start.
+    stop: () => stop$.next(),
+    stopWithinMs: 3000,
   };
 }
 

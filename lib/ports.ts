@@ -2,7 +2,6 @@
 // neither side imports the other.
 import type { Observable } from 'rxjs';
 import type { ExecutionState } from './execution-state.js';
-import type { WorkloadState } from './messages.js';
 import type { ControlInterfaceAccess } from './workload.js';
 
 /** A container as a runtime's CLI lists it (a row of `podman ps --format=json`; nerdctl's rows are read into it). */
@@ -109,15 +108,3 @@ export type Frame =
 
 /** Far above any real Control Interface message; a larger frame is passed over. */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
-
-/** What the agent tells its metrics (lib/drivers/metrics.ts), when --metrics asks for them; nothing otherwise. */
-export interface MetricsPort {
-  /** The server connection came up (with the line it speaks) or went. */
-  connection(online: boolean, line?: string): void;
-  /** States the agent reports for its workloads. */
-  states(states: readonly WorkloadState[]): void;
-  /** A workload's Control Interface request was allowed or denied. */
-  authorized(workloadName: string, allowed: boolean): void;
-  /** Log entries forwarded to the server, and their bytes; `cut`: lines cut to fit. */
-  logEntries(count: number, bytes: number, cut: number): void;
-}

@@ -1,10 +1,11 @@
 // The whole agent as one function from what it hears to what it says: server messages and Control
 // Interface pipes in; messages to the server and frames to the workloads out.
-import { BehaviorSubject, EMPTY, type Observable, endWith, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
+import { BehaviorSubject, EMPTY, type Observable, Subject, endWith, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
 import { NOT_CONNECTED, nextConnection } from '../lib/connection.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, LogEntry, ToServer } from '../lib/messages.js';
-import type { ControlInterfacePipe, MachineSample, MetricsPort, WorkloadFrame } from '../lib/ports.js';
+import type { MetricsEvent } from '../lib/metrics.js';
+import type { ControlInterfacePipe, MachineSample, WorkloadFrame } from '../lib/ports.js';
 import { RunningWorkloads } from '../lib/running-workloads.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import { type ControlInterfaceOutput, controlInterfaces } from './control-interfaces.js';
@@ -30,26 +31,27 @@ export interface AgentDeps extends WorkloadDeps {
   /** True while the server connection cannot take more (the log streams wait then). */
   readonly serverFull$?: Observable<boolean>;
   /** Told what the agent does, for its metrics endpoint (--metrics). */
-  readonly metrics?: MetricsPort;
 }
 
 export interface AgentSinks {
   readonly toServer$: Observable<ToServer>;
   readonly toWorkloads$: Observable<WorkloadFrame>;
+  /** What the metrics add up (lib/metrics.ts), as it happens; ends with the other sinks. */
+  readonly metrics$: Observable<MetricsEvent>;
 }
 
 const only = <K extends ControlInterfaceOutput['kind']>(kind: K) =>
   filter((o: ControlInterfaceOutput): o is Extract<ControlInterfaceOutput, { kind: K }> => o.kind === kind);
 
 /** The entries of a log response, their bytes, and how many say a line before them was cut. */
-function logFigures(entries: readonly LogEntry[]): [number, number, number] {
+function logFigures(entries: readonly LogEntry[]): { count: number; bytes: number; cut: number } {
   let bytes = 0;
   let cut = 0;
   for (const e of entries) {
     bytes += e.bytes;
     if (e.message === TRUNCATED_INFO) cut += 1;
   }
-  return [entries.length, bytes, cut];
+  return { count: entries.length, bytes, cut };
 }
 
 /**
@@ -64,13 +66,15 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   // The connection is kept as the messages pass, not by a subscription of its own: a first subscriber
   // would take what a synchronous source (the local server) says at once. It ends with the link.
   const connection$ = new BehaviorSubject(NOT_CONNECTED);
+  // What the metrics need, told as the messages pass (the metrics$ sink).
+  const metrics$ = new Subject<MetricsEvent>();
   const closed$ = connection$.pipe(ignoreElements(), endWith(null));
   const fromServer$ = sources.fromServer$.pipe(
     trace('server.in'),
     tap({
       next: (m) => {
         const next = nextConnection(connection$.value, m);
-        if (next.online !== connection$.value.online) deps.metrics?.connection(next.online, next.lines[0]?.name);
+        if (next.online !== connection$.value.online) metrics$.next({ kind: 'connection', online: next.online, line: next.lines[0]?.name });
         if (next !== connection$.value) connection$.next(next);
       },
       complete: () => connection$.complete(),
@@ -84,7 +88,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     trace('workload.states'),
     tap((states) => {
       current.update(states);
-      deps.metrics?.states(states);
+      metrics$.next({ kind: 'states', states });
     }),
     map((states): ToServer => ({ kind: 'updateWorkloadState', states })),
   );
@@ -115,7 +119,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     ),
     ci$.pipe(
       only('authorized'),
-      tap((o) => deps.metrics?.authorized(o.workloadName, o.allowed)),
+      tap((o) => metrics$.next({ kind: 'authorized', workloadName: o.workloadName, allowed: o.allowed })),
     ),
   ).pipe(ignoreElements());
   const load$ = deps.sampleMachine
@@ -123,7 +127,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     : EMPTY;
   const logs$ = serveLogs(fromServer$, { ...deps, running }).pipe(
     trace('logs'),
-    tap((m) => m.kind === 'logEntries' && deps.metrics?.logEntries(...logFigures(m.entries))),
+    tap((m) => m.kind === 'logEntries' && metrics$.next({ kind: 'logEntries', ...logFigures(m.entries) })),
   );
 
   return {
@@ -134,5 +138,6 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
       map((o) => o.frame),
       takeUntil(closed$),
     ),
+    metrics$: metrics$.pipe(takeUntil(closed$)),
   };
 }

@@ -3,7 +3,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { BehaviorSubject, EMPTY, type Observable, Subject, defer, from, map, of, takeUntil } from 'rxjs';
+import { BehaviorSubject, EMPTY, type Observable, Subject, type Subscription, defer, from, map, of, takeUntil } from 'rxjs';
 import type { Logger } from '../logger.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../ports.js';
 import type { CreateOptions } from '../runtime-connector.js';
@@ -32,10 +32,16 @@ export class ControlInterfacePipes implements HostSide {
   /** The frames whose reader was gone (streams/control-interfaces.ts cancels their log streams). */
   readonly undelivered$: Observable<WorkloadFrame> = this.undelivered.asObservable();
 
+  /** Follows `paused$` (the server connection is full) until closeAll. */
+  private readonly following: Subscription | undefined;
+
   constructor(
     private readonly ioFolder: string,
     private readonly log: Logger,
-  ) {}
+    paused$?: Observable<boolean>,
+  ) {
+    this.following = paused$?.subscribe((paused) => this.setPaused(paused));
+  }
 
   /**
    * swdd~agent-create-control-interface-pipes-per-workload~2, swdd~agent-control-interface-creates-two-pipes-per-workload~1:
@@ -68,13 +74,14 @@ export class ControlInterfacePipes implements HostSide {
    * Backpressure: while the server connection cannot take more, no workload's output pipe is read (its
    * writes block, or fail with EAGAIN), so the agent's memory does not follow the request rate.
    */
-  setPaused(paused: boolean): void {
+  private setPaused(paused: boolean): void {
     if (paused !== this.paused.value) this.log.debug(`The Control Interfaces ${paused ? 'wait: the server connection is full' : 'are read again'}.`);
     this.paused.next(paused);
   }
 
   /** Closes every Control Interface (on shutdown); the folders stay for the workloads that keep running. */
   closeAll(): void {
+    this.following?.unsubscribe();
     for (const [name, instance] of this.instances) this.close(name, instance);
   }
 

@@ -3,27 +3,13 @@
 // asked for. Series are per workload name and agent, never per instance id, and go with the workload.
 import { existsSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
-import type { ExecutionState } from '../execution-state.js';
+import type { Counter, Registry, RegistryContentType } from 'prom-client';
 import { whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
-import type { WorkloadState } from '../messages.js';
-import type { ContainerFigures, MetricsPort } from '../ports.js';
-import { parseInstanceKey } from '../workload.js';
+import { type ContainerStats, type MetricsEvent, type MetricsFigures, byWorkload, forgetRemoved, noFigures, stepFigures } from '../metrics.js';
 import { checkSocketPlace } from './run-folder.js';
 import { WorkloadHistogram } from './workload-histogram.js';
-
-/** A podman call as the CLI saw it end. */
-export interface PodmanCall {
-  readonly subcommand: string;
-  readonly outcome: 'ok' | 'failed' | 'deadline';
-  readonly seconds: number;
-}
-
-/** One container's figures from `podman stats`, with the pod it is in (from `podman ps`), if any. */
-export interface ContainerStats extends ContainerFigures {
-  /** The pod it belongs to (a podman-kube workload's container). */
-  readonly Pod?: string;
-}
+import type { Figures } from '../metrics.js';
 
 export interface MetricsOptions {
   readonly agentName: string;
@@ -36,11 +22,8 @@ export interface MetricsOptions {
 }
 
 export interface MetricsEndpoint {
-  readonly port: MetricsPort;
-  /** Tells the endpoint a podman call ended (PodmanCli's observer). */
-  podmanCall(call: PodmanCall): void;
-  /** Tells the endpoint `podman events` was started again (the container cache's observer). */
-  eventsRestarted(): void;
+  /** Takes in what the agent (its metrics$ sink) or a driver tells. */
+  apply(event: MetricsEvent): void;
   /** Where it listens, as a URL or a socket path. */
   readonly where: string;
   close(): void;
@@ -64,170 +47,212 @@ export function parseMetricsAddress(text: string): { readonly port: number; read
   return { port, host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, '') };
 }
 
+/** The endpoint: the figures the events add up to, rendered into a registry for each scrape, served over HTTP. */
 export async function startMetrics(address: string, options: MetricsOptions): Promise<MetricsEndpoint> {
   const where = parseMetricsAddress(address);
   const prom = await import('prom-client');
-  const register = new prom.Registry<import('prom-client').RegistryContentType>();
+  const register = new prom.Registry<RegistryContentType>();
   // The event-loop lag sampled every 100 ms (not 10): an idle agent stays idle.
   prom.collectDefaultMetrics({ register, eventLoopMonitoringPrecision: 100 });
   // Gauges named like counters, which Prometheus' own checker refuses; the rest of Node's figures stay.
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) register.removeSingleMetric(name);
-  const agent = options.agentName;
+  const f = families(prom, register, options.agentName);
+  let figures = noFigures(options.agentName);
+  const stats = statsCache(options);
+  const exposition = expositions(
+    register,
+    async (contentType) => {
+      const before = figures;
+      figures = forgetRemoved(figures, Date.now());
+      for (const name of before.workloads.keys()) if (!figures.workloads.has(name)) f.reportSeconds.remove(name);
+      render(f, figures, options.version, byWorkload(await stats(), options.agentName, options.podOwner));
+      return contentType === prom.Registry.OPENMETRICS_CONTENT_TYPE;
+    },
+    f.reportSeconds,
+  );
+  const server = await serve(where, (contentType) => exposition(contentType), prom.Registry);
+  const shown = 'socket' in where ? where.socket : `http://${where.host.includes(':') ? `[${where.host}]` : where.host}:${where.port}/metrics`;
+  options.log.info(`Metrics at ${shown}.`);
+  return {
+    where: shown,
+    apply(event) {
+      figures = stepFigures(figures, event, Date.now());
+      observe(f, event, options.agentName);
+    },
+    close: () => server.close(),
+  };
+}
+
+type Prom = typeof import('prom-client');
+
+/** The metric families; `reportSeconds` is rendered by hand (lib/drivers/workload-histogram.ts says why). */
+function families(prom: Prom, register: Registry<RegistryContentType>, agent: string) {
   const registers = [register];
   const gauge = (name: string, help: string, labelNames: readonly string[] = []) => new prom.Gauge({ name, help, labelNames, registers });
   const counter = (name: string, help: string, labelNames: readonly string[] = []) => new prom.Counter({ name, help, labelNames, registers });
   const perWorkload = ['workload', 'agent'];
-
-  const info = gauge('ank_agent_info', 'The agent: its version and the protocol line of its server.', ['version', 'protocol_line']);
-  const connected = gauge('ank_agent_server_connected', '1 while the agent is connected to its server.');
-  const since = gauge('ank_agent_server_connected_since_seconds', 'When the current server connection came up (Unix time).');
-  const reconnects = counter('ank_agent_server_reconnects_total', 'Server connections after the first.');
-  const state = gauge('ank_agent_workload_state', 'The execution state the agent reports for a workload: 1 for its current state and substate.', [
-    ...perWorkload,
-    'state',
-    'substate',
-  ]);
-  const restarts = counter('ank_agent_workload_restarts_total', 'Starts of a workload after it had ended.', perWorkload);
-  const exitCode = gauge('ank_agent_workload_last_exit_code', "The exit code of a workload's last run.", perWorkload);
-  const healthy = gauge('ank_agent_workload_healthy', '1 while a health-checked workload is healthy, 0 while it is not (yet).', perWorkload);
-  const requests = counter('ank_agent_control_interface_requests_total', "Control Interface requests of a workload, by the authorizer's decision.", [
-    'workload',
-    'decision',
-  ]);
-  const logEntries = counter('ank_agent_log_entries_total', 'Log entries forwarded to the server.');
-  const logBytes = counter('ank_agent_log_bytes_total', 'Bytes of the log entries forwarded to the server.');
-  const logCut = counter('ank_agent_log_lines_cut_total', 'Log lines cut to fit a response.');
-  const podmanCalls = counter('ank_agent_podman_calls_total', 'Podman calls, by subcommand and outcome (ok, failed, deadline: killed at it).', [
-    'subcommand',
-    'outcome',
-  ]);
-  const podmanSeconds = new prom.Histogram({
-    name: 'ank_agent_podman_call_duration_seconds',
-    help: 'How long podman calls took, by subcommand.',
-    labelNames: ['subcommand'],
-    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
-    registers,
-  });
-  const reportSeconds = new WorkloadHistogram(
-    'ank_agent_workload_state_report_seconds',
-    'From a container change (as Podman, conmon, a health check or a poll told it) to the state report that shows it.',
-    [0.005, 0.025, 0.1, 0.5, 2.5],
-    agent,
-  );
-  const eventRestarts = counter('ank_agent_podman_event_stream_restarts_total', 'Starts of `podman events` after the first (it ended, failed or stalled).');
-  const containers = {
-    cpu: gauge('ank_agent_container_cpu_percent', "A workload's container CPU use, % of one core (podman stats).", perWorkload),
-    memory: gauge('ank_agent_container_memory_bytes', "A workload's container memory use.", perWorkload),
-    memoryLimit: gauge('ank_agent_container_memory_limit_bytes', "A workload's container memory limit.", perWorkload),
-    netIn: gauge('ank_agent_container_network_receive_bytes', "A workload's container bytes received.", perWorkload),
-    netOut: gauge('ank_agent_container_network_transmit_bytes', "A workload's container bytes sent.", perWorkload),
-    blockIn: gauge('ank_agent_container_block_read_bytes', "A workload's container bytes read from block devices.", perWorkload),
-    blockOut: gauge('ank_agent_container_block_write_bytes', "A workload's container bytes written to block devices.", perWorkload),
-    pids: gauge('ank_agent_container_pids', "A workload's container processes.", perWorkload),
-  };
-
-  /** What is known of each workload: its last state, when it came, and whether it ended since it last ran (for the restarts). */
-  const last = new Map<string, { readonly state: ExecutionState; readonly at: number; readonly ended: boolean }>();
-  info.set({ version: options.version, protocol_line: '' }, 1);
-  /** A workload Removed for this long is gone (a restart's Removed is followed by its new start at once): its series go. */
-  const forgetAfterMs = 10_000;
-  const forgetRemoved = () => {
-    for (const [name, known] of last) {
-      if (known.state.state !== 'Removed' || Date.now() - known.at < forgetAfterMs) continue;
-      last.delete(name);
-      for (const m of [restarts, exitCode, healthy, ...Object.values(containers)]) m.remove({ workload: name, agent });
-      reportSeconds.remove(name);
-    }
-  };
-  let connections = 0;
-  const port: MetricsPort = {
-    connection(online, line) {
-      connected.set(online ? 1 : 0);
-      if (!online) return;
-      if (++connections > 1) reconnects.inc();
-      since.set(Date.now() / 1000);
-      info.reset();
-      info.set({ version: options.version, protocol_line: line ?? '' }, 1);
-    },
-    states(states: readonly WorkloadState[]) {
-      for (const { instanceName, executionState: s } of states) {
-        if (instanceName.agentName !== agent) continue;
-        const workload = { workload: instanceName.workloadName, agent };
-        const before = last.get(instanceName.workloadName);
-        if (before) state.remove({ ...workload, state: before.state.state, substate: before.state.substate });
-        if (s.state !== 'Removed') state.set({ ...workload, state: s.state, substate: s.substate }, 1);
-        // A start after an end (an exit, then maybe stopping, removed, a back-off) is a restart.
-        const starts = s.state === 'Pending' && s.substate === 'Starting';
-        if (starts && before?.ended) restarts.inc(workload);
-        const ended = !starts && (s.state === 'Succeeded' || s.state === 'Failed' || (s.state !== 'Running' && (before?.ended ?? false)));
-        const heard = whenHeard(s);
-        if (heard !== undefined) reportSeconds.observe(instanceName.workloadName, Math.max(0, Date.now() - heard) / 1000);
-        if (s.exitCode !== undefined) exitCode.set(workload, s.exitCode);
-        // A workload without a check is Running(Ok) too: healthy only after its check was awaited.
-        if (s.health === 'starting' || s.health === 'unhealthy') healthy.set(workload, 0);
-        else if (s.health === 'healthy' && before?.state.health === 'starting') healthy.set(workload, 1);
-        last.set(instanceName.workloadName, { state: s, at: Date.now(), ended });
-      }
-    },
-    authorized(workloadName, allowed) {
-      requests.inc({ workload: workloadName, decision: allowed ? 'allowed' : 'denied' });
-    },
-    logEntries(count, bytes, cut) {
-      logEntries.inc(count);
-      logBytes.inc(bytes);
-      if (cut > 0) logCut.inc(cut);
+  const container = (what: string, help: string) => gauge(`ank_agent_container_${what}`, `A workload's container ${help}`, perWorkload);
+  return {
+    info: gauge('ank_agent_info', 'The agent: its version and the protocol line of its server.', ['version', 'protocol_line']),
+    connected: gauge('ank_agent_server_connected', '1 while the agent is connected to its server.'),
+    since: gauge('ank_agent_server_connected_since_seconds', 'When the current server connection came up (Unix time).'),
+    reconnects: counter('ank_agent_server_reconnects_total', 'Server connections after the first.'),
+    state: gauge('ank_agent_workload_state', 'The execution state the agent reports for a workload: 1 for its current state and substate.', [
+      ...perWorkload,
+      'state',
+      'substate',
+    ]),
+    restarts: counter('ank_agent_workload_restarts_total', 'Starts of a workload after it had ended.', perWorkload),
+    exitCode: gauge('ank_agent_workload_last_exit_code', "The exit code of a workload's last run.", perWorkload),
+    healthy: gauge('ank_agent_workload_healthy', '1 while a health-checked workload is healthy, 0 while it is not (yet).', perWorkload),
+    requests: counter('ank_agent_control_interface_requests_total', "Control Interface requests of a workload, by the authorizer's decision.", [
+      'workload',
+      'decision',
+    ]),
+    logEntries: counter('ank_agent_log_entries_total', 'Log entries forwarded to the server.'),
+    logBytes: counter('ank_agent_log_bytes_total', 'Bytes of the log entries forwarded to the server.'),
+    logCut: counter('ank_agent_log_lines_cut_total', 'Log lines cut to fit a response.'),
+    cliCalls: counter('ank_agent_podman_calls_total', 'Podman calls, by subcommand and outcome (ok, failed, deadline: killed at it).', [
+      'subcommand',
+      'outcome',
+    ]),
+    cliSeconds: new prom.Histogram({
+      name: 'ank_agent_podman_call_duration_seconds',
+      help: 'How long podman calls took, by subcommand.',
+      labelNames: ['subcommand'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
+      registers,
+    }),
+    reportSeconds: new WorkloadHistogram(
+      'ank_agent_workload_state_report_seconds',
+      'From a container change (as Podman, conmon, a health check or a poll told it) to the state report that shows it.',
+      [0.005, 0.025, 0.1, 0.5, 2.5],
+      agent,
+    ),
+    eventRestarts: counter('ank_agent_podman_event_stream_restarts_total', 'Starts of `podman events` after the first (it ended, failed or stalled).'),
+    containers: {
+      cpu: container('cpu_percent', 'CPU use, % of one core (podman stats).'),
+      memory: container('memory_bytes', 'memory use.'),
+      memoryLimit: container('memory_limit_bytes', 'memory limit.'),
+      netIn: container('network_receive_bytes', 'bytes received.'),
+      netOut: container('network_transmit_bytes', 'bytes sent.'),
+      blockIn: container('block_read_bytes', 'bytes read from block devices.'),
+      blockOut: container('block_write_bytes', 'bytes written to block devices.'),
+      pids: container('pids', 'processes.'),
     },
   };
+}
 
-  // The containers' figures, asked for by a scrape, one `podman stats` at a time, kept for a few seconds.
-  let stats: { at: number; asked: Promise<void> } | undefined;
-  const refreshStats = () => {
-    if (stats && Date.now() - stats.at < STATS_TTL_MS) return stats.asked;
-    const asked = options
-      .containerStats()
-      .then((all) => {
-        for (const gauge of Object.values(containers)) gauge.reset();
-        for (const [workload, c] of byWorkload(all, agent, options.podOwner)) {
-          if (!last.has(workload)) continue;
-          const labels = { workload, agent };
-          containers.cpu.set(labels, c.CPU);
-          containers.memory.set(labels, c.MemUsage);
-          containers.memoryLimit.set(labels, c.MemLimit);
-          containers.netIn.set(labels, c.NetInput);
-          containers.netOut.set(labels, c.NetOutput);
-          containers.blockIn.set(labels, c.BlockInput);
-          containers.blockOut.set(labels, c.BlockOutput);
-          containers.pids.set(labels, c.PIDs);
-        }
-      })
-      .catch((err: unknown) => options.log.debug(`The containers' figures are not available now: ${String(err)}`));
-    stats = { at: Date.now(), asked };
+type Families = ReturnType<typeof families>;
+
+/** What is observed as it happens, not added up in the figures: how long CLI calls took, and how soon a change was reported. */
+function observe(f: Families, event: MetricsEvent, agent: string): void {
+  if (event.kind === 'cliCall') {
+    f.cliCalls.inc({ subcommand: event.call.subcommand, outcome: event.call.outcome });
+    f.cliSeconds.observe({ subcommand: event.call.subcommand }, event.call.seconds);
+  }
+  if (event.kind !== 'states') return;
+  for (const { instanceName, executionState } of event.states) {
+    const heard = whenHeard(executionState);
+    if (instanceName.agentName === agent && heard !== undefined) f.reportSeconds.observe(instanceName.workloadName, Math.max(0, Date.now() - heard) / 1000);
+  }
+}
+
+/** Sets a counter to a total the figures keep (a series only once it counted something). */
+const total = (c: Counter, value: number, labels: Record<string, string> = {}) => value > 0 && c.inc(labels, value);
+
+/** The figures into the families, series by series, for one exposition. */
+function render(f: Families, figures: MetricsFigures, version: string, containers: ReadonlyMap<string, Figures>): void {
+  const agent = figures.agentName;
+  f.info.reset();
+  f.info.set({ version, protocol_line: figures.line }, 1);
+  f.connected.set(figures.online ? 1 : 0);
+  if (figures.since !== undefined) f.since.set(figures.since / 1000);
+  for (const m of [f.reconnects, f.requests, f.logEntries, f.logBytes, f.logCut, f.eventRestarts, f.state, f.restarts, f.exitCode, f.healthy] as const)
+    m.reset();
+  total(f.reconnects, figures.connections - 1);
+  total(f.logEntries, figures.log.entries);
+  total(f.logBytes, figures.log.bytes);
+  total(f.logCut, figures.log.cut);
+  total(f.eventRestarts, figures.eventsRestarts);
+  for (const [workload, { allowed, denied }] of figures.requests) {
+    total(f.requests, allowed, { workload, decision: 'allowed' });
+    total(f.requests, denied, { workload, decision: 'denied' });
+  }
+  for (const [workload, w] of figures.workloads) {
+    const labels = { workload, agent };
+    if (w.state.state !== 'Removed') f.state.set({ ...labels, state: w.state.state, substate: w.state.substate }, 1);
+    total(f.restarts, w.restarts, labels);
+    if (w.exitCode !== undefined) f.exitCode.set(labels, w.exitCode);
+    if (w.healthy !== undefined) f.healthy.set(labels, w.healthy);
+  }
+  renderContainers(f.containers, figures, containers);
+}
+
+/** The containers' figures of the workloads the figures know. */
+function renderContainers(c: Families['containers'], figures: MetricsFigures, all: ReadonlyMap<string, Figures>): void {
+  for (const gauge of Object.values(c)) gauge.reset();
+  for (const [workload, s] of all) {
+    if (!figures.workloads.has(workload)) continue;
+    const labels = { workload, agent: figures.agentName };
+    c.cpu.set(labels, s.CPU);
+    c.memory.set(labels, s.MemUsage);
+    c.memoryLimit.set(labels, s.MemLimit);
+    c.netIn.set(labels, s.NetInput);
+    c.netOut.set(labels, s.NetOutput);
+    c.blockIn.set(labels, s.BlockInput);
+    c.blockOut.set(labels, s.BlockOutput);
+    c.pids.set(labels, s.PIDs);
+  }
+}
+
+/** The containers' figures, one look at a time, kept STATS_TTL_MS; none when they cannot be had now. */
+function statsCache(options: MetricsOptions): () => Promise<readonly ContainerStats[]> {
+  let last: { at: number; asked: Promise<readonly ContainerStats[]> } | undefined;
+  return () => {
+    if (last && Date.now() - last.at < STATS_TTL_MS) return last.asked;
+    const asked = options.containerStats().catch((err: unknown) => {
+      options.log.debug(`The containers' figures are not available now: ${String(err)}`);
+      return [];
+    });
+    last = { at: Date.now(), asked };
     return asked;
   };
+}
 
-  // One exposition at a time (the content type is the registry's), and scrapes that come while one of their
-  // type is rendered share it: a burst of scrapers costs one render, not one each.
+/**
+ * One exposition at a time (the content type is the registry's), and scrapes that come while one of their
+ * type is rendered share it: a burst of scrapers costs one render, not one each. `prepare` renders the
+ * figures and says whether the type is OpenMetrics.
+ */
+function expositions(register: Registry<RegistryContentType>, prepare: (contentType: RegistryContentType) => Promise<boolean>, byHand: WorkloadHistogram) {
   let rendering: Promise<unknown> = Promise.resolve();
-  const underWay = new Map<unknown, Promise<string>>();
-  type ContentType = import('prom-client').RegistryContentType;
-  const exposition = (contentType: ContentType): Promise<string> => {
+  const underWay = new Map<RegistryContentType, Promise<string>>();
+  return (contentType: RegistryContentType): Promise<string> => {
     const shared = underWay.get(contentType);
     if (shared) return shared;
     const rendered = rendering
-      .then(() => {
-        forgetRemoved();
-        return refreshStats();
-      })
-      .then(() => {
+      .then(async () => {
+        const openMetrics = await prepare(contentType);
         register.setContentType(contentType);
-        return register.metrics();
+        return withFamily(await register.metrics(), byHand.render(), openMetrics);
       })
-      .then((text) => withFamily(text, reportSeconds.render(), contentType === prom.Registry.OPENMETRICS_CONTENT_TYPE))
       .finally(() => underWay.delete(contentType));
     underWay.set(contentType, rendered);
     rendering = rendered.catch(() => undefined);
     return rendered;
   };
+}
+
+/**
+ * The HTTP server of /metrics. A slow or stalled scraper is cut off (checked every second, not Node's 30 s);
+ * it holds nothing of the agent's but its socket, and takes no other scraper's place.
+ */
+async function serve(
+  where: ReturnType<typeof parseMetricsAddress>,
+  exposition: (contentType: RegistryContentType) => Promise<string>,
+  types: Prom['Registry'],
+): Promise<http.Server> {
   let waiting = 0;
   const server = http.createServer({ connectionsCheckingInterval: 1000, headersTimeout: CUT_OFF_MS, requestTimeout: CUT_OFF_MS }, (req, res) => {
     if (req.method !== 'GET' || !/^\/metrics(\?|$)/.test(req.url ?? '')) {
@@ -239,9 +264,7 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
       res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '1' }).end('Too many scrapes at once; try again.\n');
       return;
     }
-    const contentType = /application\/openmetrics-text/.test(req.headers.accept ?? '')
-      ? prom.Registry.OPENMETRICS_CONTENT_TYPE
-      : prom.Registry.PROMETHEUS_CONTENT_TYPE;
+    const contentType = /application\/openmetrics-text/.test(req.headers.accept ?? '') ? types.OPENMETRICS_CONTENT_TYPE : types.PROMETHEUS_CONTENT_TYPE;
     waiting += 1;
     exposition(contentType)
       .then(
@@ -250,58 +273,9 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
       )
       .finally(() => (waiting -= 1));
   });
-  // A slow or stalled scraper is cut off (checked every second, not Node's 30 s); it holds nothing of the
-  // agent's but its socket, and takes no other scraper's place.
   server.keepAliveTimeout = 5_000;
   await listen(server, where);
-  const shown = 'socket' in where ? where.socket : `http://${where.host.includes(':') ? `[${where.host}]` : where.host}:${where.port}/metrics`;
-  options.log.info(`Metrics at ${shown}.`);
-  return {
-    port,
-    where: shown,
-    podmanCall({ subcommand, outcome, seconds }) {
-      podmanCalls.inc({ subcommand, outcome });
-      podmanSeconds.observe({ subcommand }, seconds);
-    },
-    eventsRestarted: () => eventRestarts.inc(),
-    close: () => server.close(),
-  };
-}
-
-type Figures = Omit<ContainerStats, 'Name' | 'Pod'>;
-
-/**
- * The containers' figures by workload of this agent: a podman workload's container by its name, a
- * podman-kube workload's containers by their pod, summed; the memory limit is the largest of theirs, and the
- * network the pod's own (its containers share it, so each shows all of it).
- */
-function byWorkload(all: readonly ContainerStats[], agent: string, podOwner?: (pod: string) => string | undefined): Map<string, Figures> {
-  const figures = new Map<string, Figures>();
-  // A pod's owner is asked once, however many containers it has.
-  const owners = new Map<string, string | undefined>();
-  const ownerOf = (pod: string) => (owners.has(pod) ? owners.get(pod) : owners.set(pod, podOwner?.(pod)).get(pod));
-  for (const c of all) {
-    const named = parseInstanceKey(c.Name);
-    const workload = named ? (named.agentName === agent ? named.workloadName : undefined) : c.Pod ? ownerOf(c.Pod) : undefined;
-    if (workload === undefined) continue;
-    const sum = figures.get(workload);
-    figures.set(
-      workload,
-      sum
-        ? {
-            CPU: sum.CPU + c.CPU,
-            MemUsage: sum.MemUsage + c.MemUsage,
-            MemLimit: Math.max(sum.MemLimit, c.MemLimit),
-            NetInput: Math.max(sum.NetInput, c.NetInput),
-            NetOutput: Math.max(sum.NetOutput, c.NetOutput),
-            BlockInput: sum.BlockInput + c.BlockInput,
-            BlockOutput: sum.BlockOutput + c.BlockOutput,
-            PIDs: sum.PIDs + c.PIDs,
-          }
-        : c,
-    );
-  }
-  return figures;
+  return server;
 }
 
 /** A family rendered outside the registry, added to its exposition (before OpenMetrics' closing `# EOF`). */

@@ -1,11 +1,11 @@
 // The `containerd` runtime connector (the released agent's third runtime), on the nerdctl CLI and a
 // container-state cache of its own, kept by containerd's events (`nerdctl events`) and verified by `nerdctl ps`.
 import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreElements, map, mergeMap, of, switchMap, throwError } from 'rxjs';
-import { containerdReading, containerdState, parseContainers, parseEvent } from './nerdctl.js';
+import { containerdReading, containerdState, parseContainers, parseEvent, parseStats } from './nerdctl.js';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import { RuntimeConfigError, nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
-import type { Container, ContainerEvent, WatchState } from '../../ports.js';
+import type { Container, ContainerEvent, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { PodmanCli } from '../podman/cli.js';
@@ -32,6 +32,10 @@ export const containerdEvents = (cli: PodmanCli, scope: Scope = []): Observable<
   );
 
 /** swdd~containerd-implements-runtime-connector~1, swdd~containerd-uses-nerdctl-cli~1 */
+/** The figures of containerd's containers (of the default scope) for the metrics: `nerdctl stats` once. */
+export const containerdStats = (cli: PodmanCli): Observable<ContainerFigures[]> =>
+  cli.run(['stats', '--no-stream', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(map(parseStats));
+
 export class ContainerdRuntime implements RuntimeConnector<string> {
   /** swdd~containerd-name-returns-containerd~1 */
   readonly name = 'containerd';
