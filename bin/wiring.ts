@@ -1,12 +1,12 @@
 // How the drivers and the pipelines are put together, for the agent and for the specs and benchmarks
 // that run it on real parts.
 import { PodmanCli } from '../lib/runtimes/podman/cli.js';
-import { EMPTY } from 'rxjs';
+import { EMPTY, Subject, merge } from 'rxjs';
 import { ContainerdRuntime, type Scope, containerdEvents, listContainers } from '../lib/runtimes/containerd/runtime.js';
 import { conmonExits, containerEvents } from '../lib/runtimes/podman/events.js';
 import { podmanRuntimes, systemdRuns } from '../lib/runtimes/podman/runtime.js';
 import type { Logger } from '../lib/logger.js';
-import type { WatchState } from '../lib/ports.js';
+import type { ContainerEvent, WatchState } from '../lib/ports.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import { CONTAINERD, VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
 import { stateChecker } from '../streams/state-checker.js';
@@ -43,9 +43,12 @@ export function builtInRuntimes(
     containerdScope?: Scope;
   } = {},
 ): Map<string, RuntimeConnector> {
+  // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run
+  // before in between): the cache hears it from the agent at once.
+  const ownStarts$ = new Subject<ContainerEvent>();
   const cache = containerCache(() => cli.listContainers(), events ? containerEvents(cli) : undefined, {
     verifyMs,
-    exits$: events ? conmonExits() : EMPTY,
+    early$: merge(events ? conmonExits() : EMPTY, ownStarts$),
     log,
     trace,
     eventsRestarted,
@@ -70,7 +73,8 @@ export function builtInRuntimes(
     }
     return watch;
   };
-  const runtimes = podmanRuntimes(cli, stateChecker(cache), log, { health, podmanTimers });
+  const startedInPlace = (id: string) => ownStarts$.next({ id, status: 'start', at: Date.now() });
+  const runtimes = podmanRuntimes(cli, stateChecker(cache), log, { health, podmanTimers, startedInPlace });
   runtimes.set('containerd', new ContainerdRuntime(nerdctl, watchIn, containerdScope));
   return runtimes;
 }

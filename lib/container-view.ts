@@ -12,11 +12,6 @@ export interface ContainerView {
   readonly exitCodes: ReadonlyMap<string, number>;
   /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet, with when they were heard. */
   readonly early: ReadonlyMap<string, number | undefined>;
-  /**
-   * How many exits conmon told of each container that Podman's own died event has not confirmed yet: the
-   * confirmation comes late, maybe after the agent started the container again, and must not end that run.
-   */
-  readonly unconfirmed: ReadonlyMap<string, number>;
   /** When each container's latest start that the picture applied happened (Podman's time of the start event). */
   readonly started: ReadonlyMap<string, number>;
   /** Events that came while a poll ran (undefined: none runs): applied again on top of its result. */
@@ -46,7 +41,7 @@ export interface ViewStep {
  */
 export const EXIT_FILE_TAKEN = 'exit-file-taken';
 
-export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), unconfirmed: new Map(), started: new Map() };
+export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), started: new Map() };
 
 export function stepView(view: ContainerView, input: ViewInput): ViewStep {
   switch (input.kind) {
@@ -80,14 +75,6 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   if (event.status === 'died' && !staleExit(event, tracked)) {
     if (early) tracked.early.set(event.id, event.at);
     else tracked.early.delete(event.id);
-    const told = tracked.unconfirmed.get(event.id) ?? 0;
-    if (early) tracked.unconfirmed.set(event.id, told + 1);
-    else if (told > 0) {
-      // Podman's word of an exit conmon told (and the picture shows, or a start since has undone): nothing new.
-      if (told === 1) tracked.unconfirmed.delete(event.id);
-      else tracked.unconfirmed.set(event.id, told - 1);
-      return { view: { ...view, ...tracked } };
-    }
   }
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
   if (view.containers === undefined) return { view: { ...view, ...tracked, duringPoll } };
@@ -98,29 +85,31 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt) } : { view: next };
 }
 
+/** Podman's states of a container that no event has ended yet. */
+const STILL_UP: ReadonlySet<string> = new Set(['running', 'stopping', 'stopped']);
+
 function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
   const tracked = trackedOf(view);
   const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
   for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
+  // A container on its way down (`stopping`, `stopped` for a moment) has no event yet: its died event comes.
   const missedEvent =
     eventsHealthy &&
     view.containers !== undefined &&
-    [...view.containers.values()].some((c) => c.State === 'running' && containers.get(c.Id)?.State !== 'running');
+    [...view.containers.values()].some((c) => c.State === 'running' && !STILL_UP.has(containers.get(c.Id)?.State ?? 'gone'));
   return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
 }
 
 interface Tracked {
   readonly exitCodes: Map<string, number>;
   readonly early: Map<string, number | undefined>;
-  readonly unconfirmed: Map<string, number>;
   readonly started: Map<string, number>;
 }
 
 const trackedOf = (view: ContainerView): Tracked => ({
   exitCodes: new Map(view.exitCodes),
   early: new Map(view.early),
-  unconfirmed: new Map(view.unconfirmed),
   started: new Map(view.started),
 });
 
@@ -182,7 +171,6 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
   if (e.status === 'remove') {
     tracked.exitCodes.delete(e.id);
     tracked.early.delete(e.id);
-    tracked.unconfirmed.delete(e.id);
     tracked.started.delete(e.id);
     return to.delete(e.id);
   }

@@ -63,8 +63,11 @@ export const NEWS_WAIT_MS = 300;
  */
 interface CacheOptions {
   readonly verifyMs?: number;
-  /** Earlier word of exits (conmon's exit files), applied like events, no health of its own. */
-  readonly exits$?: Observable<ContainerEvent>;
+  /**
+   * Word that comes before the engine's events, applied like them, no health of its own: exits (conmon's
+   * exit files), and the agent's own starts of a container in place (a `podman start` that returned).
+   */
+  readonly early$?: Observable<ContainerEvent>;
   readonly log?: Logger;
   /** --debug: the stage `podman.cache` says each change the watchers see and where it came from. */
   readonly trace?: Trace;
@@ -127,7 +130,7 @@ function cacheSnapshots(
   events$: Observable<ContainerEvent> | undefined,
   refresh$: Observable<void>,
   polls: { started: number; eventsUp: boolean; running: number },
-  { verifyMs = VERIFY_INTERVAL_MS, exits$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
+  { verifyMs = VERIFY_INTERVAL_MS, early$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
 ): Observable<Snapshot> {
   // The one state: the reducer's. The rest here is timing.
   let view = EMPTY_VIEW;
@@ -166,8 +169,8 @@ function cacheSnapshots(
         mergeMap((event) => step({ kind: 'event', event, at: asyncScheduler.now() })),
       )
     : EMPTY;
-  const early$ = exits$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true, at: asyncScheduler.now() })));
-  return merge(evented$, early$, oneAtATime(merge(ticks$, refresh$), poll$)).pipe(
+  const told$ = early$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true, at: asyncScheduler.now() })));
+  return merge(evented$, told$, oneAtATime(merge(ticks$, refresh$), poll$)).pipe(
     finalize(() => {
       watchingHealth.unsubscribe();
       polls.eventsUp = false;
@@ -226,7 +229,8 @@ function traceChanges(trace: Trace, engine: Engine, before: ContainerView, next:
     trace.note(engine.stage, `Poll ${input.poll} failed: ${input.error}`);
     return;
   }
-  const source = input.kind !== 'event' ? 'poll' : input.early ? "conmon's exit file" : `${engine.name}'s ${input.event.status} event`;
+  const early = input.kind === 'event' && input.early ? (input.event.status === 'start' ? "the agent's own start" : "conmon's exit file") : undefined;
+  const source = input.kind !== 'event' ? 'poll' : (early ?? `${engine.name}'s ${input.event.status} event`);
   for (const line of changesBetween(before, next.view)) trace.note(engine.stage, `${line} (${source})`);
 }
 

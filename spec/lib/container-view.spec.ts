@@ -124,28 +124,27 @@ describe("the container view (the cache's rules)", () => {
   });
 
   // swdd~podman-state-getter-maps-state~3
-  it("Podman's late died event of an exit conmon told does not end a run started since: the container stays running", () => {
-    // conmon's exit file, then `podman start` of the same container; a poll shows it running before Podman's
-    // stream brings the old run's died event (after the poll, or while it ran).
-    const exitTold = died('a', 0, true);
-    const taken: ViewInput = { kind: 'event', event: { id: 'a', status: EXIT_FILE_TAKEN } };
-    const confirmed = died('a', 0);
-    const after = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), exitTold, taken, { kind: 'pollStarted' }, polled(2, [running('a')]), confirmed]);
-    expect(after.steps[6].snapshot).to.equal(undefined);
-    expect(after.states()).to.deep.equal({ a: 'running' });
-    const during = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), exitTold, taken, { kind: 'pollStarted' }, confirmed, polled(2, [running('a')])]);
-    expect(during.states()).to.deep.equal({ a: 'running' });
-    // The next run's exit, told by Podman alone, ends it.
-    expect(
-      run([...([{ kind: 'pollStarted' }, polled(1, [running('a')]), exitTold, polled(2, [running('a')])] as ViewInput[]), confirmed, died('a', 2)]).states(),
-    ).to.deep.equal({
-      a: 'exited 2',
-    });
+  it("a start in place the agent tells (its podman start returned) outweighs Podman's late died event of the run before", () => {
+    // conmon's exit file at 100, the agent's `podman start` returned at 300; Podman's stream then brings the
+    // old run's died event (of its time, 150), and later the start (of its time, 250).
+    const exitTold: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 0, at: 100 }, early: true };
+    const ownStart: ViewInput = { kind: 'event', event: { id: 'a', status: 'start', at: 300 }, early: true };
+    const oldDied: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 0, at: 150 } };
+    const podmanStart: ViewInput = { kind: 'event', event: { id: 'a', status: 'start', at: 250 } };
+    const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), exitTold, ownStart, oldDied, podmanStart]);
+    expect(steps[3].snapshot, 'the own start is shown at once').not.to.equal(undefined);
+    expect(steps[4].snapshot, 'the old died event changes nothing').to.equal(undefined);
+    expect(states()).to.deep.equal({ a: 'running' });
+    // The new run's exit ends it.
+    const newDied: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 2, at: 400 } };
+    expect(run([{ kind: 'pollStarted' }, polled(1, [running('a')]), exitTold, ownStart, oldDied, newDied]).states()).to.deep.equal({ a: 'exited 2' });
   });
 
-  it('says an event was missed when a poll finds a running container changed while the stream was up', () => {
+  it('says an event was missed when a poll finds a running container exited or gone while the stream was up; one on its way down is no miss', () => {
     const base = run([{ kind: 'pollStarted' }, polled(1, [running('a')])]).view;
     expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], true)).missedEvent).to.equal(true);
+    expect(stepView(base, polled(2, [], true)).missedEvent, 'gone').to.equal(true);
+    expect(stepView(base, polled(2, [{ Id: 'a', State: 'stopping' }], true)).missedEvent, 'a podman stop under way').to.equal(false);
     expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], false)).missedEvent).to.equal(false);
     expect(stepView(base, polled(2, [running('a')], true)).missedEvent).to.equal(false);
   });

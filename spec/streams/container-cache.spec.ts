@@ -214,7 +214,7 @@ describe("containerCache kept by Podman's events", () => {
       const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
       const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', status: 'died', exitCode: 3 } });
       const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', status: 'died', exitCode: 3 } });
-      const cache = containerCache(list, events$, { exits$ });
+      const cache = containerCache(list, events$, { early$: exits$ });
       const seen: string[] = [];
       const subs = [cache.fresh().subscribe((s) => seen.push(state(s)))];
       // A new watcher at 200 makes the cache poll: Podman's database still says running.
@@ -322,7 +322,7 @@ describe("containerCache kept by Podman's events", () => {
       const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', status: 'died', exitCode: 0 } });
       const events$ = hot<ContainerEvent>('150ms s 50ms d', { s: { id: 'a', status: 'start' }, d: { id: 'a', status: 'died', exitCode: 0 } });
       const seen: string[] = [];
-      const sub = containerCache(list, events$, { exits$ })
+      const sub = containerCache(list, events$, { early$: exits$ })
         .fresh()
         .subscribe((s) => seen.push(state(s)));
       scheduler.schedule(() => sub.unsubscribe(), 1_000);
@@ -412,7 +412,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
       const exits$ = hot<ContainerEvent>('300ms x', { x: { id: 'a', status: 'died', exitCode: 3 } });
       const events$ = hot<ContainerEvent>('400ms d 99ms r', { d: { id: 'a', status: 'died', exitCode: 3 }, r: { id: 'a', status: 'remove' } });
       const { notes, trace } = notesOf('podman.cache');
-      const sub = containerCache(list, events$, { exits$, trace }).fresh().subscribe();
+      const sub = containerCache(list, events$, { early$: exits$, trace }).fresh().subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 1_000);
       flush();
       expect(notes.filter((n) => n.startsWith('db.')).slice(0, 3)).to.deep.equal([

@@ -1,6 +1,6 @@
 // The `podman` runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
 import { existsSync } from 'node:fs';
-import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, throwError } from 'rxjs';
+import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, tap, throwError } from 'rxjs';
 import type { ExecutionState } from '../../execution-state.js';
 import type { Logger } from '../../logger.js';
 import type { LogsOptions } from '../../messages.js';
@@ -26,6 +26,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     private readonly cli: PodmanCli,
     private readonly watch: WatchState,
     private readonly health = true,
+    /** Told of each container the runtime started again in place, once `podman start` returned. */
+    private readonly startedInPlace?: (id: string) => void,
     private readonly pulls = new ImagePulls(cli),
   ) {}
 
@@ -131,9 +133,16 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return tolerateMissing(this.cli.run(['rm', '--force', container]));
   }
 
+  stop(id: string): Observable<void> {
+    return tolerateMissing(this.cli.run(['stop', id]));
+  }
+
   /** `podman start` (with the config's generalOptions, as the released agent gives them): the same container runs again. */
   startAgain(id: string, spec: WorkloadSpec): Observable<void> {
-    return defer(() => this.cli.run([...parsePodmanConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(ignoreElements());
+    return defer(() => this.cli.run([...parsePodmanConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(
+      ignoreElements(),
+      tap({ complete: () => this.startedInPlace?.(id) }),
+    );
   }
 
   /**
@@ -165,10 +174,10 @@ export function podmanRuntimes(
   cli: PodmanCli,
   watch: WatchState,
   log: Logger,
-  { health = true, podmanTimers = systemdRuns() } = {},
+  { health = true, podmanTimers = systemdRuns(), startedInPlace }: { health?: boolean; podmanTimers?: boolean; startedInPlace?: (id: string) => void } = {},
 ): Map<string, RuntimeConnector> {
   return new Map<string, RuntimeConnector>([
-    ['podman', new PodmanRuntime(cli, watch, health)],
+    ['podman', new PodmanRuntime(cli, watch, health, startedInPlace)],
     ['podman-kube', new PodmanKubeRuntime(cli, watch, log, { on: health, podmanTimers })],
   ]);
 }
