@@ -45,6 +45,11 @@ export interface RuntimeConnector<Id = unknown> {
    * reason. Undefined when the image is known to be there: `current`, the instance it replaces, runs it.
    */
   fetchImage?(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined;
+  /**
+   * Stops the workload and keeps it (the control loop's answer to a failed health check: its restart policy
+   * decides what follows). Runtimes without health checks need none.
+   */
+  stop?(id: Id): Observable<void>;
   /** Stops and removes what may run under the instance name when its id is not known (after a crash mid-create). */
   deleteByName?(instanceName: WorkloadInstanceName): Observable<void>;
   /** Stops and removes the workload; completes when it is gone. */

@@ -397,11 +397,20 @@ class LoopSteps {
    */
   private watch({ spec, runtime, id }: Running, restarts = true): Observable<Step> {
     return runtime.checkState(id, spec).pipe(
-      mergeMap((state): Step[] => {
-        const reported = report(spec.instanceName, state);
-        return restarts && needsRestart(spec.restartPolicy, state)
-          ? [reported, self({ kind: 'exited', succeeded: state.state === 'Succeeded', exit: state })]
-          : [reported];
+      mergeMap((state): Observable<Step> => {
+        const reported = of(report(spec.instanceName, state));
+        // rx~health-unhealthy-fails-and-stops~1: an unhealthy workload is stopped (and kept) before its
+        // restart policy acts, so that it does not serve while a restart waits.
+        const stop$ =
+          state.health === 'unhealthy' && runtime.stop
+            ? runtime.stop(id).pipe(
+                ignoreElements(),
+                catchError(() => EMPTY),
+              )
+            : EMPTY;
+        const exited$ =
+          restarts && needsRestart(spec.restartPolicy, state) ? of(self({ kind: 'exited', succeeded: state.state === 'Succeeded', exit: state })) : EMPTY;
+        return concat(reported, stop$, exited$);
       }),
       catchError(() => of(report(spec.instanceName, ExecutionState.unknown('The state checker failed.')))),
     );

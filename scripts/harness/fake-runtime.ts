@@ -14,6 +14,8 @@ export interface FakeBehaviour {
   logs?: (id: string) => Observable<string>;
   /** Given: the runtime can start an exited workload again in place. */
   startAgain?: (id: string) => Observable<void>;
+  /** Given: the runtime can stop a workload and keep it (it has health checks). */
+  stop?: (id: string) => Observable<void>;
   /** Given: the runtime has an image fetched ahead (`attempt` counts the fetches of this workload name, from 1). */
   fetchImage?: (spec: WorkloadSpec, attempt: number) => Observable<never>;
 }
@@ -24,13 +26,21 @@ export class FakeRuntime implements RuntimeConnector {
   private readonly attempts = new Map<string, number>();
 
   readonly startAgain?: (id: string) => Observable<void>;
+  readonly stop?: (id: string) => Observable<void>;
   readonly fetchImage?: (spec: WorkloadSpec) => Observable<never> | undefined;
 
   constructor(
     private readonly behaviour: FakeBehaviour = {},
     readonly name = 'fake',
   ) {
-    const { startAgain, fetchImage } = behaviour;
+    const { startAgain, fetchImage, stop } = behaviour;
+    if (stop) {
+      this.stop = (id) =>
+        defer(() => {
+          this.calls.push(`stop ${id}`);
+          return stop(id);
+        });
+    }
     if (fetchImage) {
       let fetches = 0;
       this.fetchImage = (spec) =>

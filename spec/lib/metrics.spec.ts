@@ -7,14 +7,14 @@ import { FORGET_REMOVED_MS, type MetricsEvent, type MetricsFigures, byWorkload, 
 const AGENT = 'agent_A';
 const states = (workloadName: string, ...list: ExecutionState[]): MetricsEvent[] =>
   list.map((executionState) => ({ kind: 'states', states: [{ instanceName: { workloadName, agentName: AGENT, id: 'i' }, executionState }] }));
-const after = (events: readonly MetricsEvent[], from: MetricsFigures = noFigures(AGENT), at = 0) =>
+const reduced = (events: readonly MetricsEvent[], from: MetricsFigures = noFigures(AGENT), at = 0) =>
   events.reduce((figures, event) => stepFigures(figures, event, at), from);
 
 describe('the metrics figures (a reducer of what the agent tells)', () => {
   it('counts a start after an end as a restart, and keeps the exit code of the last run', () => {
     const run = [ExecutionState.starting(), ExecutionState.running(), exitedWith(3)];
     const restart = [ExecutionState.stoppingRequested(), ExecutionState.removed(), ExecutionState.starting(), ExecutionState.running()];
-    const figures = after([...states('flaky', ...run, ...restart), ...states('steady', ExecutionState.starting(), ExecutionState.running())]);
+    const figures = reduced([...states('flaky', ...run, ...restart), ...states('steady', ExecutionState.starting(), ExecutionState.running())]);
     expect(figures.workloads.get('flaky')).to.include({ restarts: 1, exitCode: 3 });
     expect(figures.workloads.get('flaky')?.state.state).to.equal('Running');
     expect(figures.workloads.get('steady')).to.include({ restarts: 0, exitCode: undefined });
@@ -25,7 +25,7 @@ describe('the metrics figures (a reducer of what the agent tells)', () => {
       kind: 'states',
       states: [{ instanceName: { workloadName: 'w', agentName: 'agent_B', id: 'i' }, executionState: ExecutionState.running() }],
     };
-    expect(after([other]).workloads.size).to.equal(0);
+    expect(reduced([other]).workloads.size).to.equal(0);
   });
 
   // rx~health-running-when-healthy~1
@@ -43,19 +43,19 @@ describe('the metrics figures (a reducer of what the agent tells)', () => {
       return seen;
     };
     expect(healths(states('checked', waiting, healthy, unhealthy))).to.deep.equal([0, 1, 0]);
-    expect(after(states('plain', ExecutionState.running())).workloads.get('plain')?.healthy).to.equal(undefined);
+    expect(reduced(states('plain', ExecutionState.running())).workloads.get('plain')?.healthy).to.equal(undefined);
   });
 
   it('forgets a workload Removed for 10 s; one that starts again at once (a restart) is kept', () => {
-    const removed = after(states('gone', ExecutionState.running(), ExecutionState.removed()), noFigures(AGENT), 1_000);
+    const removed = reduced(states('gone', ExecutionState.running(), ExecutionState.removed()), noFigures(AGENT), 1_000);
     expect(forgetRemoved(removed, 1_000 + FORGET_REMOVED_MS - 1).workloads.has('gone')).to.equal(true);
     expect(forgetRemoved(removed, 1_000 + FORGET_REMOVED_MS).workloads.has('gone')).to.equal(false);
-    const restarted = after(states('gone', ExecutionState.starting()), removed, 2_000);
+    const restarted = reduced(states('gone', ExecutionState.starting()), removed, 2_000);
     expect(forgetRemoved(restarted, 1_000 + FORGET_REMOVED_MS).workloads.has('gone')).to.equal(true);
   });
 
   it('counts connections (the first is no reconnect), requests by decision, log entries and restarts of the event stream', () => {
-    const figures = after(
+    const figures = reduced(
       [
         { kind: 'connection', online: true, line: '1' },
         { kind: 'connection', online: false },

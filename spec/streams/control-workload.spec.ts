@@ -188,6 +188,37 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
   });
 
+  describe('a workload its health checks find unhealthy', () => {
+    const unhealthy: ExecutionState = { ...ExecutionState.failed("Health check 'cat /tmp/ok' failed."), health: 'unhealthy' };
+
+    // rx~health-unhealthy-fails-and-stops~1
+    it('is stopped by the loop and kept (NEVER): the stop after the report, no delete, no new workload', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({ states: () => cold('-r 9ms u', { r: ExecutionState.running(), u: unhealthy }), stop: () => cold('5ms |') });
+        const out = record(controlWorkload(cold('a', { a: create() }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(out.values.map(([t, v]) => `${t} ${v}`).slice(-1)).to.deep.equal([`11 ${at(nginx, unhealthy)}`]);
+        expect(runtime.calls).to.deep.equal(['create nginx', 'watch id-nginx-1', 'stop id-nginx-1']);
+      });
+    });
+
+    // rx~health-unhealthy-fails-and-stops~1, swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
+    it('with a restart policy, is stopped first and then restarted as an update (its back-off waits with the workload stopped)', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({
+          states: (id) => cold(id === 'id-nginx-1' ? '-r 9ms u' : '-r', { r: ExecutionState.running(), u: unhealthy }),
+          stop: () => cold('5ms |'),
+        });
+        const deps: ControlDeps = { ...depsFor(runtime), backoff: { firstDelayMs: 0, maxDelayMs: 0, resetAfterMs: 0 } };
+        record(controlWorkload(cold('a', { a: create({ ...nginx, restartPolicy: 'OnFailure' }) }), deps).pipe(map(show)), scheduler);
+        flush();
+        expect(runtime.calls.slice(0, 5)).to.deep.equal(['create nginx', 'watch id-nginx-1', 'stop id-nginx-1', 'delete id-nginx-1', 'create nginx']);
+      });
+    });
+  });
+
   describe('crash-loop back-off', () => {
     const job = workload('job', { restartPolicy: 'Always' });
     const failed = ExecutionState.failed("Exit code: '1'");

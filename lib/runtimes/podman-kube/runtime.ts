@@ -129,7 +129,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /**
    * The pods' containers' states combined. With health checks on, the containers Podman gave a health
    * check (from their livenessProbe) are checked by the agent as podman workloads are: the workload is
-   * Running(Ok) once all are healthy, and Failed once one is unhealthy (that container is stopped).
+   * Running(Ok) once all are healthy, and Failed once one is unhealthy (the control loop then stops the pods).
    */
   checkState(id: KubeId, spec: WorkloadSpec): Observable<ExecutionState> {
     const container$ = this.watch(kubeReading(id.pods));
@@ -140,6 +140,10 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         probes.length === 0 ? container$ : withHealth(container$, () => probesHealth(this.cli, probes, this.health.podmanTimers), namedChecks(probes)),
       ),
     );
+  }
+
+  stop(id: KubeId): Observable<void> {
+    return id.pods.length === 0 ? EMPTY : tolerateMissing(this.cli.run(['pod', 'stop', ...id.pods]));
   }
 
   /** The containers of the pods that Podman gave a health check, with it. */

@@ -15,7 +15,6 @@ import {
   startWith,
   switchMap,
   takeWhile,
-  tap,
   timer,
 } from 'rxjs';
 import { type ExecutionState, is, sameState } from '../../execution-state.js';
@@ -46,8 +45,8 @@ export function withHealth(container$: Observable<ExecutionState>, health$: () =
 
 /**
  * A container's health, checked once per interval (never two checks at once) and counted by Podman's rule
- * (`nextHealth`): a check that outlives its timeout has failed. An unhealthy container is stopped, and checked
- * no more. A check that cannot run (the container stopped) says nothing. Where Podman's own timers run the
+ * (`nextHealth`): a check that outlives its timeout has failed. An unhealthy container is checked no more
+ * (the control loop stops it). A check that cannot run (the container stopped) says nothing. Where Podman's own timers run the
  * checks (`podmanRunsThem`), the agent only reads the status they leave: each check runs once.
  */
 export function healthChecks(cli: PodmanCli, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
@@ -69,18 +68,7 @@ export function healthChecks(cli: PodmanCli, id: string, check: HealthCheck, pod
           map((count) => count.health),
         );
       });
-  return statuses$.pipe(
-    tap((health) => health.status === 'unhealthy' && stopSoon(cli, id)),
-    takeWhile((health) => health.status !== 'unhealthy', true),
-  );
-}
-
-/**
- * Stops a container, on its own: the stop changes the state it is watched by, which ends the watch, and
- * a `podman stop` cut short leaves the container `stopping` for good. It has the command deadline.
- */
-function stopSoon(cli: PodmanCli, id: string): void {
-  cli.run(['stop', id]).subscribe({ error: () => undefined });
+  return statuses$.pipe(takeWhile((health) => health.status !== 'unhealthy', true));
 }
 
 /** A container of a podman-kube workload with the health check Podman made of its livenessProbe. */
