@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../scripts/harness/fake-server.js';
 import { cpuMs, median, sleep } from './report.js';
-import { busybox, uniqueAgent } from '../scripts/harness/podman.js';
+import { busybox, cleanup, uniqueAgent } from '../scripts/harness/podman.js';
 import { BIN } from '../scripts/harness/agent.js';
 
 /** Waits (polling every 20 ms) until `condition` holds; fails after `timeoutMs`. */
@@ -101,16 +101,26 @@ export function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
 /** How long after the last workload runs (or the agent started) the idle figures begin: the burst's garbage is collected by then. */
 export const SETTLE_MS = 15_000;
 
-/** The agent as shipped on the fake podman of fakePodmanWithLogs, with `n` workloads running and settled. */
-export async function settledAgent(prefix: string, n: number, args: readonly string[] = []) {
+/**
+ * The agent as shipped (`args` after its name, server and run folder), against a fake server of its own, in a
+ * run folder of its own; `end()` kills it, stops the server and removes its containers.
+ */
+export async function shippedAgent(prefix: string, args: readonly string[] = [], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) {
   const run = mkdtempSync(path.join(os.tmpdir(), `ank-bench-${prefix}-`));
   const agentName = uniqueAgent(prefix);
   const server = await FakeAnkaiosServer.start();
-  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, ...args], { stdio: 'ignore', env: fakePodmanWithLogs() });
-  const stop = () => {
+  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, ...args], { stdio: 'ignore', ...options });
+  const end = () => {
     child.kill('SIGKILL');
     server.stop();
+    cleanup(agentName);
   };
+  return { run, agentName, server, child, end };
+}
+
+/** The agent as shipped on the fake podman of fakePodmanWithLogs, with `n` workloads running and settled. */
+export async function settledAgent(prefix: string, n: number, args: readonly string[] = []) {
+  const { agentName, server, child, end: stop } = await shippedAgent(prefix, args, { env: fakePodmanWithLogs() });
   try {
     const stream = await server.nextStream();
     const latest = latestStates(stream);

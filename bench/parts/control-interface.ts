@@ -1,5 +1,3 @@
-// Bench part: The Control Interface: round trips, and what a workload's garbage in its FIFO costs the agent.
-import { spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,12 +9,11 @@ import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
 import { ControlInterfaceHub } from '../../scripts/harness/control-interfaces.js';
 import { silentLogger } from '../../lib/logger.js';
 import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
-import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
+import { addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 import { median, record } from '../report.js';
-import { busybox, cleanup, uniqueAgent } from '../../scripts/harness/podman.js';
-import { BIN } from '../../scripts/harness/agent.js';
-import { until, cpuTicks } from '../measure.js';
+import { busybox } from '../../scripts/harness/podman.js';
+import { shippedAgent, until, cpuTicks } from '../measure.js';
 
 export async function benchControlInterface(count: number): Promise<void> {
   console.log('\n5. Control Interface round trip (FIFOs → agent → fake server → agent → FIFOs)');
@@ -62,10 +59,7 @@ export async function benchFraming(): Promise<void> {
     ['the crafted 0x88 0x7f pattern', Buffer.from(Uint8Array.from({ length: mib }, (_, i) => (i % 2 === 0 ? 0x88 : 0x7f)))],
     ['random bytes', Buffer.from(Uint8Array.from({ length: mib }, () => Math.floor(Math.random() * 256)))],
   ];
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-framing-'));
-  const agentName = uniqueAgent('framing');
-  const server = await FakeAnkaiosServer.start();
-  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  const { run, agentName, server, child, end } = await shippedAgent('framing');
   try {
     const stream = await server.nextStream();
     const noisy = {
@@ -91,8 +85,6 @@ export async function benchFraming(): Promise<void> {
       });
     }
   } finally {
-    child.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
+    end();
   }
 }

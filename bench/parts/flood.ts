@@ -1,21 +1,12 @@
-// Bench part: A log flood to a server that does not read: what the agent keeps, and what it costs.
-import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
+import { addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { record, sleep } from '../report.js';
-import { busybox, cleanup, uniqueAgent } from '../../scripts/harness/podman.js';
-import { BIN } from '../../scripts/harness/agent.js';
-import { until, rssKiB } from '../measure.js';
+import { busybox } from '../../scripts/harness/podman.js';
+import { shippedAgent, until, rssKiB } from '../measure.js';
 
 export async function benchLogFlood(seconds: number): Promise<void> {
   console.log(`\n7. Log flood: a \`yes\` workload followed for ${seconds} s by a server that does not read`);
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-flood-'));
-  const agentName = uniqueAgent('flood');
-  const server = await FakeAnkaiosServer.start();
-  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  const { agentName, server, child, end } = await shippedAgent('flood');
   try {
     const stream = await server.nextStream();
     const yes = busybox('yes', agentName, { script: 'yes' });
@@ -39,8 +30,6 @@ export async function benchLogFlood(seconds: number): Promise<void> {
     await until(() => reportedStates(stream).some(([w, , st]) => w === 'late' && st === 'Running(Ok)'), 60_000);
     record({ name: 'after the cancel: UpdateWorkload → new workload Running(Ok)', value: performance.now() - t, unit: 'ms' });
   } finally {
-    child.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
+    end();
   }
 }

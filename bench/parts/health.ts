@@ -9,7 +9,7 @@ import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/
 import { record, sleep } from '../report.js';
 import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, cleanup, kubePod, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
-import { until, cpuTicks, childCpu, podmanWrapper } from '../measure.js';
+import { shippedAgent, until, cpuTicks, childCpu, podmanWrapper } from '../measure.js';
 
 /** A workload healthy while /tmp/ok exists in it, checked every second. */
 const checkedWorkload = (name: string, agentName: string, restartPolicy: 'Never' | 'Always' = 'Never') =>
@@ -30,10 +30,7 @@ const probedPod = (agentName: string) => {
 
 export async function benchHealth(crashSeconds: number): Promise<void> {
   console.log(`\n13. Health checks and crash loops (real Podman; a crash loop watched ${crashSeconds} s with and without the back-off)`);
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-health-'));
-  const agentName = uniqueAgent('health');
-  const server = await FakeAnkaiosServer.start();
-  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run], { stdio: 'ignore' });
+  const { run, agentName, server, child, end } = await shippedAgent('health');
   try {
     const stream = await server.nextStream();
     const reportedAt = new Map<string, number>();
@@ -76,9 +73,7 @@ export async function benchHealth(crashSeconds: number): Promise<void> {
       target: '≤1100 (interval + 100 ms)',
     });
   } finally {
-    child.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
+    end();
   }
   for (const backoff of [true, false]) {
     const name = uniqueAgent('crash');

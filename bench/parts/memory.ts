@@ -7,9 +7,9 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
 import { median, record, sleep } from '../report.js';
-import { busybox, cleanup, uniqueAgent } from '../../scripts/harness/podman.js';
+import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
-import { until, rssKiB, fakePodmanWithLogs, latestStates } from '../measure.js';
+import { shippedAgent, until, rssKiB, fakePodmanWithLogs, latestStates } from '../measure.js';
 
 /**
  * Ten workloads of `agentName` on the agent behind `stream`, running; `step()` updates the next one (in turn)
@@ -60,11 +60,8 @@ function slope(points: ReadonlyArray<readonly [number, number]>): number {
  */
 export async function benchSoak(minutes: number): Promise<void> {
   console.log(`\n16. Soak (the real agent process, real Podman, ${minutes} min: an update every 3 s, a log request every 10 s)`);
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-soak-'));
-  const agentName = uniqueAgent('soak');
-  const server = await FakeAnkaiosServer.start();
   const port = 19_500 + (process.pid % 400);
-  const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, '--metrics', String(port)], { stdio: 'ignore' });
+  const { agentName, server, child, end } = await shippedAgent('soak', ['--metrics', String(port)]);
   try {
     const churn = await churning(await server.nextStream(), agentName);
     const heapUsed = async () => {
@@ -107,9 +104,7 @@ export async function benchSoak(minutes: number): Promise<void> {
       note: `${lowestHeapPerMinute[0]?.[1].toFixed(1)} → ${lowestHeapPerMinute.at(-1)?.[1].toFixed(1)} MiB`,
     });
   } finally {
-    child.kill('SIGKILL');
-    server.stop();
-    cleanup(agentName);
+    end();
   }
 }
 
