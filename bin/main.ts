@@ -11,7 +11,6 @@ import {
   concat,
   defer,
   delay,
-  finalize,
   first,
   forkJoin,
   lastValueFrom,
@@ -105,21 +104,30 @@ class EarlyEnd extends Error {
   }
 }
 
-/** The program, and its one way out: what the run ends with is said, then the process ends with its code. */
-export async function main(argv: readonly string[]): Promise<void> {
-  const { code, say } = await program(argv).catch((err: unknown): Outcome => {
-    if (err instanceof EarlyEnd) return err.outcome;
-    return { code: 1, say: `ank-agent: error: ${err instanceof Error ? err.message : String(err)}\n` };
-  });
+/**
+ * The one way out: what the program ends with is said, then the process ends with its code, in the same
+ * turn. A later turn would let HTTP/2 half-close the server stream (END_STREAM) before grpc-js's cancel
+ * resets it, and a released server takes a stream half-closed for an agent still there.
+ */
+function end({ code, say }: Outcome): never {
   if (say) (code === 0 ? process.stdout : process.stderr).write(say);
   process.exit(code);
 }
 
+/** The program: set up, then the run, which ends the process; what fails before it ends it too. */
+export async function main(argv: readonly string[]): Promise<void> {
+  try {
+    await program(argv);
+  } catch (err) {
+    end(err instanceof EarlyEnd ? err.outcome : { code: 1, say: `ank-agent: error: ${err instanceof Error ? err.message : String(err)}\n` });
+  }
+}
+
 /** Runs the agent the command line asks for until it ends. */
-async function program(argv: readonly string[]): Promise<Outcome> {
+async function program(argv: readonly string[]): Promise<void> {
   const flags = userErrors(() => readCommandLine(argv), true);
-  if (flags.help) return { code: 0, say: HELP };
-  if (flags.version) return { code: 0, say: versionText() };
+  if (flags.help) end({ code: 0, say: HELP });
+  if (flags.version) end({ code: 0, say: versionText() });
   const log = createLogger(flags.debug.length > 0);
   const trace = flags.debug.length > 0 ? tracer(log, stageFilter(flags.debug)) : noTrace;
   const setting = userErrors(() => (flags.manifest === undefined ? connected(flags, log) : standalone(flags, flags.manifest, log)));
@@ -136,7 +144,7 @@ async function program(argv: readonly string[]): Promise<Outcome> {
   const runtimes = userErrors(() =>
     enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.apply({ kind: 'eventsRestarted' })) }),
   );
-  return run(setting, runtimes, log, { trace, metrics, running });
+  run(setting, runtimes, log, { trace, metrics, running });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
@@ -174,8 +182,8 @@ function userErrors<T>(body: () => T, showHelp = false): T {
 }
 
 /**
- * The drivers wired to agent(), and the one subscription; it ends (the link ended, a signal's deadline
- * passed, or the agent failed) with the run's outcome, the Control Interfaces closed. The Subject closes
+ * The drivers wired to agent(), and the one subscription; when it ends (the link ended, a signal's deadline
+ * passed, or the agent failed) the Control Interfaces are closed and the process ends with its outcome. The Subject closes
  * the loop from what the agent says back into its link: the link's input is the agent's output, which no
  * stream built before it can be.
  */
@@ -184,7 +192,7 @@ function run(
   runtimes: ReadonlyMap<string, RuntimeConnector>,
   log: Logger,
   { trace, metrics, running }: { trace: Trace; metrics?: MetricsEndpoint; running: RunningWorkloads },
-): Promise<Outcome> {
+): void {
   const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
   const toServer$ = new Subject<ToServer>();
@@ -206,30 +214,32 @@ function run(
       running,
     },
   );
+  // The one dispose: what the run holds is let go, then the process ends.
+  const dispose = (outcome: Outcome) => {
+    pipes.closeAll();
+    end(outcome);
+  };
   onSignals(log, () => {
     pipes.closeAll();
     setting.stop();
     stopping$.next();
   });
-  return new Promise((resolve) =>
-    merge(
-      sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
-      sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
-      sinks.metrics$.pipe(tap((event) => metrics?.apply(event))),
+  merge(
+    sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
+    sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
+    sinks.metrics$.pipe(tap((event) => metrics?.apply(event))),
+  )
+    .pipe(
+      // A link that does not end within its setting's time after a signal is left.
+      takeUntil(setting.stopWithinMs === undefined ? NEVER : stopping$.pipe(delay(setting.stopWithinMs))),
     )
-      .pipe(
-        // A link that does not end within its setting's time after a signal is left.
-        takeUntil(setting.stopWithinMs === undefined ? NEVER : stopping$.pipe(delay(setting.stopWithinMs))),
-        finalize(() => pipes.closeAll()),
-      )
-      .subscribe({
-        error: (err: unknown) => {
-          log.error(err instanceof ServerRefused || err instanceof Ending ? err.message : `The agent failed: ${String(err)}`);
-          resolve({ code: 1 });
-        },
-        complete: () => resolve({ code: 0 }),
-      }),
-  );
+    .subscribe({
+      error: (err: unknown) => {
+        log.error(err instanceof ServerRefused || err instanceof Ending ? err.message : `The agent failed: ${String(err)}`);
+        dispose({ code: 1 });
+      },
+      complete: () => dispose({ code: 0 }),
+    });
 }
 
 /** SIGINT and SIGTERM, once; a second signal while stopping changes nothing. */
