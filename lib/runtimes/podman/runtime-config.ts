@@ -49,10 +49,14 @@ function text(doc: Record<string, unknown>, field: string): string {
   return value;
 }
 
-/** Configs read lately, by their text: a workload's is read at its create, its state check and each restart, and YAML is slow to read. */
+/**
+ * Configs read lately, by their text: a workload's is read at its create, its state check and each restart,
+ * and YAML is slow to read. Bounded to what a node runs at once (at most 256 of 16 KiB: 4 MiB); each update
+ * brings a new text, so the memo fills to its bound and stays there (the soak's heap snapshots showed it).
+ */
 const recentlyRead = new Map<string, PodmanConfig>();
-const MAX_REMEMBERED = 1024;
-const MAX_REMEMBERED_TEXT = 64 * 1024;
+const MAX_REMEMBERED = 256;
+const MAX_REMEMBERED_TEXT = 16 * 1024;
 
 export function parsePodmanConfig(runtimeConfig: string): PodmanConfig {
   const known = recentlyRead.get(runtimeConfig);
