@@ -1,7 +1,7 @@
 // Bench part: Memory over time: a soak of updates and log requests, and what the agent's heap holds after a long
 // churn.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -61,7 +61,10 @@ function slope(points: ReadonlyArray<readonly [number, number]>): number {
 export async function benchSoak(minutes: number): Promise<void> {
   console.log(`\n16. Soak (the real agent process, real Podman, ${minutes} min: an update every 3 s, a log request every 10 s)`);
   const port = 19_500 + (process.pid % 400);
-  const { agentName, server, child, end } = await shippedAgent('soak', ['--metrics', String(port)]);
+  // Heap snapshots (after minute 5 and at the end) tell what the agent keeps after a full collection.
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-soak-heap-'));
+  const env = { ...process.env, NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' };
+  const { agentName, server, child, end } = await shippedAgent('soak', ['--metrics', String(port)], { env, cwd: folder });
   try {
     const churn = await churning(await server.nextStream(), agentName);
     const heapUsed = async () => {
@@ -70,14 +73,18 @@ export async function benchSoak(minutes: number): Promise<void> {
     };
     const samples: Array<{ at: number; rss: number; heap: number }> = [];
     const started = performance.now();
+    const settleMinutes = Math.min(5, minutes / 2);
     let updates = 0;
+    let settledHeap: Awaited<ReturnType<typeof heapSnapshot>> | undefined;
     while (performance.now() - started < minutes * 60_000) {
       updates += 1;
       if (churn.step()) samples.push({ at: (performance.now() - started) / 60_000, rss: rssKiB(child.pid!) / 1024, heap: await heapUsed() });
+      if (!settledHeap && performance.now() - started >= settleMinutes * 60_000) settledHeap = await heapSnapshot(child, folder);
       await sleep(3000);
     }
     await until(churn.allRunning, 60_000);
-    const settled = samples.filter((x) => x.at >= Math.min(5, minutes / 2));
+    const endHeap = await heapSnapshot(child, folder);
+    const settled = samples.filter((x) => x.at >= settleMinutes);
     const lowest = new Map<number, number>();
     for (const x of settled) lowest.set(Math.floor(x.at), Math.min(lowest.get(Math.floor(x.at)) ?? Number.POSITIVE_INFINITY, x.heap));
     const lowestHeapPerMinute = [...lowest.entries()];
@@ -103,6 +110,13 @@ export async function benchSoak(minutes: number): Promise<void> {
       target: '≈0',
       note: `${lowestHeapPerMinute[0]?.[1].toFixed(1)} → ${lowestHeapPerMinute.at(-1)?.[1].toFixed(1)} MiB`,
     });
+    record({
+      name: `soak: heap kept after a full collection (objects, strings, arrays, closures), minute ${settleMinutes} → end`,
+      value: keptGrowth(settledHeap ?? endHeap, endHeap),
+      unit: 'KiB',
+      target: '≈0',
+      note: `code: ${keptGrowth(settledHeap ?? endHeap, endHeap, ['code']).toFixed(0)} KiB`,
+    });
   } finally {
     end();
   }
@@ -126,6 +140,37 @@ function heapByType(file: string): Map<string, { count: number; bytes: number }>
 }
 
 /**
+ * A heap snapshot of `child` (started with `--heapsnapshot-signal=SIGUSR2`, written into `folder`), by type.
+ * V8 collects all garbage before it writes one, so it holds only what the agent keeps.
+ */
+async function heapSnapshot(child: ChildProcess, folder: string): Promise<Map<string, { count: number; bytes: number }>> {
+  const snapshots = () =>
+    readdirSync(folder)
+      .filter((f) => f.endsWith('.heapsnapshot'))
+      .sort();
+  const before = snapshots().length;
+  child.kill('SIGUSR2');
+  await until(() => snapshots().length > before, 60_000);
+  // Written while the agent stands still: done when it reads as a whole.
+  const file = path.join(folder, snapshots()[before]);
+  for (let waited = 0; ; waited += 1000) {
+    try {
+      const byType = heapByType(file);
+      rmSync(file);
+      return byType;
+    } catch (err) {
+      if (waited > 120_000) throw err;
+      await sleep(1000);
+    }
+  }
+}
+
+/** What a leak would hold: the KiB that objects, strings, arrays and closures grew by from `first` to `second`. */
+const KEPT = ['object', 'string', 'concatenated string', 'sliced string', 'array', 'closure'];
+const keptGrowth = (first: Map<string, { bytes: number }>, second: Map<string, { bytes: number }>, types = KEPT) =>
+  types.reduce((sum, t) => sum + ((second.get(t)?.bytes ?? 0) - (first.get(t)?.bytes ?? 0)), 0) / 1024;
+
+/**
  * The agent as shipped on the fake podman, 10 workloads, one updated every 250 ms and a log request with every
  * third update; heap snapshots (Node's --heapsnapshot-signal) after `warm` updates and after `more` further
  * ones. What grows between them is what a leak would hold: the objects, strings, arrays and closures; V8's
@@ -147,37 +192,18 @@ export async function benchHeap(warm: number, more: number): Promise<void> {
       }
       await sleep(5000);
     };
-    const snapshot = async () => {
-      const snapshots = () =>
-        readdirSync(folder)
-          .filter((f) => f.endsWith('.heapsnapshot'))
-          .sort();
-      const before = snapshots().length;
-      child.kill('SIGUSR2');
-      await until(() => snapshots().length > before, 60_000);
-      // Written while the agent stands still: done when it reads as a whole.
-      const file = path.join(folder, snapshots()[before]);
-      for (let waited = 0; ; waited += 1000) {
-        try {
-          return heapByType(file);
-        } catch (err) {
-          if (waited > 120_000) throw err;
-          await sleep(1000);
-        }
-      }
-    };
+    const snapshot = () => heapSnapshot(child, folder);
     await churn(warm);
     const first = await snapshot();
     await churn(more);
     const second = await snapshot();
-    const grown = (types: string[]) => types.reduce((sum, t) => sum + ((second.get(t)?.bytes ?? 0) - (first.get(t)?.bytes ?? 0)), 0) / 1024;
     record({
       name: `heap: objects, strings, arrays, closures grown over ${more} updates`,
-      value: grown(['object', 'string', 'concatenated string', 'sliced string', 'array', 'closure']),
+      value: keptGrowth(first, second),
       unit: 'KiB',
       target: '≈0',
     });
-    record({ name: `heap: V8's compiled code grown over the same`, value: grown(['code']), unit: 'KiB' });
+    record({ name: `heap: V8's compiled code grown over the same`, value: keptGrowth(first, second, ['code']), unit: 'KiB' });
   } finally {
     child.kill('SIGKILL');
     server.stop();
