@@ -11,6 +11,7 @@ import {
   concatMap,
   defer,
   endWith,
+  finalize,
   identity,
   ignoreElements,
   map,
@@ -275,9 +276,18 @@ class LoopSteps {
   private update(state: LoopState, next: WorkloadSpec | undefined): Observable<Step> {
     const running = state.kind === 'created' || state.kind === 'fetching';
     if (next && this.deps.pullAhead && running && this.deps.runtimes.get(next.runtime)?.fetchImage?.(next, state.spec)) {
-      return of(become({ ...state, kind: 'fetching', next }));
+      return concat(this.abandoned(state, next), of(become({ ...state, kind: 'fetching', next })));
     }
-    return this.replace(state, next);
+    return concat(this.abandoned(state, next), this.replace(state, next));
+  }
+
+  /**
+   * The update whose image was being pulled, given up for another update or a delete: its instance is reported
+   * Removed, as the released agent reports an update's instance it removes, so that no server keeps its state.
+   */
+  private abandoned(state: LoopState, next?: WorkloadSpec): Observable<Step> {
+    if (state.kind !== 'fetching' || (next && sameInstance(next.instanceName, state.next.instanceName))) return EMPTY;
+    return of(report(state.next.instanceName, ExecutionState.removed()));
   }
 
   /** The current workload removed, then `next` (if any) created. */
@@ -286,24 +296,30 @@ class LoopSteps {
   }
 
   /**
-   * The pull of an update's new image, while the old instance runs; after a failure (logged), again after the
-   * create back-off, until it succeeds or another command comes. A config that cannot be read goes on to the
-   * update, whose create reports it as the released agent does.
+   * The pull of an update's new image, while the old instance runs; after a failure, again after the create
+   * back-off, until it succeeds or another command comes. A failure is logged and reported on the new instance
+   * as the released agent reports a failed create (Pending(Starting) "Retry <n>: <cause>"). A config that
+   * cannot be read goes on to the update, whose create reports it as the released agent does.
    */
   private fetch({ next, spec }: LoopState & { kind: 'fetching' }): Observable<Step> {
     const runtime = this.deps.runtimes.get(next.runtime)!;
     const name = next.instanceName.workloadName;
-    return defer(() => runtime.fetchImage!(next, spec) ?? EMPTY).pipe(
+    const failures$ = new Subject<Step>();
+    const pulled$ = defer(() => runtime.fetchImage!(next, spec) ?? EMPTY).pipe(
       retry({
         delay: (err: unknown, tries: number) => {
           if (err instanceof ConfigurationError) return throwError(() => err);
-          this.deps.log?.warn(`The update of '${name}' waits, its old instance running: ${causeOf(err)} (try ${tries}; the next after a back-off).`);
+          const cause = causeOf(err);
+          this.deps.log?.warn(`The update of '${name}' waits, its old instance running: ${cause} (try ${tries}; the next after a back-off).`);
+          failures$.next(report(next.instanceName, ExecutionState.starting(`Retry ${tries}: ${cause} (the old instance runs until the image is pulled)`)));
           return timer(createBackoffMs(tries - 1, this.deps.jitter?.() ?? 1));
         },
       }),
       catchError(() => EMPTY),
       endWith(self({ kind: 'fetched' })),
+      finalize(() => failures$.complete()),
     );
+    return merge(failures$, pulled$);
   }
 
   /**
@@ -314,7 +330,10 @@ class LoopSteps {
     if (state.kind === 'adopted') return concat(this.removeExisting(state.existing), of(END));
     // Never created (its create was still waiting): say so, so its pending state goes away.
     if (state.kind === 'idle') return of(report(instanceName, ExecutionState.removed()), END);
-    return this.removeCurrent(state, () => of(END));
+    return concat(
+      this.abandoned(state),
+      this.removeCurrent(state, () => of(END)),
+    );
   }
 
   /**

@@ -74,7 +74,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
 
     // rx~pull-ahead~1
-    it('a pull that fails never stops the old instance: it is tried again after the create back-off, and a delete ends the wait at once', () => {
+    it('a pull that fails never stops the old instance: it is tried again after the create back-off, each failure reported on the new instance, and a delete ends the wait at once', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({
@@ -86,10 +86,17 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
         const commands = cold('a 9ms u 5000ms d', { a: create(), u: update(nginx2), d: del() });
         const out = record(controlWorkload(commands, { ...pulling(runtime), log }).pipe(map(show)), scheduler);
         flush();
+        const failed = (n: number) => at(nginx2, ExecutionState.starting(`Retry ${n}: registry unreachable (the old instance runs until the image is pulled)`));
         expect(timeline(out)).to.deep.equal([
           `0 ${at(nginx, ExecutionState.starting('Triggered at runtime.'))}`,
           `1 ${at(nginx, running)}`,
           `11 ${at(nginx, running)}`,
+          `20 ${failed(1)}`,
+          `530 ${failed(2)}`,
+          `1540 ${failed(3)}`,
+          `3550 ${failed(4)}`,
+          // The instance given up goes from a server's state as the old one does.
+          `5011 ${at(nginx2, ExecutionState.removed())}`,
           `5011 ${at(nginx, ExecutionState.stoppingRequested())}`,
           `5011 ${at(nginx, ExecutionState.removed())}`,
         ]);
@@ -97,6 +104,29 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
         expect(runtime.calls.filter((c) => c.startsWith('fetch'))).to.have.length(4);
         expect(runtime.calls.filter((c) => c.startsWith('create'))).to.deep.equal(['create nginx']);
         expect(logged[0]).to.equal("The update of 'nginx' waits, its old instance running: registry unreachable (try 1; the next after a back-off).");
+      });
+    });
+
+    // rx~pull-ahead~1
+    it('an update that comes while a pull fails gives the waiting instance up (reported Removed) and goes on from the old one', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const nginx3 = workload('nginx', { config: 'image: nginx:3' });
+        const runtime = new FakeRuntime({
+          states: () => cold('-r', { r: running }),
+          fetchImage: (spec) => (spec === nginx2 ? cold('10ms #', undefined, new Error('registry unreachable')) : EMPTY),
+        });
+        const commands = cold('a 9ms u 99ms v', { a: create(), u: update(nginx2), v: update(nginx3) });
+        const out = record(controlWorkload(commands, pulling(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(timeline(out).slice(3)).to.deep.equal([
+          `20 ${at(nginx2, ExecutionState.starting('Retry 1: registry unreachable (the old instance runs until the image is pulled)'))}`,
+          `110 ${at(nginx2, ExecutionState.removed())}`,
+          `110 ${at(nginx, ExecutionState.stoppingRequested())}`,
+          `110 ${at(nginx, ExecutionState.removed())}`,
+          `110 ${at(nginx3, ExecutionState.starting('Triggered at runtime.'))}`,
+          `111 ${at(nginx3, running)}`,
+        ]);
       });
     });
 

@@ -27,7 +27,7 @@ export class ImagePulls {
     return defer(() => {
       let shared = this.inFlight.get(key);
       if (!shared) {
-        const pull$ = this.slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs).pipe(ignoreElements()));
+        const pull$ = this.slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs).pipe(ignoreElements(), catchError(inLastWords)));
         const had$ = pull.policy === 'always' ? pull$ : this.present(pull).pipe(mergeMap((there) => (there ? EMPTY : pull$)));
         shared = had$.pipe(
           finalize(() => this.inFlight.delete(key)),
@@ -52,3 +52,16 @@ export class ImagePulls {
     );
   }
 }
+
+/**
+ * A failed pull in the CLI's last words: Podman writes each of its own tries as a warning line before its
+ * error (`time=… level=warning msg="Failed, retrying in 1s …"`), and the error alone says why.
+ */
+const inLastWords = (err: unknown): Observable<never> => {
+  if (!(err instanceof PodmanError)) return throwError(() => err);
+  const last = err.message
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !/^time="[^"]*" level=/.test(line))
+    .at(-1);
+  return throwError(() => new PodmanError((last ?? err.message).replace(/^Error: /, ''), err.exitCode));
+};
