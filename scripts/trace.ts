@@ -82,7 +82,7 @@ const OWN: Requirement[] = [
   ['rx~crash-loop-backoff-config~1', "The agent config's crash_loop_backoff changes it; a first delay of 0 restarts at once, always (the released agent)"],
   [
     'rx~pull-ahead~1',
-    "An update's new image is pulled while the old instance runs and is watched; a pull that fails is retried with the create back-off and never stops the old one; pull_ahead = false gives the released order",
+    "An update's new image (podman, podman-kube, containerd) is pulled while the old instance runs and is watched; a pull that fails is retried with the create back-off, reported on the new instance, and never stops the old one; pull_ahead = false gives the released order",
   ],
   [
     'rx~containerd-scope~1',
@@ -92,7 +92,7 @@ const OWN: Requirement[] = [
   ['rx~pull-ahead-waiting~1', 'A workload waiting on its dependencies has its image pulled meanwhile; its create waits for a pull still under way'],
   [
     'rx~pull-ahead-registry~1',
-    "Pulls use the workload's registry options (--tls-verify, --authfile, --creds, --cert-dir, --platform, …) and its --pull policy",
+    "Pulls use the workload's registry options (--tls-verify, --authfile, --creds, --cert-dir, --platform, …; nerdctl's and kube play's own) and its --pull policy or imagePullPolicy",
   ],
 ].map(([id, title]) => ({ id, title, design: 'ank-agent-rx', needs: ['utest'] }));
 

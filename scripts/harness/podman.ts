@@ -84,15 +84,18 @@ export interface PodContainer {
   readonly name: string;
   readonly script?: string;
   readonly more?: string;
+  /** The local busybox image unless given. */
+  readonly image?: string;
 }
 
-/** A podman-kube workload: one pod named `podName` of containers of the local busybox image. */
+/** A podman-kube workload: one pod named `podName` of containers (of the local busybox image unless told); `o.extra`: more of its runtime config. */
 export function kubePod(name: string, agentName: string, podName: string, containers: readonly PodContainer[], o: BusyboxOptions = {}): WorkloadSpec {
   const listed = containers.map(
-    (c) => `  - name: ${c.name}\n    image: ${IMAGE}\n    command: ["/bin/sh", "-c", ${JSON.stringify(c.script ?? SLEEP_UNTIL_STOPPED)}]\n${c.more ?? ''}`,
+    (c) =>
+      `  - name: ${c.name}\n    image: ${c.image ?? IMAGE}\n    command: ["/bin/sh", "-c", ${JSON.stringify(c.script ?? SLEEP_UNTIL_STOPPED)}]\n${c.more ?? ''}`,
   );
   const manifest = `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${podName}\nspec:\n  restartPolicy: Never\n  containers:\n${listed.join('')}`;
-  return spec(name, agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}`, o);
+  return spec(name, agentName, 'podman-kube', `manifest: |\n${manifest.replace(/^/gm, '  ')}${o.extra ? `\n${o.extra}` : ''}`, o);
 }
 
 /** A podman workload running `sh -c <script>` in the local busybox image. */

@@ -5,7 +5,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import { formatState } from '../../lib/execution-state.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, busybox, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
 
@@ -146,5 +146,57 @@ describe('images pulled ahead (real registry, real Podman)', function () {
     const [initDied] = eventTimes(since, 'died', first.instanceName.id);
     expect(pulled, 'pulled while init ran').to.be.below(initDied);
     expect(agent.history('app')[0]).to.equal('Pending(WaitingToStart)');
+  });
+
+  // rx~pull-ahead~1, rx~pull-ahead-registry~1
+  it('a podman-kube or containerd workload too: a pull that fails keeps its old instance running; with the registry back it is replaced', async () => {
+    try {
+      execFileSync('nerdctl', ['version'], { stdio: 'ignore' });
+    } catch {
+      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-podman.sh runs it)');
+    }
+    agent = new PodmanAgent(uniqueAgent('pullfam'), undefined, undefined, { pullAhead: true });
+    const pod = `${agent.agentName.replace(/_/g, '-')}-web`;
+    const kubeOld = kubePod('kube', agent.agentName, pod, [{ name: 'c' }]);
+    const ctrdOld = spec('ctrd', agent.agentName, 'containerd', `image: ${IMAGE}\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(SLEEP_UNTIL_STOPPED)}]\n`);
+    agent.send({ kind: 'serverHello', added: [kubeOld, ctrdOld] });
+    await agent.waitFor('kube', /^Running\(Ok\)$/, 30_000);
+    await agent.waitFor('ctrd', /^Running\(Ok\)$/, 30_000);
+    await registry.stop();
+    try {
+      const kubeNew = kubePod('kube', agent.agentName, pod, [{ name: 'c', image: small }], { extra: 'playOptions: ["--tls-verify=false"]' });
+      const ctrdNew = spec(
+        'ctrd',
+        agent.agentName,
+        'containerd',
+        `image: ${small}\ngeneralOptions: ["--insecure-registry"]\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(SLEEP_UNTIL_STOPPED)}]\n`,
+      );
+      agent.send({
+        kind: 'updateWorkload',
+        added: [kubeNew, ctrdNew],
+        deleted: [kubeOld, ctrdOld].map((w) => ({ instanceName: w.instanceName, dependencies: {} })),
+      });
+      const of = (w: WorkloadSpec) => agent.states.filter((s) => s.instanceName.id === w.instanceName.id).map((s) => formatState(s.executionState));
+      // Each CLI's last words: Podman's error, nerdctl's fatal message, not their retries and fetches.
+      const failed = (said: string) =>
+        new RegExp(`^Pending\\(Starting\\): Retry 2: ${said} .*connection refused \\(the old instance runs until the image is pulled\\)$`);
+      await until(
+        () => of(kubeNew).some((h) => failed('initializing source').test(h)) && of(ctrdNew).some((h) => failed('failed to resolve reference').test(h)),
+        'two failed pulls of each told',
+        30_000,
+      );
+      expect(of(kubeOld).at(-1), 'the old pod').to.equal('Running(Ok)');
+      expect(of(ctrdOld).at(-1), 'the old container').to.equal('Running(Ok)');
+      expect(podman('pod', 'ps', '--filter', `name=^${pod}$`, '--format', '{{.Status}}')).to.equal('Running');
+      expect(execFileSync('nerdctl', ['ps', '--filter', `label=agent=${agent.agentName}`, '--format', '{{.Status}}'], { encoding: 'utf8' }).trim()).to.match(
+        /^Up/,
+      );
+      await registry.start();
+      for (const next of [kubeNew, ctrdNew]) await until(() => of(next).at(-1) === 'Running(Ok)', `the new ${next.instanceName.workloadName} to run`, 60_000);
+      for (const old of [kubeOld, ctrdOld]) expect(of(old).slice(-2), old.instanceName.workloadName).to.deep.equal(['Stopping(RequestedAtRuntime)', 'Removed']);
+    } finally {
+      await registry.start();
+      spawnSync('nerdctl', ['rmi', '--force', small], { stdio: 'ignore' });
+    }
   });
 });

@@ -2,11 +2,14 @@ import { expect } from 'chai';
 import { EMPTY } from 'rxjs';
 import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
-import { imagePull, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
+import { parseKubeConfig, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
+import { kubeImagePulls, nerdctlImagePull, podmanImagePull } from '../../lib/runtimes/images.js';
+import { ContainerdRuntime } from '../../lib/runtimes/containerd/runtime.js';
+import { PodmanKubeRuntime } from '../../lib/runtimes/podman-kube/runtime.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 
 const pullOf = (options: string[], general: string[] = []) =>
-  imagePull(parsePodmanConfig(`image: reg.example:5000/app:2\ngeneralOptions: ${JSON.stringify(general)}\ncommandOptions: ${JSON.stringify(options)}`));
+  podmanImagePull(parsePodmanConfig(`image: reg.example:5000/app:2\ngeneralOptions: ${JSON.stringify(general)}\ncommandOptions: ${JSON.stringify(options)}`));
 
 // rx~pull-ahead-registry~1
 describe("an image pulled ahead (the workload's registry options and --pull policy)", () => {
@@ -71,5 +74,87 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
     expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=always"]'), current)).not.to.equal(undefined);
     expect(runtime.fetchImage(at('image: app:1\ngeneralOptions: ["--root", "/other"]'), current)).not.to.equal(undefined);
     expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=never"]'))).to.equal(undefined);
+  });
+
+  it("is the same for a containerd workload, in its scope, with the options nerdctl's pull takes (its registry TLS is a general option)", () => {
+    const config = parsePodmanConfig(
+      'image: reg.example:5000/app:2\ncommandOptions: ["--platform", "linux/arm64", "--verify=cosign", "--cosign-key", "/k.pub", "--tls-verify=false", "--pull=always"]',
+    );
+    const pull = nerdctlImagePull(config, ['--namespace', 'edge', '--insecure-registry']);
+    expect(pull.policy).to.equal('always');
+    expect(pull.args).to.deep.equal([
+      '--namespace',
+      'edge',
+      '--insecure-registry',
+      'pull',
+      '--quiet',
+      '--platform=linux/arm64',
+      '--verify=cosign',
+      '--cosign-key=/k.pub',
+      'reg.example:5000/app:2',
+    ]);
+    expect(pull.present).to.deep.equal(['--namespace', 'edge', '--insecure-registry', 'image', 'inspect', '--format', '{{.ID}}', 'reg.example:5000/app:2']);
+  });
+
+  it("of a podman-kube workload, is each container's image of its Pods and Deployments, by imagePullPolicy, with the play options of a pull", () => {
+    const manifest = [
+      'apiVersion: v1',
+      'kind: Pod',
+      'metadata: {name: web}',
+      'spec:',
+      '  initContainers: [{name: init, image: reg.example/init:1, imagePullPolicy: Never}]',
+      '  containers: [{name: a, image: reg.example/a:1}, {name: b, image: reg.example/b:1, imagePullPolicy: Always}, {name: c, image: reg.example/a:1}]',
+      '---',
+      'apiVersion: apps/v1',
+      'kind: Deployment',
+      'metadata: {name: api}',
+      'spec: {template: {spec: {containers: [{name: d, image: reg.example/d:1, imagePullPolicy: IfNotPresent}]}}}',
+      '---',
+      'apiVersion: v1',
+      'kind: ConfigMap',
+      'metadata: {name: settings}',
+      'data: {image: not-an-image}',
+    ].join('\n');
+    const config = (play: string[]) =>
+      parseKubeConfig(`generalOptions: ["--root", "/r"]\nplayOptions: ${JSON.stringify(play)}\nmanifest: ${JSON.stringify(manifest)}`);
+    const pulls = kubeImagePulls(config(['--tls-verify=false', '--creds', 'u:p', '--replace']));
+    expect(pulls.map((p) => `${p.policy} ${p.image}`)).to.deep.equal([
+      'never reg.example/init:1',
+      'missing reg.example/a:1',
+      'always reg.example/b:1',
+      'missing reg.example/d:1',
+    ]);
+    expect(pulls[1].args).to.deep.equal(['--root', '/r', 'pull', '--quiet', '--tls-verify=false', '--creds=u:p', 'reg.example/a:1']);
+    expect(pulls[1].present).to.deep.equal(['--root', '/r', 'image', 'exists', 'reg.example/a:1']);
+    // Podman builds the images of a play with --build; a manifest it cannot read is its play's to refuse.
+    expect(kubeImagePulls(config(['--build']))).to.deep.equal([]);
+    expect(kubeImagePulls(parseKubeConfig('manifest: "kind: Pod\\nspec: [unclosed"'))).to.deep.equal([]);
+    const laughs = [
+      'a: &a [x, x, x, x, x, x, x, x, x, x]',
+      ...Array.from(
+        { length: 8 },
+        (_, i) =>
+          `${'bcdefghi'[i]}: &${'bcdefghi'[i]} [*${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}, *${'abcdefgh'[i]}]`,
+      ),
+    ];
+    expect(kubeImagePulls(parseKubeConfig(`manifest: ${JSON.stringify(laughs.join('\n'))}`))).to.deep.equal([]);
+  });
+
+  it('an update of a containerd or podman-kube workload to the images its current instance runs has nothing to fetch', () => {
+    const cli = new PodmanCli({ binary: '/nonexistent/nerdctl' });
+    const containerd = new ContainerdRuntime(cli, () => () => EMPTY);
+    const at = (runtime: string, config: string) => ({ ...workload('web', { config }), runtime });
+    const current = at('containerd', 'image: app:1');
+    expect(containerd.fetchImage(at('containerd', 'image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
+    expect(containerd.fetchImage(at('containerd', 'image: app:2'), current)).not.to.equal(undefined);
+    expect(containerd.fetchImage(at('containerd', 'image: app:1\ngeneralOptions: ["--namespace", "other"]'), current)).not.to.equal(undefined);
+    const kube = new PodmanKubeRuntime(cli, () => EMPTY);
+    const pod = (image: string, env = 'x') =>
+      at(
+        'podman-kube',
+        `manifest: ${JSON.stringify(`kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: ${image}, env: [{name: E, value: ${env}}]}]}`)}`,
+      );
+    expect(kube.fetchImage(pod('app:1', 'y'), pod('app:1'))).to.equal(undefined);
+    expect(kube.fetchImage(pod('app:2'), pod('app:1'))).not.to.equal(undefined);
   });
 });

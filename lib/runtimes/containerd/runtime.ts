@@ -10,6 +10,8 @@ import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../ru
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { PodmanCli } from '../podman/cli.js';
 import { labelledWorkloads, logArgs, quietly, tolerateMissing } from '../cli-steps.js';
+import { ImagePulls } from '../image-pulls.js';
+import { type ImagePull, nerdctlImagePull } from '../images.js';
 
 /**
  * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the
@@ -47,7 +49,17 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
     private readonly cli: PodmanCli,
     private readonly watchIn: (scope: Scope) => WatchState,
     private readonly defaults: Scope = [],
+    private readonly pulls = new ImagePulls(cli),
   ) {}
+
+  /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */
+  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
+    return this.pulls.ahead(() => [this.imagePull(spec)], current?.runtime === this.name ? () => [this.imagePull(current)] : undefined);
+  }
+
+  private imagePull(spec: WorkloadSpec): ImagePull {
+    return nerdctlImagePull(parsePodmanConfig(spec.runtimeConfig), this.scopeOf(spec));
+  }
 
   private scopeOf(spec: WorkloadSpec): Scope {
     return [...this.defaults, ...parsePodmanConfig(spec.runtimeConfig).generalOptions];
@@ -79,7 +91,9 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       const scope = this.scopeOf(spec);
       const key = instanceKey(spec.instanceName);
       const container = nameOption(config.commandOptions) ?? key;
-      return this.cli.run(podmanRunArgs({ ...config, generalOptions: scope }, key, spec.instanceName.agentName, options)).pipe(
+      // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
+      const run$ = this.cli.run(podmanRunArgs({ ...config, generalOptions: scope }, key, spec.instanceName.agentName, options));
+      return concat(this.pulls.under([nerdctlImagePull(config, scope)]), run$).pipe(
         map((stdout) => {
           const id = stdout.trim().split('\n').at(-1)!;
           this.scopes.set(id, scope);

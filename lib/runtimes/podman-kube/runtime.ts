@@ -14,6 +14,8 @@ import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanc
 import type { PodmanCli, Volume } from '../podman/cli.js';
 import { type Probe, probesHealth, withHealth } from '../podman/health-checks.js';
 import { logArgs, quietly, tolerateMissing } from '../cli-steps.js';
+import { ImagePulls } from '../image-pulls.js';
+import { kubeImagePulls } from '../images.js';
 
 /** The podman-kube runtime's handle of a workload: what `kube down`, the state getter and the logs need. */
 export interface KubeId {
@@ -59,7 +61,15 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
     private readonly watch: WatchState,
     private readonly log?: Logger,
     private readonly health: { readonly on: boolean; readonly podmanTimers: boolean } = { on: true, podmanTimers: false },
+    /** Shared with the podman runtime: one image storage. */
+    private readonly pulls = new ImagePulls(cli),
   ) {}
+
+  /** The images of the manifest's containers that are not there (or whose imagePullPolicy is Always), pulled; none that the instance it replaces runs. */
+  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
+    const pullsOf = (s: WorkloadSpec) => kubeImagePulls(parseKubeConfig(s.runtimeConfig));
+    return this.pulls.ahead(() => pullsOf(spec), current?.runtime === this.name ? () => pullsOf(current) : undefined);
+  }
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<KubeId>[]> {
@@ -97,6 +107,8 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
       const play = [...config.generalOptions, 'kube', 'play', '--quiet', ...config.playOptions, '-'];
       return concat(
         this.volume(`${instance}.config`, spec.runtimeConfig),
+        // Pulls of its images already under way (it waited on its dependencies) are waited for, not done again.
+        this.pulls.under(kubeImagePulls(config)),
         this.cli.run(play, manifest).pipe(
           // What a failed play left behind goes, so that a retry starts clean.
           catchError((err: unknown) =>

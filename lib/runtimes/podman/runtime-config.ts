@@ -146,7 +146,7 @@ function listIn(node: Node, key: string): unknown[] {
 }
 
 /** The pod a manifest document makes, as Podman names it: a Pod by its name, a Deployment `<name>-pod`. */
-function podOf(doc: Node): { readonly name: string; readonly spec: unknown } | undefined {
+export function podOf(doc: Node): { readonly name: string; readonly spec: unknown } | undefined {
   const name = isRecord(doc.metadata) ? doc.metadata.name : undefined;
   if (typeof name !== 'string') return undefined;
   if (doc.kind === 'Pod') return { name, spec: doc.spec };
@@ -180,52 +180,4 @@ export function withControlInterface(manifest: string, target: string | undefine
     return documents.map((d) => d.toString()).join('');
   }
   throw new RuntimeConfigError(`Cannot add Control Interface. Target pod not found '${podName}'`);
-}
-
-/** How the image of a podman workload is to be had before its old instance stops: not at all, when absent, or always. */
-export interface ImagePull {
-  readonly policy: 'never' | 'missing' | 'always';
-  /** `podman pull` with the workload's general options and the run options that concern a pull, up to the image. */
-  readonly args: readonly string[];
-  readonly image: string;
-  /** The workload's general options (which storage the image goes to), as `args` begins. */
-  readonly generalOptions: readonly string[];
-}
-
-/** Run options that say how to reach or choose the image, with whether they take a value. */
-const PULL_FLAGS: Readonly<Record<string, 'value' | 'switch'>> = {
-  '--tls-verify': 'switch',
-  '--authfile': 'value',
-  '--creds': 'value',
-  '--cert-dir': 'value',
-  '--platform': 'value',
-  '--arch': 'value',
-  '--os': 'value',
-  '--variant': 'value',
-  '--decryption-key': 'value',
-};
-
-/**
- * What `podman run` would do about the image, as its `--pull` says it (`missing` unless told: `newer` pulls
- * as `always` does), and the pull that does it ahead of time with the same registry options.
- */
-export function imagePull(config: PodmanConfig): ImagePull {
-  let policy: ImagePull['policy'] = 'missing';
-  const options: string[] = [];
-  const given = config.commandOptions;
-  for (let i = 0; i < given.length; i++) {
-    const [flag, value] = given[i].includes('=')
-      ? [given[i].slice(0, given[i].indexOf('=')), given[i].slice(given[i].indexOf('=') + 1)]
-      : [given[i], undefined];
-    if (flag === '--pull') {
-      const asked = value ?? given[++i] ?? '';
-      policy = asked === 'never' ? 'never' : asked === 'always' || asked === 'newer' ? 'always' : 'missing';
-    } else if (PULL_FLAGS[flag] === 'switch') {
-      options.push(given[i]);
-    } else if (PULL_FLAGS[flag] === 'value') {
-      options.push(value === undefined ? `${flag}=${given[++i] ?? ''}` : given[i]);
-    }
-  }
-  const { image, generalOptions } = config;
-  return { policy, image, generalOptions, args: [...generalOptions, 'pull', '--quiet', ...options, image] };
 }

@@ -6,11 +6,12 @@ import type { Logger } from '../../logger.js';
 import type { LogsOptions } from '../../messages.js';
 import { podmanReading, podmanState } from './container-state.js';
 import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
-import { type ImagePull, imagePull, nameOption, parsePodmanConfig, podmanRunArgs } from './runtime-config.js';
+import { nameOption, parsePodmanConfig, podmanRunArgs } from './runtime-config.js';
+import { podmanImagePull } from '../images.js';
 import type { WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import { ImagePulls } from './image-pulls.js';
+import { ImagePulls } from '../image-pulls.js';
 import { type PodmanCli, PodmanError } from './cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
 import { PodmanKubeRuntime } from '../podman-kube/runtime.js';
@@ -36,15 +37,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * each time); nothing to do when the instance it replaces runs the same image from the same storage.
    */
   fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
-    let pull: ImagePull;
-    try {
-      pull = imagePull(parsePodmanConfig(spec.runtimeConfig));
-    } catch (err) {
-      return throwError(() => err);
-    }
-    if (pull.policy === 'never') return undefined;
-    if (pull.policy === 'missing' && current?.runtime === this.name && sameImage(pull, current)) return undefined;
-    return this.pulls.ensure(pull);
+    const pullOf = (s: WorkloadSpec) => [podmanImagePull(parsePodmanConfig(s.runtimeConfig))];
+    return this.pulls.ahead(() => pullOf(spec), current?.runtime === this.name ? () => pullOf(current) : undefined);
   }
 
   /** The health check the agent runs for this workload, if any. */
@@ -75,7 +69,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const key = instanceKey(spec.instanceName);
       const container = nameOption(config.commandOptions) ?? key;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
-      return concat(this.pulls.under(imagePull(given)), this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options))).pipe(
+      return concat(this.pulls.under([podmanImagePull(given)]), this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options))).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => {
           // What a failed create may have left goes, so that the retry starts clean: also a container that
@@ -158,27 +152,17 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   }
 }
 
-/** Whether `current`'s config names the same image in the same storage (its general options) as `pull`. */
-function sameImage(pull: ImagePull, current: WorkloadSpec): boolean {
-  const storage = (p: ImagePull) => p.generalOptions.join('\0');
-  try {
-    const now = imagePull(parsePodmanConfig(current.runtimeConfig));
-    return now.image === pull.image && storage(now) === storage(pull);
-  } catch {
-    return false;
-  }
-}
-
-/** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI and one state checker. */
+/** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI, one state checker and one image storage's pulls. */
 export function podmanRuntimes(
   cli: PodmanCli,
   watch: WatchState,
   log: Logger,
   { health = true, podmanTimers = systemdRuns(), startedInPlace }: { health?: boolean; podmanTimers?: boolean; startedInPlace?: (id: string) => void } = {},
 ): Map<string, RuntimeConnector> {
+  const pulls = new ImagePulls(cli);
   return new Map<string, RuntimeConnector>([
-    ['podman', new PodmanRuntime(cli, watch, health, startedInPlace)],
-    ['podman-kube', new PodmanKubeRuntime(cli, watch, log, { on: health, podmanTimers })],
+    ['podman', new PodmanRuntime(cli, watch, health, startedInPlace, pulls)],
+    ['podman-kube', new PodmanKubeRuntime(cli, watch, log, { on: health, podmanTimers }, pulls)],
   ]);
 }
 

@@ -1,0 +1,92 @@
+// Images had before they are needed (an update's new images while the old instance runs, a waiting
+// workload's while it waits), for the runtimes on a container CLI: the CLI's query whether an image is
+// there, then its pull when it is not or the workload asks for a pull every time. One pull per image and
+// options at a time, shared by all who need it; at most MAX_PULLS at once; each with its own deadline.
+import { EMPTY, type Observable, catchError, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, throwError } from 'rxjs';
+import { type ImagePull, alreadyThere } from './images.js';
+import { type PodmanCli, PodmanError, Slots } from './podman/cli.js';
+
+/** Pulls that run at once; more wait for one to end. */
+export const MAX_PULLS = 2;
+/** How long a pull may take: an image of hundreds of MiB over a slow link. */
+export const PULL_DEADLINE_MS = 30 * 60_000;
+
+export class ImagePulls {
+  private readonly inFlight = new Map<string, Observable<never>>();
+  private readonly slots = new Slots(MAX_PULLS);
+
+  constructor(
+    private readonly cli: PodmanCli,
+    private readonly deadlineMs = PULL_DEADLINE_MS,
+  ) {}
+
+  /**
+   * What an update has to fetch before its old instance stops: `undefined` when nothing (the images' policy is
+   * never, or they are those the instance it replaces runs, from the same storage), else all its pulls at once.
+   * A config that cannot be read fails at once.
+   */
+  ahead(next: () => readonly ImagePull[], current: () => readonly ImagePull[] = () => []): Observable<never> | undefined {
+    let wanted: readonly ImagePull[];
+    try {
+      wanted = next();
+    } catch (err) {
+      return throwError(() => err);
+    }
+    let had: readonly ImagePull[] = [];
+    try {
+      had = current();
+    } catch {
+      // The current config cannot be read: nothing is known to be there.
+    }
+    const pulls = wanted.filter((pull) => pull.policy !== 'never' && !alreadyThere(pull, had));
+    return pulls.length === 0 ? undefined : merge(...pulls.map((pull) => this.ensure(pull)));
+  }
+
+  /** Completes when the image is there (pulled if need be); fails with the CLI's reason when it cannot be pulled. */
+  ensure(pull: ImagePull): Observable<never> {
+    if (pull.policy === 'never') return EMPTY;
+    const key = pull.args.join('\0');
+    return defer(() => {
+      let shared = this.inFlight.get(key);
+      if (!shared) {
+        const pull$ = this.slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs).pipe(ignoreElements(), catchError(inLastWords)));
+        const had$ = pull.policy === 'always' ? pull$ : this.present(pull).pipe(mergeMap((there) => (there ? EMPTY : pull$)));
+        shared = had$.pipe(
+          finalize(() => this.inFlight.delete(key)),
+          share(),
+        );
+        this.inFlight.set(key, shared);
+      }
+      return shared;
+    });
+  }
+
+  /** The pulls under way for these images, if any are: a create waits for them rather than pull the images again. */
+  under(pulls: readonly ImagePull[]): Observable<never> {
+    return merge(...pulls.map((pull) => this.inFlight.get(pull.args.join('\0')) ?? EMPTY)).pipe(catchError(() => EMPTY));
+  }
+
+  /** Whether the image is there (the query fails with exit code 1 when it is not). */
+  private present(pull: ImagePull): Observable<boolean> {
+    return this.cli.run(pull.present, undefined, 'query').pipe(
+      map(() => true),
+      catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? of(false) : throwError(() => err))),
+    );
+  }
+}
+
+/**
+ * A failed pull in the CLI's last words. Both CLIs log as logrus does (`time="…" level=… msg="…"`): Podman
+ * writes each of its own tries as a warning before its error (`Error: …`), nerdctl its fetches as info and
+ * warnings before a `level=fatal` line; the error alone says why.
+ */
+const inLastWords = (err: unknown): Observable<never> => {
+  if (!(err instanceof PodmanError)) return throwError(() => err);
+  const last = err.message
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !/^time="[^"]*" level=(warning|info|debug)/.test(line))
+    .at(-1);
+  const logged = last === undefined ? undefined : /^time="[^"]*" level=\w+ msg="((?:[^"\\]|\\.)*)"/.exec(last);
+  const said = logged ? logged[1].replace(/\\(.)/g, '$1') : (last ?? err.message);
+  return throwError(() => new PodmanError(said.replace(/^Error: /, ''), err.exitCode));
+};
