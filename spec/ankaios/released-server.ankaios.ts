@@ -113,6 +113,31 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     await cluster.until(async () => containers(ours).size === 0, 'every container to be removed');
   });
 
+  // rx~pull-ahead~1
+  it('an update whose image cannot be pulled: the old one runs on, ank shows the new one Pending(Starting) with the reason; a delete leaves no state', async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    const { ours } = cluster;
+    await cluster.apply(manifest(workloadYaml('web', ours, 'sleep 1000')));
+    await cluster.waitFor('web', 'Running(Ok)');
+    const first = containers(ours).get('web');
+    // Nothing listens on port 1: each pull fails at once.
+    const unpullable = `  web:\n    runtime: podman\n    agent: ${ours}\n    runtimeConfig: |\n      image: 127.0.0.1:1/no-such:v2\n      commandOptions: ["--tls-verify=false"]\n`;
+    await cluster.apply(manifest(unpullable));
+    const rows = async () => (await cluster.states()).filter((s) => s.workload === 'web');
+    await cluster.until(
+      async () => (await rows()).some((r) => /^Retry 2: .*connection refused \(the old instance runs/.test(r.additionalInfo)),
+      'the second failed pull told',
+    );
+    const both = await rows();
+    expect(both.map((r) => `${r.state}(${r.subState})`).sort()).to.deep.equal(['Pending(Starting)', 'Running(Ok)']);
+    expect(containers(ours).get('web'), 'the old container still there').to.equal(first);
+    expect(podman('inspect', '--format', '{{.State.Status}}', first!)).to.equal('running');
+    await cluster.ank('--no-wait', 'delete', 'workload', 'web');
+    await cluster.until(async () => (await cluster.states()).length === 0, 'no state of web left at the server');
+    await cluster.until(async () => containers(ours).size === 0, 'the old container removed');
+  });
+
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     // swdd~grpc-agent-connection-sends-agent-gone~1
     it(`our agent stopped by ${signal} is gone at the server (AgentDisconnected); started again, its workloads are resumed, not recreated`, async () => {
