@@ -64,11 +64,19 @@ function pullOptions(given: readonly string[], flags: PullFlags): { policy: Imag
   return { policy, options };
 }
 
+/** `podman pull` of `image` into `storage` with `options`, and `podman image exists` to tell whether it is there. */
+const podmanPull = (policy: ImagePull['policy'], image: string, storage: readonly string[], options: readonly string[]): ImagePull => ({
+  policy,
+  image,
+  storage,
+  args: [...storage, 'pull', '--quiet', ...options, image],
+  present: [...storage, 'image', 'exists', image],
+});
+
 /** What `podman run` would do about the image of a podman workload, and the pull that does it ahead of time. */
 export function podmanImagePull(config: PodmanConfig): ImagePull {
   const { policy, options } = pullOptions(config.commandOptions, PODMAN_FLAGS);
-  const { image, generalOptions: storage } = config;
-  return { policy, image, storage, args: [...storage, 'pull', '--quiet', ...options, image], present: [...storage, 'image', 'exists', image] };
+  return podmanPull(policy, config.image, config.generalOptions, options);
 }
 
 /** The same for `nerdctl run` of a containerd workload in `scope` (the general options its calls carry). */
@@ -92,7 +100,6 @@ export function nerdctlImagePull(config: PodmanConfig, scope: readonly string[])
 export function kubeImagePulls(config: KubeConfig): ImagePull[] {
   if (config.playOptions.some((o) => o === '--build' || o.startsWith('--build='))) return [];
   const { options } = pullOptions(config.playOptions, PODMAN_FLAGS);
-  const storage = config.generalOptions;
   const pulls = new Map<string, ImagePull>();
   for (const document of parseAllDocuments(config.manifest)) {
     // A manifest that cannot be read (or expands past YAML's alias bound) is for the play to refuse, not for a pull to guess at.
@@ -109,13 +116,7 @@ export function kubeImagePulls(config: KubeConfig): ImagePull[] {
       if (!isRecord(container) || typeof container.image !== 'string' || container.image === '') continue;
       const image = container.image;
       const policy = container.imagePullPolicy === 'Always' ? 'always' : container.imagePullPolicy === 'Never' ? 'never' : 'missing';
-      pulls.set(`${policy}\0${image}`, {
-        policy,
-        image,
-        storage,
-        args: [...storage, 'pull', '--quiet', ...options, image],
-        present: [...storage, 'image', 'exists', image],
-      });
+      pulls.set(`${policy}\0${image}`, podmanPull(policy, image, config.generalOptions, options));
     }
   }
   return [...pulls.values()];
