@@ -38,7 +38,8 @@ export class ImagePulls {
     } catch {
       // The current config cannot be read: nothing is known to be there.
     }
-    const pulls = wanted.filter((pull) => pull.policy !== 'never' && !alreadyThere(pull, had));
+    // No reference begins with '-': the CLI would take such an "image" for an option; its create is left to refuse it.
+    const pulls = wanted.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-') && !alreadyThere(pull, had));
     return pulls.length === 0 ? undefined : merge(...pulls.map((pull) => this.ensure(pull)));
   }
 

@@ -74,6 +74,8 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
     expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=always"]'), current)).not.to.equal(undefined);
     expect(runtime.fetchImage(at('image: app:1\ngeneralOptions: ["--root", "/other"]'), current)).not.to.equal(undefined);
     expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=never"]'))).to.equal(undefined);
+    // What the CLI would read as an option is no image to pull.
+    expect(runtime.fetchImage(at('image: --authfile=/etc/shadow'))).to.equal(undefined);
   });
 
   it("is the same for a containerd workload, in its scope, with the options nerdctl's pull takes (its registry TLS is a general option)", () => {
