@@ -59,14 +59,16 @@ function slope(points: ReadonlyArray<readonly [number, number]>): number {
  * each minute is what is left after V8 collected, so its trend (from minute 5 on) tells a leak from garbage.
  */
 export async function benchSoak(minutes: number): Promise<void> {
-  console.log(`\n16. Soak (the real agent process, real Podman, ${minutes} min: an update every 3 s, a log request every 10 s)`);
+  console.log(`\n16. Soak (the real agent process and its twin, real Podman, ${minutes} min: an update of each every 3 s, a log request every 10 s)`);
   const port = 19_500 + (process.pid % 400);
-  // Heap snapshots (after minute 5 and at the end) tell what the agent keeps after a full collection.
+  const { agentName, server, child, end } = await shippedAgent('soak', ['--metrics', String(port)]);
+  // A second agent under the same churn has its heap snapshotted (after minute 5 and at the end): what it keeps
+  // after a full collection. Not the first: writing a snapshot leaves tens of MiB of the process's memory resident.
   const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-soak-heap-'));
   const env = { ...process.env, NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' };
-  const { agentName, server, child, end } = await shippedAgent('soak', ['--metrics', String(port)], { env, cwd: folder });
+  const twin = await shippedAgent('soak-twin', [], { env, cwd: folder });
   try {
-    const churn = await churning(await server.nextStream(), agentName);
+    const [churn, twinChurn] = await Promise.all([churning(await server.nextStream(), agentName), churning(await twin.server.nextStream(), twin.agentName)]);
     const heapUsed = async () => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       return Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
@@ -78,12 +80,13 @@ export async function benchSoak(minutes: number): Promise<void> {
     let settledHeap: Awaited<ReturnType<typeof heapSnapshot>> | undefined;
     while (performance.now() - started < minutes * 60_000) {
       updates += 1;
+      twinChurn.step();
       if (churn.step()) samples.push({ at: (performance.now() - started) / 60_000, rss: rssKiB(child.pid!) / 1024, heap: await heapUsed() });
-      if (!settledHeap && performance.now() - started >= settleMinutes * 60_000) settledHeap = await heapSnapshot(child, folder);
+      if (!settledHeap && performance.now() - started >= settleMinutes * 60_000) settledHeap = await heapSnapshot(twin.child, folder);
       await sleep(3000);
     }
     await until(churn.allRunning, 60_000);
-    const endHeap = await heapSnapshot(child, folder);
+    const endHeap = await heapSnapshot(twin.child, folder);
     const settled = samples.filter((x) => x.at >= settleMinutes);
     const lowest = new Map<number, number>();
     for (const x of settled) lowest.set(Math.floor(x.at), Math.min(lowest.get(Math.floor(x.at)) ?? Number.POSITIVE_INFINITY, x.heap));
@@ -119,6 +122,7 @@ export async function benchSoak(minutes: number): Promise<void> {
     });
   } finally {
     end();
+    twin.end();
   }
 }
 
