@@ -219,10 +219,12 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     cluster.startTheirs();
     const { ours, theirs } = cluster;
     const onContainerd = (name: string, agent: string, script: string) => workloadYaml(name, agent, script, '', 'containerd');
-    // The released agent reads its containers' states with one `nerdctl inspect` of all of them, which nerdctl
-    // 2.0 answers with an array per container that it cannot parse: it is given one containerd workload at a time.
-    await cluster.apply(manifest(onContainerd('c_mover', theirs, 'sleep 1000'), onContainerd('c_ours', ours, 'sleep 2; exit 4')));
+    // The released agent reads its containers' states with one `nerdctl inspect` of every container of the
+    // namespace (ours too), which nerdctl 2.0 answers with an array per container that it cannot parse: its
+    // workload runs, and is reported, before ours is created.
+    await cluster.apply(manifest(onContainerd('c_mover', theirs, 'sleep 1000')));
     await cluster.waitFor('c_mover', 'Running(Ok)');
+    await cluster.apply(manifest(onContainerd('c_ours', ours, 'sleep 2; exit 4')));
     await cluster.waitFor('c_ours', 'Failed(ExecFailed)');
     expect(nerdctlContainers(ours)).to.deep.equal(['c_ours']);
     expect(nerdctlContainers(theirs)).to.deep.equal(['c_mover']);
