@@ -115,7 +115,9 @@ export function kubeImagePulls(config: KubeConfig): ImagePull[] {
     for (const container of [spec.initContainers, spec.containers].flatMap((list) => (Array.isArray(list) ? list : []))) {
       if (!isRecord(container) || typeof container.image !== 'string' || container.image === '') continue;
       const image = container.image;
-      const policy = container.imagePullPolicy === 'Always' ? 'always' : container.imagePullPolicy === 'Never' ? 'never' : 'missing';
+      // Podman reads the policy in any case (`always` as `Always`).
+      const asked = typeof container.imagePullPolicy === 'string' ? container.imagePullPolicy.toLowerCase() : '';
+      const policy = asked === 'always' ? 'always' : asked === 'never' ? 'never' : 'missing';
       pulls.set(`${policy}\0${image}`, podmanPull(policy, image, config.generalOptions, options));
     }
   }

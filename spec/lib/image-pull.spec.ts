@@ -104,7 +104,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
       'kind: Pod',
       'metadata: {name: web}',
       'spec:',
-      '  initContainers: [{name: init, image: reg.example/init:1, imagePullPolicy: Never}]',
+      '  initContainers: [{name: init, image: reg.example/init:1, imagePullPolicy: never}]',
       '  containers: [{name: a, image: reg.example/a:1}, {name: b, image: reg.example/b:1, imagePullPolicy: Always}, {name: c, image: reg.example/a:1}]',
       '---',
       'apiVersion: apps/v1',
