@@ -4,7 +4,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import { formatState } from '../../lib/execution-state.js';
-import type { WorkloadSpec } from '../../lib/workload.js';
+import { type WorkloadSpec, instanceKey } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
@@ -132,6 +132,31 @@ describe('images pulled ahead (real registry, real Podman)', function () {
     } finally {
       await registry.start();
     }
+  });
+
+  // rx~pull-ahead~1, rx~pull-ahead-registry~1
+  it('--pull=always pulls the image again before the old instance stops, though it is there: the new one runs what the registry has now', async () => {
+    agent = new PodmanAgent(uniqueAgent('always'), undefined, undefined, { pullAhead: true });
+    const old = fromRegistry('web', agent.agentName, small);
+    agent.send({ kind: 'serverHello', added: [old] });
+    await agent.waitFor('web', /^Running\(Ok\)$/, 30_000);
+    const imageOf = (w: WorkloadSpec) => podman('ps', '--filter', `label=name=${instanceKey(w.instanceName)}`, '--format', '{{.ImageID}}');
+    const before = imageOf(old);
+    // The same tag, other content.
+    const pushed = registry.pushBig('small:v1', 1, IMAGE);
+    expect(pushed).to.equal(small);
+    const since = Date.now();
+    const next = fromRegistry('web', agent.agentName, small, ['--pull=always']);
+    agent.send({ kind: 'updateWorkload', added: [next], deleted: [{ instanceName: old.instanceName, dependencies: {} }] });
+    await until(
+      () => agent.states.some((s) => s.instanceName.id === next.instanceName.id && s.executionState.state === 'Running'),
+      'the new one to run',
+      60_000,
+    );
+    const [pulled] = eventTimes(since, 'pull', 'small:v1');
+    const [died] = eventTimes(since, 'died', old.instanceName.id);
+    expect(pulled, 'pulled before the old one stopped').to.be.below(died);
+    expect(imageOf(next), "the registry's new content").to.not.equal(before);
   });
 
   // rx~pull-ahead-waiting~1
