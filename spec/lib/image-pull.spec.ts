@@ -1,5 +1,9 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { expect } from 'chai';
-import { EMPTY } from 'rxjs';
+import { EMPTY, lastValueFrom } from 'rxjs';
+import { ImagePulls } from '../../lib/runtimes/image-pulls.js';
 import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
 import { parseKubeConfig, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
@@ -158,5 +162,39 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
       );
     expect(kube.fetchImage(pod('app:1', 'y'), pod('app:1'))).to.equal(undefined);
     expect(kube.fetchImage(pod('app:2'), pod('app:1'))).not.to.equal(undefined);
+  });
+});
+
+// rx~pull-ahead~1
+describe('a pull ahead, as the CLI runs it (scripts in the place of podman and sync)', () => {
+  /** `podman` and `sync` that write each call to a shared log; `podman image exists` says `present`, `podman pull` exits `pullExit`. */
+  function fakeClis(present: boolean, pullExit = 0) {
+    const folder = mkdtempSync(path.join(tmpdir(), 'ank-pulls-'));
+    const log = path.join(folder, 'calls');
+    const script = (name: string, body: string) => {
+      writeFileSync(path.join(folder, name), `#!/bin/sh\necho "${name} $*" >> ${log}\n${body}\n`, { mode: 0o755 });
+      return path.join(folder, name);
+    };
+    const podman = script('podman', `case "$1 $2" in "image exists") exit ${present ? 0 : 1};; pull*) echo 'Error: denied' >&2; exit ${pullExit};; esac`);
+    const sync = script('sync', 'exit 0');
+    const calls = () => readFileSync(log, 'utf8').trim().split('\n');
+    return { pulls: new ImagePulls(new PodmanCli({ binary: podman }), undefined, new PodmanCli({ binary: sync })), calls };
+  }
+  const image = podmanImagePull(parsePodmanConfig('image: reg.example/app:2'));
+
+  it('flushes the pulled layers to disk (sync) before the pull counts as done, so before the old instance stops', async () => {
+    const { pulls, calls } = fakeClis(false);
+    await lastValueFrom(pulls.ensure(image), { defaultValue: undefined });
+    expect(calls()).to.deep.equal(['podman image exists reg.example/app:2', 'podman pull --quiet reg.example/app:2', 'sync']);
+  });
+
+  it('an image that is there is neither pulled nor flushed; a pull that fails is not flushed and fails with the reason', async () => {
+    const there = fakeClis(true);
+    await lastValueFrom(there.pulls.ensure(image), { defaultValue: undefined });
+    expect(there.calls()).to.deep.equal(['podman image exists reg.example/app:2']);
+    const denied = fakeClis(false, 125);
+    const failure = await lastValueFrom(denied.pulls.ensure(image), { defaultValue: undefined }).catch((err: Error) => err);
+    expect(failure).to.be.instanceOf(Error).with.property('message', 'denied');
+    expect(denied.calls()).to.deep.equal(['podman image exists reg.example/app:2', 'podman pull --quiet reg.example/app:2']);
   });
 });
