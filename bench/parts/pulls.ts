@@ -32,7 +32,11 @@ async function updateDowntime(cluster: Cluster, agent: string, port: number, ima
   const file = (content: string, img: string, options: string[]) =>
     cluster.file(`pull-${agent}-${content}-${port}.yaml`, manifest(webYaml('web', agent, port, content, img, options)));
   if (pull) removeImages(image);
-  else spawnSync('podman', ['pull', '--quiet', ...NO_TLS, image], { stdio: 'ignore' });
+  else {
+    // Present and settled: on disk, as an image pulled long before is.
+    spawnSync('podman', ['pull', '--quiet', ...NO_TLS, image], { stdio: 'ignore' });
+    spawnSync('sync');
+  }
   ankNoWait(cluster, 'apply', file('v1', IMAGE, []));
   await after(performance.now(), async () => (await fetchBody(port)) === 'v1', 5, 60_000);
   await cluster.waitFor('web', 'Running(Ok)');
