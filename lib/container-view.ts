@@ -80,7 +80,7 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   if (view.containers === undefined) return { view: { ...view, ...tracked, duringPoll } };
   // The picture is copied only for an event of a container it shows or learns of (the host's others change nothing).
   const containers = view.containers.has(event.id) || learnsOf(event) ? new Map(view.containers) : undefined;
-  const changed = apply(event, containers ?? new Map(), tracked, early) && containers !== undefined;
+  const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
   const next: ContainerView = { ...view, ...tracked, duringPoll, containers: changed ? containers : view.containers };
   return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt) } : { view: next };
 }
@@ -120,14 +120,13 @@ function staleExit(e: ContainerEvent, { started }: Tracked): boolean {
 }
 
 /**
- * A start event of the run whose exit conmon already told: Podman's stream is behind the exit files. Podman
- * takes the exit file away before it starts a container again (EXIT_FILE_TAKEN ends `early`), so while the
- * file waits, a start Podman tells is of the run that ended, whatever its time: Podman dates the start of a
- * run of a few ms after its end. The agent's own start in place (`own`), told when `podman start` returned,
- * is a new run.
+ * A start event of the run whose exit conmon already told: Podman's stream is behind the exit files. A start
+ * after that exit (a restart, by Podman's time of it) is not; without the times, a start is taken for old.
  */
-function staleStart(e: ContainerEvent, { early }: Tracked, own: boolean): boolean {
-  return !own && early.has(e.id);
+function staleStart(e: ContainerEvent, { early }: Tracked): boolean {
+  if (!early.has(e.id)) return false;
+  const exitAt = early.get(e.id);
+  return exitAt === undefined || e.at === undefined || e.at <= exitAt;
 }
 
 /** A container's states on its way up, as Podman's events of it say them. */
@@ -138,14 +137,14 @@ const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.status in
 
 /**
  * Applies an event to a picture (and what is tracked of exits); true when it changed what the watchers
- * see. `own`: told by the agent itself, not by Podman's stream (its start in place). A container the picture does not show yet is added when the event tells enough of it (Podman's
+ * see. A container the picture does not show yet is added when the event tells enough of it (Podman's
  * create, init and start do): a new workload's state checker then hears of it without waiting for a poll,
  * and the host's other containers, however they churn, cause no poll.
  */
-function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked, own = false): boolean {
+function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked): boolean {
   const c = to.get(e.id);
   if (!c && learnsOf(e)) {
-    if (e.status === 'start' && staleStart(e, tracked, own)) return false;
+    if (e.status === 'start' && staleStart(e, tracked)) return false;
     to.set(e.id, { Id: e.id, ...e.container, State: STARTING[e.status] });
     if (e.status === 'start' && e.at !== undefined) tracked.started.set(e.id, e.at);
     return true;
@@ -161,7 +160,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked, 
     return true;
   }
   if (e.status === 'start') {
-    if (staleStart(e, tracked, own)) return false;
+    if (staleStart(e, tracked)) return false;
     tracked.early.delete(e.id);
     tracked.exitCodes.delete(e.id);
     if (e.at !== undefined) tracked.started.set(e.id, e.at);

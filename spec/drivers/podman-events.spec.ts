@@ -64,20 +64,6 @@ describe("container states from Podman's events (real Podman)", function () {
     expect(agent.history('three').filter((h) => h.startsWith('Stopping(Stopping)'))).to.deep.equal([]);
   });
 
-  // swdd~podman-state-getter-maps-state~3
-  it('a workload that exits at once is Succeeded once and never Running after it (conmon tells its exit before Podman its start)', async () => {
-    agent = new PodmanAgent(uniqueAgent('quick'), undefined, new PodmanCli(), { verifyMs: 600_000 });
-    const quick = Array.from({ length: 12 }, (_, i) => busybox(`quick${i}`, agent!.agentName, { script: 'echo handled' }));
-    agent.send({ kind: 'serverHello', added: quick });
-    for (const w of quick) await agent.waitFor(w.instanceName.workloadName, /^Succeeded\(Ok\)$/);
-    await new Promise((r) => setTimeout(r, 1500));
-    for (const w of quick) {
-      const after = agent.history(w.instanceName.workloadName).slice(1);
-      expect(after.at(-1), w.instanceName.workloadName).to.equal('Succeeded(Ok)');
-      expect(after.indexOf('Succeeded(Ok)'), `${w.instanceName.workloadName}: ${after.join(' → ')}`).to.equal(after.length - 1);
-    }
-  });
-
   /** A container that exits after a second with `code`. */
   const exitingContainer = (code: number) => {
     const id = execFileSync('podman', ['run', '-d', 'localhost/busybox:latest', '/bin/sh', '-c', `sleep 1; exit ${code}`], { encoding: 'utf8' }).trim();
