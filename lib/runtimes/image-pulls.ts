@@ -4,6 +4,7 @@
 // options at a time, shared by all who need it; at most MAX_PULLS at once; each with its own deadline.
 import { EMPTY, type Observable, catchError, concat, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, throwError } from 'rxjs';
 import { type ImagePull, alreadyThere } from './images.js';
+import type { WorkloadSpec } from '../workload.js';
 import { PodmanCli, PodmanError, Slots } from './podman/cli.js';
 
 /** Pulls that run at once; more wait for one to end. */
@@ -30,20 +31,20 @@ export class ImagePulls {
   ) {}
 
   /**
-   * What an update has to fetch before its old instance stops: `undefined` when nothing (the images' policy is
-   * never, or they are those the instance it replaces runs, from the same storage), else all its pulls at once.
-   * A config that cannot be read fails at once.
+   * What an update to `next` has to fetch before its old instance stops, its images read by `imagesOf`:
+   * `undefined` when nothing (their policy is never, or `current`, of the same runtime, runs them from the same
+   * storage), else all its pulls at once. A config that cannot be read fails at once.
    */
-  ahead(next: () => readonly ImagePull[], current: () => readonly ImagePull[] = () => []): Observable<never> | undefined {
+  ahead(imagesOf: (spec: WorkloadSpec) => readonly ImagePull[], next: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
     let wanted: readonly ImagePull[];
     try {
-      wanted = next();
+      wanted = imagesOf(next);
     } catch (err) {
       return throwError(() => err);
     }
     let had: readonly ImagePull[] = [];
     try {
-      had = current();
+      if (current?.runtime === next.runtime) had = imagesOf(current);
     } catch {
       // The current config cannot be read: nothing is known to be there.
     }

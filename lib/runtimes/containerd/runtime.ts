@@ -54,7 +54,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
 
   /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */
   fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
-    return this.pulls.ahead(() => [this.imagePull(spec)], current?.runtime === this.name ? () => [this.imagePull(current)] : undefined);
+    return this.pulls.ahead((s) => [this.imagePull(s)], spec, current);
   }
 
   private imagePull(spec: WorkloadSpec): ImagePull {

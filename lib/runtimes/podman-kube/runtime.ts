@@ -67,8 +67,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 
   /** The images of the manifest's containers that are not there (or whose imagePullPolicy is Always), pulled; none that the instance it replaces runs. */
   fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
-    const pullsOf = (s: WorkloadSpec) => kubeImagePulls(parseKubeConfig(s.runtimeConfig));
-    return this.pulls.ahead(() => pullsOf(spec), current?.runtime === this.name ? () => pullsOf(current) : undefined);
+    return this.pulls.ahead((s) => kubeImagePulls(parseKubeConfig(s.runtimeConfig)), spec, current);
   }
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */

@@ -37,8 +37,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * each time); nothing to do when the instance it replaces runs the same image from the same storage.
    */
   fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
-    const pullOf = (s: WorkloadSpec) => [podmanImagePull(parsePodmanConfig(s.runtimeConfig))];
-    return this.pulls.ahead(() => pullOf(spec), current?.runtime === this.name ? () => pullOf(current) : undefined);
+    return this.pulls.ahead((s) => [podmanImagePull(parsePodmanConfig(s.runtimeConfig))], spec, current);
   }
 
   /** The health check the agent runs for this workload, if any. */
