@@ -7,6 +7,7 @@ import { Observable, type Subscription, map, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { killMarkedProcesses } from '../../drivers/machine.js';
+import { launcher } from '../launcher.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
 export class PodmanError extends Error {
@@ -181,54 +182,38 @@ export class PodmanCli {
             this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000 });
             result();
           };
-          const child = spawn(this.binary, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-          const stdout = new Output(MAX_OUTPUT_BYTES);
-          const stderr = new Output(MAX_ERROR_BYTES);
-          child.stdout!.on('data', (chunk: Buffer) => {
-            if (stdout.add(chunk)) return;
-            child.kill('SIGKILL');
-            end('failed', () => subscriber.error(new PodmanError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
-          });
-          child.stderr!.on('data', (chunk: Buffer) => stderr.add(chunk));
-          if (input !== undefined) {
-            // A command that exits without reading all of it is judged by its exit, not by the broken pipe.
-            child.stdin!.on('error', () => undefined);
-            child.stdin!.end(input);
-          }
-          child.on('error', (err) => end('failed', () => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${err.message}`))));
-          child.on('close', (code, signal) =>
-            end(code === 0 ? 'ok' : 'failed', () => {
-              if (code === 0) {
-                subscriber.next(stdout.text().replace(/\r?\n$/, ''));
+          const kill = launcher.launch({ binary: this.binary, args, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES }, (ending) => {
+            if (ending.kind === 'not-run') {
+              end('failed', () => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${ending.message}`)));
+            } else if (ending.kind === 'too-much') {
+              end('failed', () => subscriber.error(new PodmanError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
+            } else if (ending.code === 0) {
+              end('ok', () => {
+                subscriber.next(ending.stdout.toString().replace(/\r?\n$/, ''));
                 subscriber.complete();
-              } else {
-                const said = stderr
-                  .text()
-                  .trim()
-                  .replace(/^Error: /, '');
-                subscriber.error(
-                  new PodmanError(
-                    said || `${this.command} ${subcommand} ${code === null ? `was killed by ${signal}` : `failed with exit code ${code}`}.`,
-                    code ?? undefined,
-                  ),
-                );
-              }
-            }),
-          );
+              });
+            } else {
+              const said = ending.stderr
+                .toString()
+                .trim()
+                .replace(/^Error: /, '');
+              end('failed', () =>
+                subscriber.error(new PodmanError(said || `${this.command} ${subcommand} failed with exit code ${ending.code}.`, ending.code)),
+              );
+            }
+          });
           // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
           const timer = setTimeout(() => {
             const message = `${this.command} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
             this.options.log?.warn(message);
-            child.kill('SIGKILL');
-            child.stdout!.destroy();
-            child.stderr!.destroy();
+            kill('SIGKILL');
             end('deadline', () => subscriber.error(new PodmanError(message)));
           }, deadline);
           return {
             kill: () => {
               over = true;
               clearTimeout(timer);
-              if (child.exitCode === null) child.kill();
+              kill();
             },
           };
         }),

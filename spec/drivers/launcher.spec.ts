@@ -1,0 +1,99 @@
+// The launcher starts the runtime CLIs' short calls from one long-lived /bin/sh (real shell, real processes):
+// what a server or a workload put into an argument reaches the command as it is, never as shell.
+import { execFileSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { expect } from 'chai';
+import { type Ending, type Launch, Launcher } from '../../lib/runtimes/launcher.js';
+import { until } from '../../scripts/harness/wait.js';
+
+const LIMITS = { maxStdout: 1024, maxStderr: 256 };
+
+/** Runs a command through the launcher to its end. */
+function run(launcher: Launcher, binary: string, args: string[], more: Partial<Launch> = {}): Promise<Ending> {
+  return new Promise((resolve) => launcher.launch({ binary, args, ...LIMITS, ...more }, resolve));
+}
+
+const text = (ending: Ending) =>
+  ending.kind === 'exited' ? { code: ending.code, stdout: ending.stdout.toString(), stderr: ending.stderr.toString() } : ending;
+
+/** The processes whose parent is `pid`. */
+const childrenOf = (pid: number) =>
+  execFileSync('ps', ['-e', '-o', 'ppid=,pid='], { encoding: 'utf8' })
+    .split('\n')
+    .filter((line) => Number(line.trim().split(/\s+/)[0]) === pid);
+
+/** The newest launcher's shell (the newest child called sh). */
+const shellOf = () =>
+  Number(
+    execFileSync('pgrep', ['-n', '-P', String(process.pid), '-x', 'sh'], { encoding: 'utf8' })
+      .trim()
+      .split('\n')[0],
+  );
+
+describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses-podman-cli~1)', () => {
+  it('passes every argument to the command exactly, whatever shell it looks like', async () => {
+    const words = ["it's", 'a b', '$(touch /tmp/pwned)', '`id`', '"; exit 3; "', 'line\nbreak', '*', '-n', '', '\\', "''"];
+    const ending = await run(new Launcher(), 'printf', ['<%s>', ...words]);
+    expect(text(ending)).to.deep.equal({ code: 0, stdout: words.map((w) => `<${w}>`).join(''), stderr: '' });
+  });
+
+  it('gives the input on stdin, and nothing of its own script otherwise', async () => {
+    const launcher = new Launcher();
+    expect(text(await run(launcher, 'cat', [], { input: 'kind: Pod\n' }))).to.deep.equal({ code: 0, stdout: 'kind: Pod\n', stderr: '' });
+    // Without input the command reads /dev/null, not the lines that start the next calls.
+    const [reader] = await Promise.all([run(launcher, 'cat', []), run(launcher, 'true', [])]);
+    expect(text(reader)).to.deep.equal({ code: 0, stdout: '', stderr: '' });
+  });
+
+  it('tells a failure by its exit code and what the command said on stderr, kept up to the limit', async () => {
+    const ending = await run(new Launcher(), 'sh', ['-c', 'printf "%0300d" 0 >&2; exit 3']);
+    expect(ending.kind).to.equal('exited');
+    if (ending.kind !== 'exited') return;
+    expect(ending.code).to.equal(3);
+    expect(ending.stderr.toString()).to.equal('0'.repeat(256));
+  });
+
+  it('ends a call whose output is over the limit as too much, reading no more than the limit', async () => {
+    expect(await run(new Launcher(), 'head', ['-c', '1025', '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
+    expect(text(await run(new Launcher(), 'head', ['-c', '1024', '/dev/zero']))).to.include({ code: 0 });
+  });
+
+  it('says a command that cannot be run could not be run, and refuses a NUL in an argument', async () => {
+    expect(await run(new Launcher(), 'no-such-cli-here', ['ps'])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found' });
+    expect(await run(new Launcher(), 'echo', ['a\0b'])).to.deep.equal({ kind: 'not-run', message: 'an argument holds a NUL character.' });
+  });
+
+  it('kills a call asked to, whether or not its pid is known yet', async () => {
+    const launcher = new Launcher();
+    let early: Ending | undefined;
+    launcher.launch({ binary: 'sleep', args: ['30'], ...LIMITS }, (ending) => (early = ending))('SIGKILL');
+    let late: Ending | undefined;
+    const kill = launcher.launch({ binary: 'sleep', args: ['30'], ...LIMITS }, (ending) => (late = ending));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    kill('SIGTERM');
+    await until(() => early !== undefined && late !== undefined, 'both calls to end');
+    expect(text(early!)).to.include({ code: 137 });
+    expect(text(late!)).to.include({ code: 143 });
+  });
+
+  it('leaves no process and no file behind once its calls have ended', async () => {
+    const launcher = new Launcher();
+    await Promise.all(Array.from({ length: 20 }, (_, i) => run(launcher, 'echo', [String(i)], { input: i % 2 ? 'x' : undefined })));
+    const shell = shellOf();
+    await until(() => childrenOf(shell).length === 0, 'the subshells to be reaped');
+    const folders = readdirSync(tmpdir()).filter((name) => name.startsWith('ank-agent-calls-'));
+    for (const folder of folders) expect(readdirSync(`${tmpdir()}/${folder}`)).to.deep.equal([]);
+  });
+
+  it('fails the calls in flight when its shell is killed, and starts another shell for the next call', async () => {
+    const launcher = new Launcher();
+    await run(launcher, 'true', []);
+    const inFlight = run(launcher, 'sleep', ['5']);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const shell = shellOf();
+    process.kill(shell, 'SIGKILL');
+    expect(await inFlight).to.deep.equal({ kind: 'not-run', message: 'the shell that starts it ended.' });
+    expect(text(await run(launcher, 'echo', ['again']))).to.deep.equal({ code: 0, stdout: 'again\n', stderr: '' });
+  });
+});
