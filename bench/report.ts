@@ -35,13 +35,38 @@ export const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[M
 export const p95 = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** CPU time of a process so far, in ms: its own, and that of its children it has waited for (the runtime's processes). */
+/** CPU time of an agent so far, in ms: its own (with its launcher shell's), and that of the processes waited for (the runtime's). */
 export function cpuMs(pid: number): { own: number; children: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return [pid, ...launcherShells(pid)].map(processCpuMs).reduce((sum, cpu) => ({ own: sum.own + cpu.own, children: sum.children + cpu.children }));
+}
+
+function processCpuMs(pid: number): { own: number; children: number } {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return { own: 0, children: 0 };
+  }
   const f = stat
     .slice(stat.lastIndexOf(')') + 2)
     .split(' ')
     .map(Number);
   const tick = 1000 / 100;
   return { own: (f[11] + f[12]) * tick, children: (f[13] + f[14]) * tick };
+}
+
+/** The agent's launcher shell (lib/runtimes/launcher.ts): its own CPU is the agent's, what it waited for the runtime's. */
+function launcherShells(pid: number): number[] {
+  try {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
+    return children.filter((child) => {
+      try {
+        return readFileSync(`/proc/${child}/comm`, 'utf8').trim() === 'sh';
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    return [];
+  }
 }
