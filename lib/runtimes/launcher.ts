@@ -56,6 +56,14 @@ export class Launcher {
   private unread = '';
   private folder?: string;
 
+  /** `parent`: where the folder of the calls' files is made. */
+  constructor(private readonly parent = os.tmpdir()) {}
+
+  /** The shell's pid, while one runs. */
+  get shellPid(): number | undefined {
+    return this.shell?.pid;
+  }
+
   /** Starts a command; `done` is told once how it ended. Returns a kill that signals the command while it runs. */
   launch(launch: Launch, done: (ending: Ending) => void): (signal?: NodeJS.Signals) => void {
     if ([launch.binary, ...launch.args].some((word) => word.includes('\0'))) {
@@ -88,7 +96,7 @@ export class Launcher {
   /** A file of a call in the private folder (made on first use, removed when the agent ends). */
   private file(id: number, ext: 'in' | 'out' | 'err'): string {
     if (this.folder === undefined) {
-      const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-agent-calls-'));
+      const folder = mkdtempSync(path.join(this.parent, 'ank-agent-calls-'));
       this.folder = folder;
       process.once('exit', () => rmSync(folder, { recursive: true, force: true }));
     }

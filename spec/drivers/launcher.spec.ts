@@ -1,8 +1,9 @@
 // The launcher starts the runtime CLIs' short calls from one long-lived /bin/sh (real shell, real processes):
 // what a server or a workload put into an argument reaches the command as it is, never as shell.
 import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { expect } from 'chai';
 import { type Ending, type Launch, Launcher } from '../../lib/runtimes/launcher.js';
 import { until } from '../../scripts/harness/wait.js';
@@ -23,18 +24,10 @@ const childrenOf = (pid: number) =>
     .split('\n')
     .filter((line) => Number(line.trim().split(/\s+/)[0]) === pid);
 
-/** The newest launcher's shell (the newest child called sh). */
-const shellOf = () =>
-  Number(
-    execFileSync('pgrep', ['-n', '-P', String(process.pid), '-x', 'sh'], { encoding: 'utf8' })
-      .trim()
-      .split('\n')[0],
-  );
-
 describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses-podman-cli~1)', () => {
   it('passes every argument to the command exactly, whatever shell it looks like', async () => {
     const words = ["it's", 'a b', '$(touch /tmp/pwned)', '`id`', '"; exit 3; "', 'line\nbreak', '*', '-n', '', '\\', "''"];
-    const ending = await run(new Launcher(), 'printf', ['<%s>', ...words]);
+    const ending = await run(new Launcher(), '/usr/bin/printf', ['<%s>', ...words]);
     expect(text(ending)).to.deep.equal({ code: 0, stdout: words.map((w) => `<${w}>`).join(''), stderr: '' });
   });
 
@@ -78,12 +71,12 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   it('leaves no process and no file behind once its calls have ended', async () => {
-    const launcher = new Launcher();
+    const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
+    const launcher = new Launcher(parent);
     await Promise.all(Array.from({ length: 20 }, (_, i) => run(launcher, 'echo', [String(i)], { input: i % 2 ? 'x' : undefined })));
-    const shell = shellOf();
-    await until(() => childrenOf(shell).length === 0, 'the subshells to be reaped');
-    const folders = readdirSync(tmpdir()).filter((name) => name.startsWith('ank-agent-calls-'));
-    for (const folder of folders) expect(readdirSync(`${tmpdir()}/${folder}`)).to.deep.equal([]);
+    await until(() => childrenOf(launcher.shellPid!).length === 0, 'the subshells to be reaped');
+    const [folder] = readdirSync(parent);
+    expect(readdirSync(path.join(parent, folder))).to.deep.equal([]);
   });
 
   it('fails the calls in flight when its shell is killed, and starts another shell for the next call', async () => {
@@ -91,8 +84,7 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
     await run(launcher, 'true', []);
     const inFlight = run(launcher, 'sleep', ['5']);
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const shell = shellOf();
-    process.kill(shell, 'SIGKILL');
+    process.kill(launcher.shellPid!, 'SIGKILL');
     expect(await inFlight).to.deep.equal({ kind: 'not-run', message: 'the shell that starts it ended.' });
     expect(text(await run(launcher, 'echo', ['again']))).to.deep.equal({ code: 0, stdout: 'again\n', stderr: '' });
   });
