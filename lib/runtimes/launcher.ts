@@ -9,7 +9,7 @@
 // The shell says the command's pid (to kill it), then its exit status; the agent then has the shell reap the
 // subshell (`wait`), so no zombie stays. Output goes through files of a private folder, read after the exit.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
@@ -86,6 +86,8 @@ export class Launcher {
   }
 
   private submit(id: number, job: Job): void {
+    // A cleaner of /tmp may have taken the folder: the calls go on in a new one.
+    if (this.folder !== undefined && !existsSync(this.folder)) this.folder = undefined;
     const input = job.launch.input;
     if (input !== undefined) writeFileSync(this.file(id, 'in'), input, { mode: 0o600 });
     const command = [job.launch.binary, ...job.launch.args].map(quote).join(' ');
@@ -93,7 +95,7 @@ export class Launcher {
     this.shellIn().write(`{ ${command} <${stdin} >${stdout} 2>${stderr} & echo "${id} $!"; wait $!; echo "${id} = $?"; } & echo "${id} s $!"\n`);
   }
 
-  /** A file of a call in the private folder (made on first use, removed when the agent ends). */
+  /** A file of a call in the private folder (made on first use, again if something removed it; removed when the agent ends). */
   private file(id: number, ext: 'in' | 'out' | 'err'): string {
     if (this.folder === undefined) {
       const folder = mkdtempSync(path.join(this.parent, 'ank-agent-calls-'));

@@ -1,7 +1,7 @@
 // The launcher starts the runtime CLIs' short calls from one long-lived /bin/sh (real shell, real processes):
 // what a server or a workload put into an argument reaches the command as it is, never as shell.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -77,6 +77,14 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
     await until(() => childrenOf(launcher.shellPid!).length === 0, 'the subshells to be reaped');
     const [folder] = readdirSync(parent);
     expect(readdirSync(path.join(parent, folder))).to.deep.equal([]);
+  });
+
+  it('makes its folder again when something removed it, and the calls go on', async () => {
+    const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
+    const launcher = new Launcher(parent);
+    expect(text(await run(launcher, 'echo', ['before']))).to.deep.equal({ code: 0, stdout: 'before\n', stderr: '' });
+    rmSync(path.join(parent, readdirSync(parent)[0]), { recursive: true });
+    expect(text(await run(launcher, 'echo', ['after']))).to.deep.equal({ code: 0, stdout: 'after\n', stderr: '' });
   });
 
   it('fails the calls in flight when its shell is killed, and starts another shell for the next call', async () => {
