@@ -98,16 +98,17 @@ export class Launcher {
   /** A file of a call in the private folder (made on first use, again if something removed it; removed when the agent ends). */
   private file(id: number, ext: 'in' | 'out' | 'err'): string {
     if (this.folder === undefined) {
-      const folder = mkdtempSync(path.join(this.parent, 'ank-agent-calls-'));
-      this.folder = folder;
-      process.once('exit', () => rmSync(folder, { recursive: true, force: true }));
+      this.folder = mkdtempSync(path.join(this.parent, 'ank-agent-calls-'));
+      removedAtExit(this.folder);
     }
     return path.join(this.folder, `${id}.${ext}`);
   }
 
   private shellIn(): Writable {
     if (this.shell === undefined) {
-      const shell = spawn('/bin/sh', [], { stdio: ['pipe', 'pipe', 'ignore'] });
+      // A session of its own: a Ctrl-C at the agent's terminal (SIGINT to its process group) is the agent's to
+      // answer, and the calls in flight (the deletes of --delete-on-exit among them) run on to their end.
+      const shell = spawn('/bin/sh', [], { stdio: ['pipe', 'pipe', 'ignore'], detached: true });
       this.shell = shell;
       // The shell keeps nothing alive: a call waiting on it has its own deadline timer.
       shell.unref();
@@ -174,6 +175,14 @@ export class Launcher {
 
 /** The one launcher of the agent's process. */
 export const launcher = new Launcher();
+
+const foldersMade: string[] = [];
+
+/** Removes the folder when the process exits. */
+function removedAtExit(folder: string): void {
+  if (foldersMade.length === 0) process.once('exit', () => foldersMade.forEach((made) => rmSync(made, { recursive: true, force: true })));
+  foldersMade.push(folder);
+}
 
 /** The first `limit` bytes of a file; none when the command was killed before its shell made the file. */
 function readStart(file: string, limit: number): Buffer {

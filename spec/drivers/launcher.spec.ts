@@ -1,6 +1,6 @@
 // The launcher starts the runtime CLIs' short calls from one long-lived /bin/sh (real shell, real processes):
 // what a server or a workload put into an argument reaches the command as it is, never as shell.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -85,6 +85,26 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
     expect(text(await run(launcher, 'echo', ['before']))).to.deep.equal({ code: 0, stdout: 'before\n', stderr: '' });
     rmSync(path.join(parent, readdirSync(parent)[0]), { recursive: true });
     expect(text(await run(launcher, 'echo', ['after']))).to.deep.equal({ code: 0, stdout: 'after\n', stderr: '' });
+  });
+
+  it("leaves a Ctrl-C at the agent's terminal to the agent: the call in flight runs to its end", async () => {
+    // An agent in a process group of its own, as a terminal's foreground job is; SIGINT goes to the whole group.
+    const script = `import { Launcher } from ${JSON.stringify(path.resolve('lib/runtimes/launcher.ts'))};
+      process.on('SIGINT', () => console.log('SIGINT'));
+      new Launcher().launch({ binary: 'sleep', args: ['1'], maxStdout: 64, maxStderr: 64 }, (e) => console.log(JSON.stringify(e)));
+      setTimeout(() => undefined, 3000);`;
+    const agent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+    let said = '';
+    agent.stdout.on('data', (chunk: Buffer) => (said += chunk.toString()));
+    await until(() => childrenOf(agent.pid!).length > 0, 'the shell to start');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    process.kill(-agent.pid!, 'SIGINT');
+    await until(() => said.includes('"kind"'), 'the call to end');
+    expect(said.split('\n').slice(0, 2)).to.deep.equal([
+      'SIGINT',
+      JSON.stringify({ kind: 'exited', code: 0, stdout: { type: 'Buffer', data: [] }, stderr: { type: 'Buffer', data: [] } }),
+    ]);
+    agent.kill();
   });
 
   it('fails the calls in flight when its shell is killed, and starts another shell for the next call', async () => {
