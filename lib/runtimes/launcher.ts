@@ -9,7 +9,7 @@
 // The shell says the command's pid (to kill it), then its exit status; the agent then has the shell reap the
 // subshell (`wait`), so no zombie stays. Output goes through files of a private folder, read after the exit.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, lstatSync, mkdtempSync, openSync, readSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
@@ -98,8 +98,8 @@ export class Launcher {
   /** A file of a call in the private folder (made on first use, again if something removed it; removed when the agent ends). */
   private file(id: number, ext: 'in' | 'out' | 'err'): string {
     if (this.folder === undefined) {
-      this.folder = mkdtempSync(path.join(this.parent, 'ank-agent-calls-'));
-      removedAtExit(this.folder);
+      this.folder = mkdtempSync(path.join(this.parent, `${FOLDER_PREFIX}${process.pid}-`));
+      removedAtExit(this.folder, this.parent);
     }
     return path.join(this.folder, `${id}.${ext}`);
   }
@@ -176,12 +176,40 @@ export class Launcher {
 /** The one launcher of the agent's process. */
 export const launcher = new Launcher();
 
+const FOLDER_PREFIX = 'ank-agent-calls-';
 const foldersMade: string[] = [];
+const sweptParents = new Set<string>();
 
-/** Removes the folder when the process exits. */
-function removedAtExit(folder: string): void {
+/** Removes the folder when the process exits; the first time in a parent, the folders left there by agents killed before they could exit. */
+function removedAtExit(folder: string, parent: string): void {
   if (foldersMade.length === 0) process.once('exit', () => foldersMade.forEach((made) => rmSync(made, { recursive: true, force: true })));
   foldersMade.push(folder);
+  if (sweptParents.has(parent)) return;
+  sweptParents.add(parent);
+  for (const name of readdirSync(parent)) {
+    const pid = name.startsWith(FOLDER_PREFIX) ? Number.parseInt(name.slice(FOLDER_PREFIX.length), 10) : Number.NaN;
+    if (pid > 0 && !alive(pid)) removeStale(path.join(parent, name));
+  }
+}
+
+/** Removes a folder of this user's (never a link, never another user's). */
+function removeStale(folder: string): void {
+  try {
+    const stat = lstatSync(folder);
+    if (stat.isDirectory() && stat.uid === process.getuid?.()) rmSync(folder, { recursive: true, force: true });
+  } catch {
+    // Gone meanwhile.
+  }
+}
+
+/** Whether a process of this pid runs (another user's counts). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** The first `limit` bytes of a file; none when the command was killed before its shell made the file. */

@@ -1,7 +1,7 @@
 // The launcher starts the runtime CLIs' short calls from one long-lived /bin/sh (real shell, real processes):
 // what a server or a workload put into an argument reaches the command as it is, never as shell.
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -85,6 +85,21 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
     expect(text(await run(launcher, 'echo', ['before']))).to.deep.equal({ code: 0, stdout: 'before\n', stderr: '' });
     rmSync(path.join(parent, readdirSync(parent)[0]), { recursive: true });
     expect(text(await run(launcher, 'echo', ['after']))).to.deep.equal({ code: 0, stdout: 'after\n', stderr: '' });
+  });
+
+  it('removes the folders that agents killed before they could exit left, and no other', async () => {
+    const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
+    const gone = spawnSync('true').pid;
+    for (const name of [`ank-agent-calls-${gone}-dead01`, `ank-agent-calls-${process.pid}-live01`, 'unrelated']) {
+      mkdirSync(path.join(parent, name));
+      writeFileSync(path.join(parent, name, '3.out'), 'left');
+    }
+    symlinkSync('/etc', path.join(parent, `ank-agent-calls-${gone}-link01`));
+    const launcher = new Launcher(parent);
+    await run(launcher, 'true', []);
+    const left = readdirSync(parent).filter((name) => !name.startsWith(`ank-agent-calls-${process.pid}-`) || name.endsWith('live01'));
+    expect(left).to.have.members([`ank-agent-calls-${gone}-link01`, `ank-agent-calls-${process.pid}-live01`, 'unrelated']);
+    expect(existsSync('/etc/passwd')).to.equal(true);
   });
 
   it("leaves a Ctrl-C at the agent's terminal to the agent: the call in flight runs to its end", async () => {
