@@ -511,7 +511,9 @@ describe('ank-agent (the command line)', () => {
       const db = busybox('db', name, { script: 'sleep 3600' });
       const app = busybox('app', name, { dependencies: { db: 'Succeeded' } });
       stream.send({ FromServerEnum: { case: 'serverHello', value: { addedWorkloads: [addedWorkload(db), addedWorkload(app)] } } });
-      await startWaiting(() => /\[workload\.loop\] db: reports Running\(Ok\)/.test(agent.stderr()), 20_000);
+      await startWaiting(() => /\[workload\.loop\] db: reports Running\(Ok\)/.test(agent.stderr()), 20_000).catch((err: Error) => {
+        throw new Error(`${err.message}; the agent said:\n${agent.stderr().slice(-4000)}`);
+      });
       const said = agent.stderr();
       expect(said).to.match(/\[workload\.scheduler\] app waits for db to be Succeeded \((no state yet|now Pending\(Starting\)[^)]*\))\)/);
       expect(said).to.match(/\[workload\.loop\] db: command create/);
