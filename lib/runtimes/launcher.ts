@@ -44,7 +44,12 @@ interface Job {
   subshell?: number;
   status?: number;
   ended: boolean;
+  /** When it was given to the shell (performance.now()). */
+  readonly submitted: number;
 }
+
+/** A shell that has not started a call within this long is stuck: it starts one in milliseconds. */
+const STUCK_MS = 1000;
 
 /** A word the shell reads as exactly these characters. */
 const quote = (word: string) => `'${word.replaceAll("'", `'\\''`)}'`;
@@ -71,7 +76,7 @@ export class Launcher {
       return () => undefined;
     }
     const id = this.next++;
-    const job: Job = { launch, done, ended: false };
+    const job: Job = { launch, done, ended: false, submitted: performance.now() };
     this.jobs.set(id, job);
     try {
       this.submit(id, job);
@@ -80,8 +85,10 @@ export class Launcher {
     }
     return (signal = 'SIGTERM') => {
       if (job.ended || job.status !== undefined) return;
-      if (job.pid === undefined) job.pending = signal;
-      else signalProcess(job.pid, signal);
+      if (job.pid !== undefined) signalProcess(job.pid, signal);
+      // Killed at its deadline and still not started: the shell is stuck (stopped, say). A new one takes the calls.
+      else if (signal === 'SIGKILL' && performance.now() - job.submitted > STUCK_MS && this.shell?.pid !== undefined) signalProcess(this.shell.pid, 'SIGKILL');
+      else job.pending = signal;
     };
   }
 

@@ -122,6 +122,22 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
     agent.kill();
   });
 
+  it('replaces a stuck shell: a call killed at its deadline before it started ends, and the next call runs', async () => {
+    const launcher = new Launcher();
+    await run(launcher, 'true', []);
+    const stuck = launcher.shellPid!;
+    process.kill(stuck, 'SIGSTOP');
+    let ending: Ending | undefined;
+    const kill = launcher.launch({ binary: 'true', args: [], ...LIMITS }, (e) => (ending = e));
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    expect(ending).to.equal(undefined);
+    kill('SIGKILL');
+    await until(() => ending !== undefined, 'the call to end');
+    expect(ending).to.deep.equal({ kind: 'not-run', message: 'the shell that starts it ended.' });
+    expect(text(await run(launcher, 'echo', ['again']))).to.deep.equal({ code: 0, stdout: 'again\n', stderr: '' });
+    expect(launcher.shellPid).not.to.equal(stuck);
+  });
+
   it('fails the calls in flight when its shell is killed, and starts another shell for the next call', async () => {
     const launcher = new Launcher();
     await run(launcher, 'true', []);
