@@ -8,15 +8,28 @@ export interface Figure {
   readonly unit: string;
   readonly target?: string;
   readonly note?: string;
+  /** Whether the value meets a target that is a bound (`≤3`, `<50`, `≥49929 (released)`, `0`); said, not left to the reader. */
+  readonly met?: boolean;
 }
 
 export const figures: Figure[] = [];
 
 export function record(f: Figure): void {
-  figures.push(f);
+  const met = f.target === undefined ? undefined : meets(f.value, f.target);
+  figures.push({ ...f, met });
+  const verdict = met === undefined ? '' : met ? ': met' : ': MISSED';
   console.log(
-    `  ${f.name.padEnd(62)} ${String(Number(f.value.toFixed(2))).padStart(10)} ${f.unit.padEnd(10)} ${f.target ? `target ${f.target}` : ''}${f.note ? `  (${f.note})` : ''}`,
+    `  ${f.name.padEnd(62)} ${String(Number(f.value.toFixed(2))).padStart(10)} ${f.unit.padEnd(10)} ${f.target ? `target ${f.target}${verdict}` : ''}${f.note ? `  (${f.note})` : ''}`,
   );
+}
+
+/** The verdict on a target that starts with a bound; none for the others (`≈0`). */
+function meets(value: number, target: string): boolean | undefined {
+  const bound = /^([≤<≥>]?)\s*(-?\d+(?:\.\d+)?)/.exec(target);
+  if (bound === null) return undefined;
+  const limit = Number(bound[2]);
+  const rounded = Number(value.toFixed(2));
+  return { '≤': rounded <= limit, '<': rounded < limit, '≥': rounded >= limit, '>': rounded > limit, '': rounded === limit }[bound[1]];
 }
 
 /** The released agent's figure, then ours with its target: at most `factor` × the released agent's. */
