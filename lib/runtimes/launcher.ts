@@ -43,7 +43,6 @@ interface Job {
   /** The subshell that waits for the command, and the command's exit status: once both are known the job ends. */
   subshell?: number;
   status?: number;
-  ended: boolean;
   /** When it was given to the shell (performance.now()). */
   readonly submitted: number;
 }
@@ -76,7 +75,7 @@ export class Launcher {
       return () => undefined;
     }
     const id = this.next++;
-    const job: Job = { launch, done, ended: false, submitted: performance.now() };
+    const job: Job = { launch, done, submitted: performance.now() };
     this.jobs.set(id, job);
     try {
       this.submit(id, job);
@@ -84,7 +83,7 @@ export class Launcher {
       queueMicrotask(() => this.end(id, { kind: 'not-run', message: (err as Error).message }));
     }
     return (signal = 'SIGTERM') => {
-      if (job.ended || job.status !== undefined) return;
+      if (!this.jobs.has(id) || job.status !== undefined) return;
       if (job.pid !== undefined) signalProcess(job.pid, signal);
       // Killed at its deadline and still not started: the shell is stuck (stopped, say). A new one takes the calls.
       else if (signal === 'SIGKILL' && performance.now() - job.submitted > STUCK_MS && this.shell?.pid !== undefined) signalProcess(this.shell.pid, 'SIGKILL');
@@ -171,8 +170,7 @@ export class Launcher {
 
   private end(id: number, ending: Ending): void {
     const job = this.jobs.get(id);
-    if (job === undefined || job.ended) return;
-    job.ended = true;
+    if (job === undefined) return;
     this.jobs.delete(id);
     const files = job.launch.input === undefined ? (['out', 'err'] as const) : (['in', 'out', 'err'] as const);
     for (const ext of files) removeFile(this.file(id, ext));
