@@ -37,6 +37,10 @@ export function labelledWorkloads(
   });
 }
 
+/** The containers among `containers` that carry the labels of instance `key` of `agentName`: the only ones a clean-up touches. */
+export const ownContainers = (containers: readonly Container[], key: string, agentName: string): Container[] =>
+  containers.filter((c) => c.Labels?.name === key && c.Labels?.agent === agentName);
+
 /** `--follow --since … --until … --tail …` as `podman logs` and `nerdctl logs` take them. */
 export function logArgs(o: LogsOptions): string[] {
   return [

@@ -4,12 +4,12 @@ import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreE
 import { containerdReading, containerdState, parseContainers, parseEvent, parseStats } from './nerdctl.js';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
-import { RuntimeConfigError, nameOption, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
+import { RuntimeConfigError, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
 import type { Container, ContainerEvent, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { PodmanCli } from '../podman/cli.js';
-import { labelledWorkloads, logArgs, quietly, tolerateMissing } from '../cli-steps.js';
+import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../cli-steps.js';
 import { ImagePulls } from '../image-pulls.js';
 import { type ImagePull, nerdctlImagePull } from '../images.js';
 
@@ -90,19 +90,24 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       if (health) throw new RuntimeConfigError(`nerdctl runs no health checks: '${health.split('=')[0]}' is not one of its run options.`);
       const scope = this.scopeOf(spec);
       const key = instanceKey(spec.instanceName);
-      const container = nameOption(config.commandOptions) ?? key;
+      const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
-      const run$ = this.cli.run(podmanRunArgs({ ...config, generalOptions: scope }, key, spec.instanceName.agentName, options));
+      const run$ = this.cli.run(podmanRunArgs({ ...config, generalOptions: scope }, key, agentName, options));
       return concat(this.pulls.under([nerdctlImagePull(config, scope)]), run$).pipe(
         map((stdout) => {
           const id = stdout.trim().split('\n').at(-1)!;
           this.scopes.set(id, scope);
           return id;
         }),
-        // What a failed create left goes, so that the retry starts clean.
+        // What a failed create left goes, so that the retry starts clean: only what carries this instance's
+        // labels, never a container by a name the config gives (that may be anyone's).
         catchError((err: unknown) =>
           concat(
-            quietly(this.remove(container, scope)),
+            quietly(
+              listContainers(this.cli, [`label=name=${key}`], scope).pipe(
+                mergeMap((listed) => concat(...ownContainers(listed, key, agentName).map((c) => this.remove(c.Id, scope)))),
+              ),
+            ),
             throwError(() => err),
           ),
         ),

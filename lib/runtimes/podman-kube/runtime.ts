@@ -6,7 +6,7 @@ import type { Logger } from '../../logger.js';
 import type { LogsOptions } from '../../messages.js';
 import { kubeReading, kubeWorkloadState } from '../podman/container-state.js';
 import { asksForHealthCheck, healthCheckOfConfig, namedChecks } from '../podman/health.js';
-import { RuntimeConfigError, parseKubeConfig, withControlInterface } from '../podman/runtime-config.js';
+import { RuntimeConfigError, isPodNamed, parseKubeConfig, podNames, withControlInterface } from '../podman/runtime-config.js';
 import type { WatchState } from '../../ports.js';
 import type { Running } from '../../running-workloads.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
@@ -108,15 +108,20 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         this.volume(`${instance}.config`, spec.runtimeConfig),
         // Pulls of its images already under way (it waited on its dependencies) are waited for, not done again.
         this.pulls.under(kubeImagePulls(config)),
-        this.cli.run(play, manifest).pipe(
-          // What a failed play left behind goes, so that a retry starts clean.
-          catchError((err: unknown) =>
-            concat(
-              quietly(this.cli.run(['kube', 'down', '-'], manifest)),
-              quietly(this.removeVolumes(instance)),
-              throwError(() => err),
+        defer(() => {
+          const started = Date.now();
+          return this.cli.run(play, manifest).pipe(
+            // What a failed play left behind goes, so that a retry starts clean: only pods it made, never one of
+            // the manifest's names that was there before (another agent's or program's pod; `kube down` would take it).
+            catchError((err: unknown) =>
+              concat(
+                quietly(this.removePodsMadeSince(config.generalOptions, podNames(manifest), started)),
+                quietly(this.removeVolumes(instance)),
+                throwError(() => err),
+              ),
             ),
-          ),
+          );
+        }).pipe(
           switchMap((output) => {
             const id: KubeId = { instance, pods: podsPlayed(output), manifest, downOptions: config.downOptions };
             return concat(this.volume(`${instance}.pods`, JSON.stringify(id.pods)), of(id));
@@ -188,6 +193,19 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** The logs of all containers of the workload's pods. */
   logs(id: KubeId, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
     return merge(...id.pods.map((pod) => this.cli.lines(['pod', 'logs', ...logArgs(options), pod], paused$)));
+  }
+
+  /** The pods of these names that were made at `since` (ms since the epoch) or later, removed. */
+  private removePodsMadeSince(generalOptions: readonly string[], names: readonly string[], since: number): Observable<never> {
+    if (names.length === 0) return EMPTY;
+    return this.cli.run([...generalOptions, 'pod', 'ps', '--format', 'json'], undefined, 'query').pipe(
+      switchMap((out) => {
+        const pods = (JSON.parse(out || 'null') as Array<{ Id: string; Name: string; Created: string }> | null) ?? [];
+        const made = pods.filter((p) => names.some((n) => isPodNamed(p.Name, n)) && Date.parse(p.Created) >= since - 1);
+        return made.length === 0 ? EMPTY : this.cli.run([...generalOptions, 'pod', 'rm', '--force', ...made.map((p) => p.Id)]);
+      }),
+      ignoreElements(),
+    );
   }
 
   private volume(name: string, data: string): Observable<never> {

@@ -154,6 +154,23 @@ export function podOf(doc: Node): { readonly name: string; readonly spec: unknow
   return undefined;
 }
 
+/** The names of the pods a manifest makes (none of a document that cannot be read). */
+export function podNames(manifest: string): string[] {
+  return parseAllDocuments(manifest).flatMap((document) => {
+    try {
+      const doc: unknown = document.errors.length === 0 ? document.toJS() : undefined;
+      const pod = isRecord(doc) ? podOf(doc) : undefined;
+      return pod ? [pod.name] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** Whether Podman's pod `actual` is the pod a manifest names `named` (Podman 4.3 names a Deployment's pod `<name>-pod-0`). */
+export const isPodNamed = (actual: string, named: string): boolean =>
+  actual === named || (actual.startsWith(`${named}-`) && /^\d+$/.test(actual.slice(named.length + 1)));
+
 /**
  * swdd~podman-kube-mounts-control-interface~2, swdd~podman-kube-validates-target-path-format~1,
  * swdd~podman-kube-injects-control-interface-volume-mount~1: the Kubernetes manifest with the workload's

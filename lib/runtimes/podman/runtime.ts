@@ -8,14 +8,14 @@ import { podmanReading, podmanState } from './container-state.js';
 import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
 import { nameOption, parsePodmanConfig, podmanRunArgs } from './runtime-config.js';
 import { podmanImagePull } from '../images.js';
-import type { WatchState } from '../../ports.js';
+import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import { ImagePulls } from '../image-pulls.js';
 import { type PodmanCli, PodmanError } from './cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
 import { PodmanKubeRuntime } from '../podman-kube/runtime.js';
-import { labelledWorkloads, logArgs, quietly, tolerateMissing } from '../cli-steps.js';
+import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../cli-steps.js';
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {
@@ -66,36 +66,43 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const checked = this.health && healthCheckOf(given.commandOptions) !== undefined;
       const config = checked ? { ...given, commandOptions: withAgentChecks(given.commandOptions) } : given;
       const key = instanceKey(spec.instanceName);
-      const container = nameOption(config.commandOptions) ?? key;
+      const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
-      return concat(this.pulls.under([podmanImagePull(given)]), this.cli.run(podmanRunArgs(config, key, spec.instanceName.agentName, options))).pipe(
+      return concat(this.pulls.under([podmanImagePull(given)]), this.cli.run(podmanRunArgs(config, key, agentName, options))).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
-        catchError((err: unknown) => {
-          // What a failed create may have left goes, so that the retry starts clean: also a container that
-          // holds the name after a crash mid-create (even one only in storage) — unless it runs: then the
-          // name belongs to a workload that runs, and the failure is reported as it is.
-          // A running one that is this very instance of this agent (a create of an agent killed mid-way
-          // finished after the restart's look for its workloads) is the workload: it is taken as created.
-          const inUse = err instanceof PodmanError && /already in use/.test(err.message);
-          if (!inUse)
-            return concat(
-              quietly(this.forceRemove(container)),
-              throwError(() => err),
-            );
-          return this.cli.listContainers([`name=^${container}$`]).pipe(
-            catchError(() => of([])),
-            switchMap((cs) => {
-              const running = cs.find((c) => c.State === 'running');
-              if (running?.Labels?.name === key && running.Labels.agent === spec.instanceName.agentName) return of(running.Id);
-              return concat(
-                running ? EMPTY : quietly(this.forceRemove(container)),
-                throwError(() => err),
-              );
-            }),
-          );
-        }),
+        catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined)),
       );
     });
+  }
+
+  /**
+   * What a failed create may have left goes, so that the retry starts clean: only containers that carry this
+   * instance's labels, never one by a name the config gives (that may be anyone's container). A running one of
+   * this very instance (a create of an agent killed mid-way finished after the restart's look for its
+   * workloads) is the workload: it is taken as created. `byKey`: the container was to be named after the
+   * instance, as the released agent cleans up; that name also goes (a container left only in storage after a
+   * crash mid-create is listed by no `ps`), unless a container that is not this instance's holds it.
+   */
+  private afterFailedCreate(err: unknown, key: string, agentName: string, byKey: boolean): Observable<string> {
+    const inUse = err instanceof PodmanError && /already in use/.test(err.message);
+    return this.cli.listContainers([`label=name=${key}`]).pipe(
+      catchError(() => of([] as Container[])),
+      switchMap((listed) => {
+        const own = ownContainers(listed, key, agentName);
+        const running = inUse ? own.find((c) => c.State === 'running') : undefined;
+        if (running) return of(running.Id);
+        const holder$ = byKey && inUse ? this.cli.listContainers([`name=^${key}$`]).pipe(catchError(() => of([] as Container[]))) : of([] as Container[]);
+        return holder$.pipe(
+          switchMap((holders) => {
+            const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.Id === c.Id));
+            return concat(
+              quietly(concat(...own.map((c) => this.forceRemove(c.Id)), keyIsOurs ? this.forceRemove(key) : EMPTY)),
+              throwError(() => err),
+            );
+          }),
+        );
+      }),
+    );
   }
 
   /** swdd~podman-get-workload-id-uses-label~1 */
