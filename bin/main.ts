@@ -42,6 +42,7 @@ import type { MetricsEndpoint } from '../lib/drivers/metrics.js';
 import { containerdStats } from '../lib/runtimes/containerd/runtime.js';
 import { podmanStats } from '../lib/runtimes/podman/stats.js';
 import { PodmanCli } from '../lib/runtimes/podman/cli.js';
+import { launcher } from '../lib/runtimes/launcher.js';
 import { runsInPod } from '../lib/runtimes/podman-kube/runtime.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
@@ -134,6 +135,7 @@ async function program(argv: readonly string[]): Promise<void> {
   // What the control loops run, shared with the metrics (whose pod is whose).
   const running = new RunningWorkloads();
   const metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running);
+  launcher.warn = (text) => log.warn(text);
   const cli = new PodmanCli({
     log,
     observe: (call) => {

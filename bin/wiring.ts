@@ -68,6 +68,7 @@ export function builtInRuntimes(
           trace,
           engine: CONTAINERD,
         }),
+        'containerd',
       );
       containerdCaches.set(key, watch);
     }

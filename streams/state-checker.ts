@@ -3,13 +3,17 @@
 import { asyncScheduler, distinctUntilChanged, filter, map, scan } from 'rxjs';
 import { ExecutionState, sameState } from '../lib/execution-state.js';
 import { heardAt } from '../lib/heard-at.js';
+import { lastWords } from '../lib/cli-words.js';
 import type { ContainerCache, Snapshot, StateReading, WatchState } from '../lib/ports.js';
 
 /** How long a transient state (Podman's `stopped` while a container exits) must last to be reported. */
 export const TRANSIENT_MS = 1000;
 
-const unknown = (error?: string): StateReading => ({
-  state: ExecutionState.unknown(error ? `Podman could not be asked for the container states: ${error}` : 'Podman could not be asked for the container states.'),
+/** The engine could not be asked: its own name, and its CLI's last words without their timestamp, so that the same failure reads the same. */
+const unknown = (engine: string, error?: string): StateReading => ({
+  state: ExecutionState.unknown(
+    error ? `${engine} could not be asked for the container states: ${lastWords(error)}` : `${engine} could not be asked for the container states.`,
+  ),
   transient: false,
 });
 
@@ -18,11 +22,11 @@ const unknown = (error?: string): StateReading => ({
  * changes. A transient reading is held back until it has lasted TRANSIENT_MS: reported as Stopping, it
  * would pin an exiting workload there (a container stopped from outside stays so, and is reported).
  */
-export function stateChecker(cache: ContainerCache): WatchState {
+export function stateChecker(cache: ContainerCache, engine = 'Podman'): WatchState {
   return (read, ids) =>
     cache.fresh(ids).pipe(
       map((s: Snapshot) => {
-        const reading = s.containers ? read(s.containers) : unknown(s.error);
+        const reading = s.containers ? read(s.containers) : unknown(engine, s.error);
         return { ...reading, state: heardAt(reading.state, s.heardAt) };
       }),
       scan(

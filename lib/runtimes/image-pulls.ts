@@ -5,6 +5,7 @@
 import { EMPTY, type Observable, catchError, concat, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, throwError } from 'rxjs';
 import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../workload.js';
+import { lastWords } from '../cli-words.js';
 import { PodmanCli, PodmanError, Slots } from './podman/cli.js';
 
 /** Pulls that run at once; more wait for one to end. */
@@ -93,18 +94,6 @@ export class ImagePulls {
   }
 }
 
-/**
- * A failed pull in the CLI's last words. Both CLIs log as logrus does (`time="…" level=… msg="…"`): Podman
- * writes each of its own tries as a warning before its error (`Error: …`), nerdctl its fetches as info and
- * warnings before a `level=fatal` line; the error alone says why.
- */
-const inLastWords = (err: unknown): Observable<never> => {
-  if (!(err instanceof PodmanError)) return throwError(() => err);
-  const last = err.message
-    .split('\n')
-    .filter((line) => line.trim() !== '' && !/^time="[^"]*" level=(warning|info|debug)/.test(line))
-    .at(-1);
-  const logged = last === undefined ? undefined : /^time="[^"]*" level=\w+ msg="((?:[^"\\]|\\.)*)"/.exec(last);
-  const said = logged ? logged[1].replace(/\\(.)/g, '$1') : (last ?? err.message);
-  return throwError(() => new PodmanError(said.replace(/^Error: /, ''), err.exitCode));
-};
+/** A failed pull in the CLI's last words (lib/cli-words.ts). */
+const inLastWords = (err: unknown): Observable<never> =>
+  throwError(() => (err instanceof PodmanError ? new PodmanError(lastWords(err.message), err.exitCode) : err));

@@ -5,9 +5,13 @@
 // and blocks nothing here. Streams (events, logs) and health checks still spawn directly: they need pipes.
 //
 // A call is one line of shell, every word single-quoted, so no name or argument is ever read as shell:
-//   { 'podman' 'ps' … <in >N.out 2>N.err & echo "N $!"; wait $!; echo "N = $?"; } & echo "N s $!"
+//   { 'podman' 'ps' … <in >N.out 2>N.err & echo "N $!"; wait $!; s=$?; printf . >>N.out && printf . >>N.err || s=F$s; echo "N = $s"; } & echo "N s $!"
 // The shell says the command's pid (to kill it), then its exit status; the agent then has the shell reap the
-// subshell (`wait`), so no zombie stays. Output goes through files of a private folder, read after the exit.
+// subshell (`wait`), so no zombie stays. Output goes through files of a private folder, read after the exit,
+// in a place no other user can fill where there is one (/run as root). Podman and nerdctl exit 0 when their
+// output cannot be written (a full disk): the shell's own mark after it tells output that was kept whole from
+// output that was lost, which is never read as "nothing". Where no folder can be made at all (no space, no
+// inodes, read-only), the calls are spawned directly, with pipes.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, fstatSync, lstatSync, mkdtempSync, openSync, readSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
@@ -20,7 +24,9 @@ export type Ending =
   /** It wrote more on stdout than the caller keeps. */
   | { readonly kind: 'too-much'; readonly code: number }
   /** It could not be started at all. */
-  | { readonly kind: 'not-run'; readonly message: string };
+  | { readonly kind: 'not-run'; readonly message: string }
+  /** It ran and exited with `code`, but what it wrote could not be kept whole (a full disk). */
+  | { readonly kind: 'output-lost'; readonly code: number; readonly message: string };
 
 export interface Launch {
   readonly binary: string;
@@ -43,9 +49,14 @@ interface Job {
   /** The subshell that waits for the command, and the command's exit status: once both are known the job ends. */
   subshell?: number;
   status?: number;
+  /** The shell could not mark the end of its output: what it wrote was not kept whole. */
+  lost?: boolean;
   /** When it was given to the shell (performance.now()). */
   readonly submitted: number;
 }
+
+/** The byte the shell appends to a call's output files once the call has ended. */
+const MARK = 0x2e;
 
 /** A shell that has not started a call within this long is stuck: it starts one in milliseconds. */
 const STUCK_MS = 1000;
@@ -60,8 +71,12 @@ export class Launcher {
   private unread = '';
   private folder?: string;
 
+  /** Told once why the calls are spawned directly (no folder for their files could be made). */
+  warn: (text: string) => void = () => undefined;
+  private spawnsDirectly = false;
+
   /** `parent`: where the folder of the calls' files is made. */
-  constructor(private readonly parent = os.tmpdir()) {}
+  constructor(private readonly parent = privateParent()) {}
 
   /** The shell's pid, while one runs. */
   get shellPid(): number | undefined {
@@ -78,7 +93,8 @@ export class Launcher {
     const job: Job = { launch, done, submitted: performance.now() };
     this.jobs.set(id, job);
     try {
-      this.submit(id, job);
+      if (this.hasFolder()) this.submit(id, job);
+      else this.spawn(id, job);
     } catch (err) {
       queueMicrotask(() => this.end(id, { kind: 'not-run', message: (err as Error).message }));
     }
@@ -92,22 +108,60 @@ export class Launcher {
   }
 
   private submit(id: number, job: Job): void {
-    // A cleaner of /tmp may have taken the folder: the calls go on in a new one.
-    if (this.folder !== undefined && !existsSync(this.folder)) this.folder = undefined;
     const input = job.launch.input;
     if (input !== undefined) writeFileSync(this.file(id, 'in'), input, { mode: 0o600 });
     const command = [job.launch.binary, ...job.launch.args].map(quote).join(' ');
     const [stdin, stdout, stderr] = [input === undefined ? '/dev/null' : this.file(id, 'in'), this.file(id, 'out'), this.file(id, 'err')].map(quote);
-    this.shellIn().write(`{ ${command} <${stdin} >${stdout} 2>${stderr} & echo "${id} $!"; wait $!; echo "${id} = $?"; } & echo "${id} s $!"\n`);
+    this.shellIn().write(
+      `{ ${command} <${stdin} >${stdout} 2>${stderr} & echo "${id} $!"; wait $!; s=$?; printf . >>${stdout} && printf . >>${stderr} || s=F$s; echo "${id} = $s"; } & echo "${id} s $!"\n`,
+    );
   }
 
-  /** A file of a call in the private folder (made on first use, again if something removed it; removed when the agent ends). */
-  private file(id: number, ext: 'in' | 'out' | 'err'): string {
-    if (this.folder === undefined) {
+  /**
+   * Whether the private folder is there, made if need be (again, if a cleaner of /tmp took it). When it cannot
+   * be made the calls are spawned directly until it can, and the reason is told once.
+   */
+  private hasFolder(): boolean {
+    if (this.folder !== undefined && existsSync(this.folder)) return true;
+    this.folder = undefined;
+    try {
       this.folder = mkdtempSync(path.join(this.parent, `${FOLDER_PREFIX}${process.pid}-`));
       removedAtExit(this.folder, this.parent);
+      this.spawnsDirectly = false;
+      return true;
+    } catch (err) {
+      if (!this.spawnsDirectly)
+        this.warn(`Cannot make a folder for the runtime calls' output in ${this.parent} (${(err as Error).message}): they are started directly.`);
+      this.spawnsDirectly = true;
+      return false;
     }
-    return path.join(this.folder, `${id}.${ext}`);
+  }
+
+  /** A call started by the agent's process itself, its output read from pipes (no file is needed). */
+  private spawn(id: number, job: Job): void {
+    const { binary, args, input, maxStdout, maxStderr } = job.launch;
+    const child = spawn(binary, [...args], { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    job.pid = child.pid;
+    if (job.pid !== undefined && job.pending) signalProcess(job.pid, job.pending);
+    const [stdout, stderr] = [new Kept(maxStdout + 1), new Kept(maxStderr)];
+    child.stdout!.on('data', (chunk: Buffer) => stdout.add(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => stderr.add(chunk));
+    child.stdin?.on('error', () => undefined).end(input);
+    child.on('error', (err) =>
+      this.end(id, { kind: 'not-run', message: `${binary}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : err.message}` }),
+    );
+    child.on('close', (code, signal) => {
+      const status = code ?? 128 + (signal ? os.constants.signals[signal] : 0);
+      this.end(
+        id,
+        stdout.bytes() > maxStdout ? { kind: 'too-much', code: status } : { kind: 'exited', code: status, stdout: stdout.all(), stderr: stderr.all() },
+      );
+    });
+  }
+
+  /** A file of a call in the private folder. */
+  private file(id: number, ext: 'in' | 'out' | 'err'): string {
+    return path.join(this.folder!, `${id}.${ext}`);
   }
 
   private shellIn(): Writable {
@@ -143,8 +197,10 @@ export class Launcher {
       const job = this.jobs.get(id);
       if (job === undefined) continue;
       if (what === 's') job.subshell = Number(value);
-      else if (what === '=') job.status = Number(value);
-      else {
+      else if (what === '=') {
+        job.status = Number(value.replace(/^F/, ''));
+        job.lost = value.startsWith('F');
+      } else {
         job.pid = Number(what);
         if (job.pending) signalProcess(job.pid, job.pending);
       }
@@ -158,13 +214,18 @@ export class Launcher {
     const code = job.status!;
     // Read at once: files just written are in the page cache, and a thread-pool round trip costs more.
     try {
-      const stdout = readStart(this.file(id, 'out'), job.launch.maxStdout + 1);
-      const stderr = code === 0 ? Buffer.alloc(0) : readStart(this.file(id, 'err'), job.launch.maxStderr);
-      const shellSaid = /^\S*sh: \d+: (.*)/.exec(stderr.toString())?.[1];
+      // Each file ends in the shell's mark when all the command wrote was kept (the mark is not part of it).
+      const stdout = readStart(this.file(id, 'out'), job.launch.maxStdout + 2);
+      const stderr = readStart(this.file(id, 'err'), job.launch.maxStderr + 1);
+      const whole = !job.lost && stdout.at(-1) === MARK && (stderr.at(-1) === MARK || stderr.length > job.launch.maxStderr);
+      const said = stderr.subarray(0, Math.min(stderr.length - (stderr.at(-1) === MARK ? 1 : 0), job.launch.maxStderr));
+      const shellSaid = /^\S*sh: \d+: (.*)/.exec(said.toString())?.[1];
       if ((code === 126 || code === 127) && shellSaid !== undefined) this.end(id, { kind: 'not-run', message: shellSaid.trim() });
-      else this.end(id, stdout.length > job.launch.maxStdout ? { kind: 'too-much', code } : { kind: 'exited', code, stdout, stderr });
+      else if (stdout.length > job.launch.maxStdout + 1) this.end(id, { kind: 'too-much', code });
+      else if (!whole) this.end(id, { kind: 'output-lost', code, message: `its output could not be kept whole in ${this.folder} (is its file system full?).` });
+      else this.end(id, { kind: 'exited', code, stdout: stdout.subarray(0, -1), stderr: code === 0 ? Buffer.alloc(0) : said });
     } catch (err) {
-      this.end(id, { kind: 'not-run', message: `its output could not be read: ${(err as Error).message}` });
+      this.end(id, { kind: 'output-lost', code, message: `its output could not be read: ${(err as Error).message}` });
     }
   }
 
@@ -172,9 +233,49 @@ export class Launcher {
     const job = this.jobs.get(id);
     if (job === undefined) return;
     this.jobs.delete(id);
-    const files = job.launch.input === undefined ? (['out', 'err'] as const) : (['in', 'out', 'err'] as const);
-    for (const ext of files) removeFile(this.file(id, ext));
+    if (job.subshell !== undefined || job.launch.input !== undefined) {
+      const files = job.launch.input === undefined ? (['out', 'err'] as const) : (['in', 'out', 'err'] as const);
+      if (this.folder !== undefined) for (const ext of files) removeFile(this.file(id, ext));
+    }
     job.done(ending);
+  }
+}
+
+/**
+ * Where the calls' folder is made: a place no other user can fill where there is one (/run as root, else the
+ * user's runtime folder), else the temporary folder.
+ */
+export function privateParent(): string {
+  const uid = process.getuid?.();
+  for (const candidate of uid === 0 ? ['/run'] : [process.env.XDG_RUNTIME_DIR ?? '']) {
+    try {
+      const stat = lstatSync(candidate);
+      if (stat.isDirectory() && stat.uid === uid && (stat.mode & 0o022) === 0) return candidate;
+    } catch {
+      // Not there.
+    }
+  }
+  return os.tmpdir();
+}
+
+/** What a process wrote on a pipe, kept up to a limit (the rest is counted, not kept). */
+class Kept {
+  private readonly chunks: Buffer[] = [];
+  private count = 0;
+
+  constructor(private readonly limit: number) {}
+
+  add(chunk: Buffer): void {
+    if (this.count < this.limit) this.chunks.push(chunk.subarray(0, this.limit - this.count));
+    this.count += chunk.length;
+  }
+
+  bytes(): number {
+    return this.count;
+  }
+
+  all(): Buffer {
+    return Buffer.concat(this.chunks);
   }
 }
 

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, w
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { type Ending, type Launch, Launcher } from '../../lib/runtimes/launcher.js';
+import { type Ending, type Launch, Launcher, privateParent } from '../../lib/runtimes/launcher.js';
 import { until } from '../../scripts/harness/wait.js';
 
 const LIMITS = { maxStdout: 1024, maxStderr: 256 };
@@ -146,5 +146,72 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
     process.kill(launcher.shellPid!, 'SIGKILL');
     expect(await inFlight).to.deep.equal({ kind: 'not-run', message: 'the shell that starts it ended.' });
     expect(text(await run(launcher, 'echo', ['again']))).to.deep.equal({ code: 0, stdout: 'again\n', stderr: '' });
+  });
+
+  describe('where its files go', () => {
+    const mounted: string[] = [];
+    /** A small tmpfs anyone may write to, as /tmp is: `options` as mount takes them. */
+    const tmpfs = (options: string) => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'ank-launcher-fs-'));
+      execFileSync('mount', ['-t', 'tmpfs', '-o', `mode=1777,${options}`, 'tmpfs', dir]);
+      mounted.push(dir);
+      return dir;
+    };
+    /** An unprivileged user fills the place: all its blocks, or all its inodes. */
+    const asNobody = (script: string) => spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'sh', '-c', script], { stdio: 'ignore' });
+    afterEach(() => {
+      for (const dir of mounted.splice(0)) {
+        spawnSync('umount', [dir]);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('is a place no other user can fill: /run as root, never the temporary folder', function () {
+      if (process.getuid?.() !== 0) this.skip();
+      expect(privateParent()).to.equal('/run');
+    });
+
+    it('never reads output its file system could not keep as "nothing": the call fails, and works again once there is room', async () => {
+      const dir = tmpfs('size=64k');
+      const launcher = new Launcher(dir);
+      expect(text(await run(launcher, 'echo', ['[]']))).to.deep.equal({ code: 0, stdout: '[]\n', stderr: '' });
+      asNobody(`dd if=/dev/zero of=${dir}/fill bs=4k`);
+      // As Podman and nerdctl do: exit 0 whether or not their output could be written.
+      expect(await run(launcher, 'sh', ['-c', 'echo "[]"; exit 0'])).to.include({ kind: 'output-lost', code: 0 });
+      expect(await run(launcher, 'sh', ['-c', 'echo why >&2; exit 3'])).to.include({ kind: 'output-lost', code: 3 });
+      rmSync(path.join(dir, 'fill'));
+      expect(text(await run(launcher, 'echo', ['[]']))).to.deep.equal({ code: 0, stdout: '[]\n', stderr: '' });
+    });
+
+    for (const [what, options, fill] of [
+      ['no inode left', 'nr_inodes=8', 'i=0; while touch f$i; do i=$((i+1)); done'],
+      ['a read-only place', 'ro,size=64k', 'true'],
+    ] as const) {
+      it(`with ${what} it starts the calls directly and says why once: arguments, input, output, exit codes and kills as through the shell`, async () => {
+        const dir = tmpfs(options);
+        asNobody(`cd ${dir} && ${fill}`);
+        const launcher = new Launcher(dir);
+        const warned: string[] = [];
+        launcher.warn = (t) => warned.push(t);
+        const words = ["it's", '$(id)', 'line\nbreak', ''];
+        expect(text(await run(launcher, '/usr/bin/printf', ['<%s>', ...words]))).to.deep.equal({
+          code: 0,
+          stdout: words.map((w) => `<${w}>`).join(''),
+          stderr: '',
+        });
+        expect(text(await run(launcher, 'cat', [], { input: 'kind: Pod\n' }))).to.deep.equal({ code: 0, stdout: 'kind: Pod\n', stderr: '' });
+        expect(text(await run(launcher, 'sh', ['-c', 'echo why >&2; exit 3']))).to.deep.equal({ code: 3, stdout: '', stderr: 'why\n' });
+        expect(await run(launcher, 'head', ['-c', '1025', '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
+        expect(await run(launcher, 'no-such-cli-here', [])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found' });
+        let killed: Ending | undefined;
+        launcher.launch({ binary: 'sleep', args: ['30'], ...LIMITS }, (e) => (killed = e))('SIGKILL');
+        await until(() => killed !== undefined, 'the killed call to end');
+        expect(text(killed!)).to.include({ code: 137 });
+        expect(warned).to.have.length(1);
+        expect(warned[0]).to.match(
+          new RegExp(`^Cannot make a folder for the runtime calls' output in ${dir} \\((ENOSPC|EROFS).*they are started directly\\.$`),
+        );
+      });
+    }
   });
 });

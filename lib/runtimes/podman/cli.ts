@@ -7,7 +7,7 @@ import { Observable, type Subscription, map, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { killMarkedProcesses } from '../../drivers/machine.js';
-import { launcher } from '../launcher.js';
+import { type Launcher, launcher } from '../launcher.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
 export class PodmanError extends Error {
@@ -108,6 +108,8 @@ export interface PodmanCliOptions {
   /** How many output streams (`podman logs`, `podman events`) may run at once; more wait for one to end. */
   readonly maxStreams?: number;
   readonly log?: Logger;
+  /** What starts its short calls (the agent's one launcher unless given). */
+  readonly launcher?: Launcher;
   /** Told of each call (not the streams) when it ended: how, and how long it took (the metrics). */
   readonly observe?: (call: {
     readonly subcommand: string;
@@ -182,26 +184,33 @@ export class PodmanCli {
             this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000 });
             result();
           };
-          const kill = launcher.launch({ binary: this.binary, args, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES }, (ending) => {
-            if (ending.kind === 'not-run') {
-              end('failed', () => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${ending.message}`)));
-            } else if (ending.kind === 'too-much') {
-              end('failed', () => subscriber.error(new PodmanError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
-            } else if (ending.code === 0) {
-              end('ok', () => {
-                subscriber.next(ending.stdout.toString().replace(/\r?\n$/, ''));
-                subscriber.complete();
-              });
-            } else {
-              const said = ending.stderr
-                .toString()
-                .trim()
-                .replace(/^Error: /, '');
-              end('failed', () =>
-                subscriber.error(new PodmanError(said || `${this.command} ${subcommand} failed with exit code ${ending.code}.`, ending.code)),
-              );
-            }
-          });
+          const kill = (this.options.launcher ?? launcher).launch(
+            { binary: this.binary, args, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES },
+            (ending) => {
+              if (ending.kind === 'not-run') {
+                end('failed', () => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${ending.message}`)));
+              } else if (ending.kind === 'output-lost') {
+                end('failed', () =>
+                  subscriber.error(new PodmanError(`${this.command} ${subcommand} exited with ${ending.code}, but ${ending.message}`, ending.code)),
+                );
+              } else if (ending.kind === 'too-much') {
+                end('failed', () => subscriber.error(new PodmanError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
+              } else if (ending.code === 0) {
+                end('ok', () => {
+                  subscriber.next(ending.stdout.toString().replace(/\r?\n$/, ''));
+                  subscriber.complete();
+                });
+              } else {
+                const said = ending.stderr
+                  .toString()
+                  .trim()
+                  .replace(/^Error: /, '');
+                end('failed', () =>
+                  subscriber.error(new PodmanError(said || `${this.command} ${subcommand} failed with exit code ${ending.code}.`, ending.code)),
+                );
+              }
+            },
+          );
           // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
           const timer = setTimeout(() => {
             const message = `${this.command} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;

@@ -1,0 +1,98 @@
+// Another user fills the temporary folder (a tmpfs with no root reserve, as /tmp is by default on Debian 13):
+// running workloads stay Running, and the agent never crashes on it. Real Podman, real tmpfs mounts.
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { Launcher } from '../../lib/runtimes/launcher.js';
+import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { BIN } from '../../scripts/harness/agent.js';
+import { IMAGE, PodmanAgent, busybox, cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
+
+describe('a full temporary folder (real Podman, a tmpfs filled by an unprivileged user)', function () {
+  this.timeout(90_000);
+  before(function () {
+    requirePodman();
+    if (process.getuid?.() !== 0) this.skip();
+  });
+  const mounted: string[] = [];
+  const tmpfs = (options: string) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'ank-full-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `mode=1777,${options}`, 'tmpfs', dir]);
+    mounted.push(dir);
+    return dir;
+  };
+  const asNobody = (script: string) => spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'sh', '-c', script], { stdio: 'ignore' });
+  afterEach(() => {
+    for (const dir of mounted.splice(0)) {
+      spawnSync('umount', [dir]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // swdd~podman-state-getter-returns-lost-state~1, swdd~podman-state-getter-maps-state~3
+  it('running workloads stay Running when the place of the calls\' output fills up: a list that could not be kept is no "no containers"', async () => {
+    const dir = tmpfs('size=64k');
+    const agent = new PodmanAgent(uniqueAgent('full'), undefined, new PodmanCli({ launcher: new Launcher(dir) }), { events: false, verifyMs: 500 });
+    try {
+      const names = ['one', 'two', 'three'];
+      agent.send({ kind: 'serverHello', added: names.map((n) => busybox(n, agent.agentName)) });
+      for (const n of names) await agent.waitFor(n, /^Running\(Ok\)$/);
+      asNobody(`dd if=/dev/zero of=${dir}/fill bs=4k`);
+      // The states are polled every 500 ms (no events): a dozen polls fail meanwhile. Podman could not be
+      // asked: Unknown once, as the released agent says it (never Lost: no list is no "no containers").
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      rmSync(path.join(dir, 'fill'));
+      for (const n of names) await agent.waitFor(n, /^Running\(Ok\)$/);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      for (const n of names) {
+        const [starting, running, unknown, ...rest] = agent.history(n);
+        expect([starting, running, ...rest]).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Running(Ok)']);
+        expect(unknown).to.match(
+          /^Failed\(Unknown\): Podman could not be asked for the container states: podman ps exited with 0, but its output could not be kept whole in .* \(is its file system full\?\)\.$/,
+        );
+      }
+    } finally {
+      agent.stop();
+    }
+  });
+
+  for (const [what, options, fill] of [
+    ['no inode left', 'nr_inodes=8', 'i=0; while touch f$i; do i=$((i+1)); done'],
+    ['read-only', 'ro,size=64k', 'true'],
+  ] as const) {
+    it(`the agent as shipped does not crash with TMPDIR ${what}: its workload says Podman's reason, and it runs once TMPDIR is usable`, async () => {
+      const dir = tmpfs(options);
+      asNobody(`cd ${dir} && ${fill}`);
+      const agentName = uniqueAgent('tmpdir');
+      const run = mkdtempSync(path.join(tmpdir(), 'ank-full-run-'));
+      const manifest = path.join(run, 'manifest.yaml');
+      writeFileSync(
+        manifest,
+        `apiVersion: v1\nworkloads:\n  sleeper:\n    runtime: podman\n    agent: ${agentName}\n    runtimeConfig: |\n      image: ${IMAGE}\n      commandOptions: ["--stop-timeout", "1"]\n      commandArgs: ["/bin/sleep", "3600"]\n`,
+      );
+      const child: ChildProcess = spawn(process.execPath, [BIN, '--manifest', manifest, '-n', agentName, '-r', run], {
+        env: { ...process.env, TMPDIR: dir },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let log = '';
+      child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+      try {
+        // Podman itself keeps files in TMPDIR: its create fails, in its words, and is retried.
+        await until(() => /sleeper.*Retry 2: .*(read-only file system|no space left on device)/.test(log), 'the create to fail twice', 30_000);
+        expect(child.exitCode, log).to.equal(null);
+        expect(log).not.to.match(/\n\s+at /);
+        spawnSync('umount', [dir]);
+        await until(() => /sleeper.*Running\(Ok\)/.test(log), 'the workload to run', 40_000);
+      } finally {
+        child.kill('SIGINT');
+        await new Promise((resolve) => child.once('close', resolve));
+        cleanup(agentName);
+        rmSync(run, { recursive: true, force: true });
+      }
+    });
+  }
+});
