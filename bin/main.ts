@@ -1,6 +1,6 @@
 // ank-agent: the command line → the agent's setting (connected or standalone) → drivers → agent() →
 // one subscription. `main` is the program; importing this module does nothing.
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import {
   BehaviorSubject,
   NEVER,
@@ -49,7 +49,7 @@ import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
 import { sampleMachine } from '../lib/drivers/machine.js';
 import { prepareRunFolder } from '../lib/drivers/run-folder.js';
-import { loadSecurity } from '../lib/drivers/security.js';
+import { loadSecurity, pemModeProblem } from '../lib/drivers/security.js';
 import { readManifest, statusView, watchManifest } from '../lib/drivers/standalone.js';
 import { WorkloadFiles } from '../lib/drivers/workload-files.js';
 import type { Logger } from '../lib/logger.js';
@@ -307,12 +307,23 @@ function readConfigFile(given: string | undefined, log: Logger): ConfigFile {
   const file = given ?? (existsSync(DEFAULT_CONFIG_PATH) ? DEFAULT_CONFIG_PATH : undefined);
   if (file === undefined) return {};
   let text: string;
+  let mode: number;
   try {
-    text = readFileSync(file, 'utf8');
+    const fd = openSync(file, 'r');
+    try {
+      mode = fstatSync(fd).mode;
+      text = readFileSync(fd, 'utf8');
+    } finally {
+      closeSync(fd);
+    }
   } catch (err) {
     throw new ConfigError(`Cannot read the agent config '${file}': ${(err as Error).message}`);
   }
-  return parseConfigFile(text, file, (warning) => log.warn(warning));
+  const config = parseConfigFile(text, file, (warning) => log.warn(warning));
+  // swdd~grpc-checks-given-PEM-file-for-proper-unix-file-permission~2: a file that holds the key is held to the key file's rule.
+  const problem = config.key_pem_content === undefined ? undefined : pemModeProblem(mode, 'agent key');
+  if (problem) throw new ConfigError(`The agent config '${file}' holds the agent key ('key_pem_content') and ${problem}.`);
+  return config;
 }
 
 /** The built-in runtimes the config enables (all by default); names it does not know are warned about. */

@@ -1,8 +1,9 @@
 // How the drivers and the pipelines are put together, for the agent and for the specs and benchmarks
 // that run it on real parts.
 import { PodmanCli } from '../lib/runtimes/podman/cli.js';
-import { EMPTY, Subject, merge } from 'rxjs';
+import { EMPTY, type Observable, Subject, filter, merge, share } from 'rxjs';
 import { ContainerdRuntime, type Scope, containerdEvents, listContainers } from '../lib/runtimes/containerd/runtime.js';
+import { type NamespacedEvent, splitScope } from '../lib/runtimes/containerd/nerdctl.js';
 import { conmonExits, containerEvents } from '../lib/runtimes/podman/events.js';
 import { podmanRuntimes, systemdRuns } from '../lib/runtimes/podman/runtime.js';
 import type { Logger } from '../lib/logger.js';
@@ -54,20 +55,29 @@ export function builtInRuntimes(
     eventsRestarted,
   });
   // One containerd cache a scope (namespace, address), made when a workload first needs it; an idle one costs
-  // nothing (it follows containerd only while watched). Past MAX_SCOPES the oldest is forgotten.
+  // nothing (it follows containerd only while watched). Past MAX_SCOPES the oldest is forgotten. The events come
+  // from one `nerdctl events` per containerd (it hears every namespace), shared by the caches of its namespaces;
+  // past MAX_EVENT_STREAMS containerds, the scopes of the others are polled.
   const containerdCaches = new Map<string, WatchState>();
+  const eventStreams = new Map<string, Observable<NamespacedEvent>>();
+  const eventsOf = (containerd: Scope): Observable<NamespacedEvent> | undefined => {
+    const key = containerd.join('\0');
+    let stream = eventStreams.get(key);
+    if (!stream && eventStreams.size < MAX_EVENT_STREAMS) {
+      stream = containerdEvents(nerdctl, containerd).pipe(share());
+      eventStreams.set(key, stream);
+    }
+    return stream;
+  };
   const watchIn = (scope: Scope): WatchState => {
     const key = scope.join('\0');
     let watch = containerdCaches.get(key);
     if (!watch) {
       if (containerdCaches.size >= MAX_SCOPES) containerdCaches.delete(containerdCaches.keys().next().value!);
+      const { namespace, containerd } = splitScope(scope);
+      const events$ = events ? eventsOf(containerd)?.pipe(filter((e) => e.namespace === namespace)) : undefined;
       watch = stateChecker(
-        containerCache(() => listContainers(nerdctl, [], scope), events ? containerdEvents(nerdctl, scope) : undefined, {
-          verifyMs,
-          log,
-          trace,
-          engine: CONTAINERD,
-        }),
+        containerCache(() => listContainers(nerdctl, [], scope), events$, { verifyMs, log, trace, engine: CONTAINERD }),
         'containerd',
       );
       containerdCaches.set(key, watch);
@@ -82,3 +92,5 @@ export function builtInRuntimes(
 
 /** How many containerd scopes (namespace and address pairs) have a cache at once. */
 const MAX_SCOPES = 64;
+/** How many containerds (addresses) the agent follows by their events at once. */
+const MAX_EVENT_STREAMS = 4;

@@ -142,6 +142,7 @@ export class PodmanAgent {
       backoff?: CrashLoopBackoff;
       nerdctl?: PodmanCli;
       pullAhead?: boolean;
+      containerdScope?: readonly string[];
     } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;

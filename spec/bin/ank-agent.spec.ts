@@ -330,6 +330,21 @@ describe('ank-agent (the command line)', () => {
       expectFailure(await runToEnd(pemArgs('shared-ca.pem')), `The CA certificate file '${shared}' has permissions 666`);
     });
 
+    // swdd~grpc-checks-given-PEM-file-for-proper-unix-file-permission~2
+    it('refuses an agent config that holds the key (key_pem_content) and that group or others may read', async () => {
+      const config = path.join(certs, 'with-key.conf');
+      const pem = (name: string) => JSON.stringify(readFileSync(path.join(certs, name), 'utf8'));
+      writeFileSync(
+        config,
+        `version = 'v1'\nca_pem_content = ${pem('ca.pem')}\ncrt_pem_content = ${pem('agent.pem')}\nkey_pem_content = ${pem('agent-key.pem')}\n`,
+      );
+      chmodSync(config, 0o644);
+      expectFailure(
+        await runToEnd(['-n', 'agent_A', '-r', RUN, '-x', config]),
+        `The agent config '${config}' holds the agent key ('key_pem_content') and has permissions 644: a private key may only be readable and writable by its owner ('chmod 600').`,
+      );
+    });
+
     it('-k together with some but not all PEM files is an error, as with the released agent', async () => {
       expectFailure(
         await runToEnd(['-n', 'agent_A', '-k', '--ca_pem', path.join(certs, 'ca.pem')]),

@@ -3,7 +3,7 @@
 // Interface and workload files, logs, an agent restart, containerd restarted), and what our agent does better:
 // exits from events, namespaces on every call.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -15,6 +15,7 @@ import type { WorkloadSpec } from '../../lib/workload.js';
 import { instanceKey } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
+import { PrivateContainerd, startContainerd, stopContainerd } from '../../scripts/harness/containerd.js';
 
 const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -258,13 +259,75 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     const w = onContainerd('survivor', agent.agentName, 'sleep 8; exit 2');
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('survivor', /^Running\(Ok\)$/);
-    // As the set-up started it (no systemd here), or by systemd where it runs.
-    execFileSync('sh', [
-      '-c',
-      `if [ -d /run/systemd/system ]; then systemctl restart containerd; else pkill -x containerd; for i in $(seq 1 50); do pgrep -x containerd >/dev/null || break; sleep 0.1; done; setsid nohup containerd >>/var/log/containerd.log 2>&1 </dev/null & fi; for i in $(seq 1 50); do ctr version >/dev/null 2>&1 && break; sleep 0.2; done`,
-    ]);
+    stopContainerd();
+    startContainerd();
     expect(nerdctl('ps', '--quiet', `--filter=label=name=${instanceKey(w.instanceName)}`), 'the container outlived containerd').to.match(/^[0-9a-f]+$/);
     await agent.waitFor('survivor', /^Failed\(ExecFailed\): Exit code: '2'$/, 20_000);
     expect(agent.history('survivor').at(-1)).to.equal("Failed(ExecFailed): Exit code: '2'");
+  });
+
+  // swdd~containerd-state-getter-returns-unknown-state~1
+  it('containerd down for seconds: one Unknown report in its own name, not one a second; Running again once it is back', async () => {
+    const w = onContainerd('outage', agent.agentName);
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('outage', /^Running\(Ok\)$/);
+    stopContainerd();
+    try {
+      await agent.waitFor('outage', /^Failed\(Unknown\)/, 20_000);
+      await sleep(4000);
+    } finally {
+      startContainerd();
+    }
+    await until(() => agent.history('outage').at(-1) === 'Running(Ok)', 'the workload to be Running again', 30_000);
+    const [starting, running, unknown, ...rest] = agent.history('outage');
+    expect([starting, running, ...rest]).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)', 'Running(Ok)']);
+    expect(unknown).to.match(/^Failed\(Unknown\): containerd could not be asked for the container states: [^\n]*$/);
+    expect(unknown).not.to.match(/Podman|time="/);
+  });
+
+  describe('many namespaces (a containerd of its own)', () => {
+    const NAMESPACES = 6;
+    let ctrd: PrivateContainerd;
+    before(function () {
+      this.timeout(60_000);
+      ctrd = new PrivateContainerd(
+        mkdtempSync(path.join(tmpdir(), 'ank-ctrd-')),
+        Array.from({ length: NAMESPACES }, (_, i) => `ns${i}`),
+        IMAGE,
+      );
+    });
+    after(() => ctrd.end());
+
+    /** The `nerdctl events` processes that follow this containerd. */
+    const eventStreams = () =>
+      readdirSync('/proc')
+        .filter((p) => /^\d+$/.test(p))
+        .filter((p) => {
+          try {
+            const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+            return argv[0].endsWith('nerdctl') && argv.includes('events') && argv.includes(ctrd.socket);
+          } catch {
+            return false;
+          }
+        });
+
+    // swdd~containerd-nerdctlcli-uses-container-state-cache~1, swdd~containerd-state-getter-uses-nerdctlcli~1
+    it('one event stream follows every namespace of a containerd: exits in each are heard as they happen', async function () {
+      this.timeout(120_000);
+      const agent = newAgent(uniqueAgent('ns'), undefined, { containerdScope: ['--address', ctrd.socket] });
+      const workloads = Array.from({ length: NAMESPACES }, (_, i) =>
+        spec(
+          `w${i}`,
+          agent.agentName,
+          'containerd',
+          `image: ${IMAGE}\ngeneralOptions: ["--namespace", "ns${i}"]\ncommandOptions: ["--network", "none"]\ncommandArgs: ["/bin/sh", "-c", "sleep 4; exit ${i + 1}"]\n`,
+        ),
+      );
+      agent.send({ kind: 'serverHello', added: workloads });
+      for (const w of workloads) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 60_000);
+      expect(eventStreams()).to.have.length(1);
+      for (const [i, w] of workloads.entries())
+        await agent.waitFor(w.instanceName.workloadName, new RegExp(`^Failed\\(ExecFailed\\): Exit code: '${i + 1}'$`), 30_000);
+    });
   });
 });

@@ -4,6 +4,7 @@ import {
   containerdState,
   parseContainers,
   parseEvent,
+  splitScope,
   parseLabels,
   parseSize,
   parseStats,
@@ -101,6 +102,7 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
       status: 'died',
       exitCode: 5,
       at: Date.parse('2026-11-25T12:56:25.654271291Z'),
+      namespace: 'default',
     });
     expect(parseEvent(event('/tasks/start', { container_id: id, pid: 1 }))?.status).to.equal('start');
     expect(parseEvent(event('/containers/delete', { id }))?.status).to.equal('remove');
@@ -112,6 +114,17 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
     expect(parseEvent(event('/snapshot/prepare', { key: id }))).to.equal(undefined);
     expect(parseEvent('not json')).to.equal(undefined);
     expect(parseEvent(JSON.stringify({ Topic: '/tasks/exit', Event: 'not json' }))).to.equal(undefined);
+  });
+
+  // swdd~containerd-nerdctlcli-uses-container-state-cache~1
+  it('tells the namespace a scope selects, and the options that select the containerd, so one event stream serves every namespace of it', () => {
+    expect(splitScope([], {})).to.deep.equal({ namespace: 'default', containerd: [] });
+    expect(splitScope([], { CONTAINERD_NAMESPACE: 'fromenv' })).to.deep.equal({ namespace: 'fromenv', containerd: [] });
+    expect(splitScope(['--address', '/run/c.sock', '--namespace', 'a', '-n', 'b'], {})).to.deep.equal({
+      namespace: 'b',
+      containerd: ['--address', '/run/c.sock'],
+    });
+    expect(splitScope(['--namespace=x', '--snapshotter=native'], {})).to.deep.equal({ namespace: 'x', containerd: ['--snapshotter=native'] });
   });
 
   it('reads `nerdctl stats` rows into figures, binary and decimal units alike; rows that are none are passed over', () => {

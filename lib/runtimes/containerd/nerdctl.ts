@@ -61,8 +61,8 @@ const TOPICS: Record<string, string> = {
  * exit (with its exit status), start, pause and resume, and a container's creation and deletion. Others (snapshots, images, the
  * exec processes of a container, whose exit is not the container's) are undefined.
  */
-export function parseEvent(line: string): ContainerEvent | undefined {
-  let event: { Timestamp?: unknown; Topic?: unknown; Event?: unknown };
+export function parseEvent(line: string): NamespacedEvent | undefined {
+  let event: { Timestamp?: unknown; Topic?: unknown; Event?: unknown; Namespace?: unknown };
   try {
     event = JSON.parse(line);
   } catch {
@@ -86,7 +86,27 @@ export function parseEvent(line: string): ContainerEvent | undefined {
     status,
     ...(status === 'died' && typeof body.exit_status === 'number' ? { exitCode: body.exit_status } : {}),
     ...(Number.isFinite(at) ? { at } : {}),
+    namespace: typeof event.Namespace === 'string' ? event.Namespace : '',
   };
+}
+
+/** A container event and the containerd namespace it happened in (one `nerdctl events` hears every namespace of its containerd). */
+export type NamespacedEvent = ContainerEvent & { readonly namespace: string };
+
+/**
+ * The containerd namespace nerdctl's general options `scope` select (the last `--namespace`/`-n` given, else
+ * CONTAINERD_NAMESPACE, else `default`), and the options that select the containerd itself (the rest).
+ */
+export function splitScope(scope: readonly string[], env = process.env): { readonly namespace: string; readonly containerd: string[] } {
+  let namespace = env.CONTAINERD_NAMESPACE || 'default';
+  const containerd: string[] = [];
+  for (let i = 0; i < scope.length; i++) {
+    const at = scope[i].indexOf('=');
+    const flag = at > 0 ? scope[i].slice(0, at) : scope[i];
+    if (flag !== '--namespace' && flag !== '-n') containerd.push(scope[i]);
+    else namespace = at > 0 ? scope[i].slice(at + 1) : (scope[++i] ?? namespace);
+  }
+  return { namespace, containerd };
 }
 
 /** swdd~containerd-state-getter-maps-state~1: the released connector's table (exit code from the container). */

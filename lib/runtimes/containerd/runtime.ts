@@ -1,11 +1,11 @@
 // The `containerd` runtime connector (the released agent's third runtime), on the nerdctl CLI and a
 // container-state cache of its own, kept by containerd's events (`nerdctl events`) and verified by `nerdctl ps`.
 import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreElements, map, mergeMap, of, switchMap, throwError } from 'rxjs';
-import { containerdReading, containerdState, parseContainers, parseEvent, parseStats } from './nerdctl.js';
+import { type NamespacedEvent, containerdReading, containerdState, parseContainers, parseEvent, parseStats } from './nerdctl.js';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import { RuntimeConfigError, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
-import type { Container, ContainerEvent, ContainerFigures, WatchState } from '../../ports.js';
+import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { PodmanCli } from '../podman/cli.js';
@@ -24,9 +24,9 @@ export type Scope = readonly string[];
 export const listContainers = (cli: PodmanCli, filters: readonly string[] = [], scope: Scope = []): Observable<Container[]> =>
   cli.run([...scope, 'ps', '--all', '--no-trunc', '--format', 'json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseContainers));
 
-/** containerd's events of containers and their tasks in a scope, as the container cache takes them. */
-export const containerdEvents = (cli: PodmanCli, scope: Scope = []): Observable<ContainerEvent> =>
-  cli.lines([...scope, 'events', '--format', '{{json .}}']).pipe(
+/** The events of containers and their tasks of one containerd (`containerd`: the general options that select it), in every namespace. */
+export const containerdEvents = (cli: PodmanCli, containerd: Scope = []): Observable<NamespacedEvent> =>
+  cli.lines([...containerd, 'events', '--format', '{{json .}}']).pipe(
     mergeMap((line) => {
       const event = parseEvent(line);
       return event ? [event] : [];
