@@ -1,5 +1,6 @@
 // Reads the machine's CPU times and free memory from /proc, and finds processes there by their environment.
-import { readFileSync, readdirSync } from 'node:fs';
+import { lstatSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import type { MachineSample } from '../ports.js';
 
 /** The first line of /proc/stat: `cpu user nice system idle iowait irq softirq steal …`. */
@@ -50,4 +51,47 @@ export function killMarkedProcesses(marker: string): number {
     if (found === 0) break;
   }
   return killed;
+}
+
+/** The bytes a process has read so far, sockets included (/proc/<pid>/io): a download's progress. Undefined once it is gone. */
+export function bytesRead(pid: number): number | undefined {
+  try {
+    const rchar = /^rchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return rchar ? Number(rchar[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The folders of a pull's partial download that a process has files open in: Podman keeps a layer it fetches
+ * in `/var/tmp/storage<digits>/` and removes the folder only when the pull ends by itself, not when it is killed.
+ */
+export function downloadFoldersOf(pid: number): string[] {
+  const folders = new Set<string>();
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const folder = path.dirname(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (/^storage\d+$/.test(path.basename(folder))) folders.add(folder);
+      } catch {
+        // Closed meanwhile.
+      }
+    }
+  } catch {
+    // Gone.
+  }
+  return [...folders];
+}
+
+/** Removes those folders once their process has ended: real folders of this user's only, never a link. */
+export function removeDownloadFolders(folders: readonly string[]): void {
+  for (const folder of folders) {
+    try {
+      const stat = lstatSync(folder);
+      if (stat.isDirectory() && stat.uid === process.getuid?.()) rmSync(folder, { recursive: true, force: true });
+    } catch {
+      // Gone already.
+    }
+  }
 }

@@ -8,16 +8,19 @@ import type { WorkloadSpec } from '../workload.js';
 import { lastWords } from '../cli-words.js';
 import { PodmanCli, PodmanError, Slots } from './podman/cli.js';
 
-/** Pulls that run at once; more wait for one to end. */
+/** Pulls from one registry that run at once; more wait for one to end (a registry that stalls holds up no other). */
 export const MAX_PULLS = 2;
 /** How long a pull may take: an image of hundreds of MiB over a slow link. */
 export const PULL_DEADLINE_MS = 30 * 60_000;
+/** How long a pull may go without reading a byte before it is ended (containerd's CRI: 5 min). */
+export const PULL_STALL_MS = 5 * 60_000;
 /** How long the pulled layers may take to reach the disk. */
 export const FLUSH_DEADLINE_MS = 60_000;
 
 export class ImagePulls {
   private readonly inFlight = new Map<string, Observable<never>>();
-  private readonly slots = new Slots(MAX_PULLS);
+  /** A registry's slots (by the host of the image's reference), made when it is first pulled from. */
+  private readonly slots = new Map<string, Slots>();
 
   /**
    * `flush` writes what the pull left in the page cache to disk (`sync`) before the pull counts as done, so
@@ -29,7 +32,18 @@ export class ImagePulls {
     private readonly cli: PodmanCli,
     private readonly deadlineMs = PULL_DEADLINE_MS,
     private readonly flush = new PodmanCli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } }),
+    private readonly stallMs = PULL_STALL_MS,
   ) {}
+
+  private slotsOf(image: string): Slots {
+    const registry = registryOf(image);
+    let slots = this.slots.get(registry);
+    if (!slots) {
+      slots = new Slots(MAX_PULLS);
+      this.slots.set(registry, slots);
+    }
+    return slots;
+  }
 
   /**
    * What an update to `next` has to fetch before its old instance stops, its images read by `imagesOf`:
@@ -62,7 +76,9 @@ export class ImagePulls {
       let shared = this.inFlight.get(key);
       if (!shared) {
         const pull$ = concat(
-          this.slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs).pipe(ignoreElements(), catchError(inLastWords))),
+          this.slotsOf(pull.image).run(
+            this.cli.run(pull.args, undefined, 'command', this.deadlineMs, this.stallMs).pipe(ignoreElements(), catchError(inLastWords)),
+          ),
           // A flush that fails does not undo the pull.
           this.flush.run([]).pipe(
             ignoreElements(),
@@ -97,3 +113,18 @@ export class ImagePulls {
 /** A failed pull in the CLI's last words (lib/cli-words.ts). */
 const inLastWords = (err: unknown): Observable<never> =>
   throwError(() => (err instanceof PodmanError ? new PodmanError(lastWords(err.message), err.exitCode) : err));
+
+/** The registry of an image reference (its first part when that names a host), as its pulls are grouped. */
+export function registryOf(image: string): string {
+  const first = image.split('/')[0];
+  return image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost') ? first : 'docker.io';
+}
+
+/**
+ * The deadline and stall bound of a create that may pull its images (its CLI's `run` or `kube play` pulls what is missing): the
+ * pull's deadline, and the command deadline as the longest it may go without progress, so that a slow download
+ * finishes and a create that hangs ends as soon as before. A create that never pulls keeps the command deadline.
+ */
+export function createDeadlines(pulls: readonly ImagePull[], cli: PodmanCli): [deadlineMs: number | undefined, stallMs: number | undefined] {
+  return pulls.every((pull) => pull.policy === 'never') ? [undefined, undefined] : [PULL_DEADLINE_MS, cli.commandDeadlineMs];
+}

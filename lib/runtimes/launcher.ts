@@ -28,6 +28,9 @@ export type Ending =
   /** It ran and exited with `code`, but what it wrote could not be kept whole (a full disk). */
   | { readonly kind: 'output-lost'; readonly code: number; readonly message: string };
 
+/** Signals a launched command while it runs; `pid()` is its pid while it runs and the pid is known. */
+export type Kill = ((signal?: NodeJS.Signals) => void) & { readonly pid: () => number | undefined };
+
 export interface Launch {
   readonly binary: string;
   readonly args: readonly string[];
@@ -83,11 +86,11 @@ export class Launcher {
     return this.shell?.pid;
   }
 
-  /** Starts a command; `done` is told once how it ended. Returns a kill that signals the command while it runs. */
-  launch(launch: Launch, done: (ending: Ending) => void): (signal?: NodeJS.Signals) => void {
+  /** Starts a command; `done` is told once how it ended. Returns a kill that signals the command while it runs, and tells its pid once known. */
+  launch(launch: Launch, done: (ending: Ending) => void): Kill {
     if ([launch.binary, ...launch.args].some((word) => word.includes('\0'))) {
       queueMicrotask(() => done({ kind: 'not-run', message: 'an argument holds a NUL character.' }));
-      return () => undefined;
+      return Object.assign(() => undefined, { pid: () => undefined });
     }
     const id = this.next++;
     const job: Job = { launch, done, submitted: performance.now() };
@@ -98,13 +101,14 @@ export class Launcher {
     } catch (err) {
       queueMicrotask(() => this.end(id, { kind: 'not-run', message: (err as Error).message }));
     }
-    return (signal = 'SIGTERM') => {
+    const kill = (signal: NodeJS.Signals = 'SIGTERM') => {
       if (!this.jobs.has(id) || job.status !== undefined) return;
       if (job.pid !== undefined) signalProcess(job.pid, signal);
       // Killed at its deadline and still not started: the shell is stuck (stopped, say). A new one takes the calls.
       else if (signal === 'SIGKILL' && performance.now() - job.submitted > STUCK_MS && this.shell?.pid !== undefined) signalProcess(this.shell.pid, 'SIGKILL');
       else job.pending = signal;
     };
+    return Object.assign(kill, { pid: () => (this.jobs.has(id) && job.status === undefined ? job.pid : undefined) });
   }
 
   private submit(id: number, job: Job): void {

@@ -71,3 +71,61 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
+
+/**
+ * A TCP proxy on loopback in front of a registry that sends its answers slowly (`bytesPerSecond`), or stops
+ * sending them after `stallAfter` bytes of a connection (the connection stays open): a slow link, a stalled registry.
+ */
+export class SlowProxy {
+  port = 0;
+  private readonly server: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+
+  constructor(
+    private readonly target: number,
+    private readonly o: { bytesPerSecond?: number; stallAfter?: number } = {},
+  ) {
+    this.server = net.createServer((client) => this.connect(client));
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as net.AddressInfo).port;
+    return this;
+  }
+
+  private connect(client: net.Socket): void {
+    const upstream = net.connect(this.target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      this.sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => {
+        this.sockets.delete(s);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    let sent = 0;
+    upstream.on('data', (chunk: Buffer) => {
+      const { bytesPerSecond, stallAfter } = this.o;
+      if (stallAfter !== undefined && sent + chunk.length > stallAfter) {
+        if (sent < stallAfter) client.write(chunk.subarray(0, stallAfter - sent));
+        sent = stallAfter;
+        upstream.pause();
+        return;
+      }
+      sent += chunk.length;
+      client.write(chunk);
+      if (bytesPerSecond !== undefined) {
+        upstream.pause();
+        setTimeout(() => upstream.resume(), (chunk.length / bytesPerSecond) * 1000);
+      }
+    });
+  }
+
+  async stop(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}

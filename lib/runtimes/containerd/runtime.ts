@@ -10,7 +10,7 @@ import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../ru
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { PodmanCli } from '../podman/cli.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../cli-steps.js';
-import { ImagePulls } from '../image-pulls.js';
+import { ImagePulls, createDeadlines } from '../image-pulls.js';
 import { type ImagePull, nerdctlImagePull } from '../images.js';
 
 /**
@@ -92,8 +92,14 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       const key = instanceKey(spec.instanceName);
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
-      const run$ = this.cli.run(podmanRunArgs({ ...config, generalOptions: scope }, key, agentName, options));
-      return concat(this.pulls.under([nerdctlImagePull(config, scope)]), run$).pipe(
+      const pull = nerdctlImagePull(config, scope);
+      const run$ = this.cli.run(
+        podmanRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
+        undefined,
+        'command',
+        ...createDeadlines([pull], this.cli),
+      );
+      return concat(this.pulls.under([pull]), run$).pipe(
         map((stdout) => {
           const id = stdout.trim().split('\n').at(-1)!;
           this.scopes.set(id, scope);

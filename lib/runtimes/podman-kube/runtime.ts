@@ -14,7 +14,7 @@ import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanc
 import type { PodmanCli, Volume } from '../podman/cli.js';
 import { type Probe, probesHealth, withHealth } from '../podman/health-checks.js';
 import { logArgs, quietly, tolerateMissing } from '../cli-steps.js';
-import { ImagePulls } from '../image-pulls.js';
+import { ImagePulls, createDeadlines } from '../image-pulls.js';
 import { kubeImagePulls } from '../images.js';
 
 /** The podman-kube runtime's handle of a workload: what `kube down`, the state getter and the logs need. */
@@ -104,13 +104,14 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         : config.manifest;
       const instance = instanceKey(spec.instanceName);
       const play = [...config.generalOptions, 'kube', 'play', '--quiet', ...config.playOptions, '-'];
+      const pulls = kubeImagePulls(config);
       return concat(
         this.volume(`${instance}.config`, spec.runtimeConfig),
         // Pulls of its images already under way (it waited on its dependencies) are waited for, not done again.
-        this.pulls.under(kubeImagePulls(config)),
+        this.pulls.under(pulls),
         defer(() => {
           const started = Date.now();
-          return this.cli.run(play, manifest).pipe(
+          return this.cli.run(play, manifest, 'command', ...createDeadlines(pulls, this.cli)).pipe(
             // What a failed play left behind goes, so that a retry starts clean: only pods it made, never one of
             // the manifest's names that was there before (another agent's or program's pod; `kube down` would take it).
             catchError((err: unknown) =>

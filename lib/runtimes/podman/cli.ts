@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Observable, type Subscription, map, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
-import { killMarkedProcesses } from '../../drivers/machine.js';
+import { bytesRead, downloadFoldersOf, killMarkedProcesses, removeDownloadFolders } from '../../drivers/machine.js';
 import { type Launcher, launcher } from '../launcher.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
@@ -55,6 +55,8 @@ export type CheckOutcome =
 const CHECK_MARK = 'ANKAGENT_HEALTH_CHECK';
 /** How much of a check's output is kept (a state shows 512 characters of it). */
 const MAX_CHECK_OUTPUT_BYTES = 4096;
+/** What a download must read to count as progress. */
+const PROGRESS_BYTES = 4096;
 /** Podman's own exit code for "podman failed" (not the command's). */
 const PODMAN_FAILED = 125;
 
@@ -155,6 +157,11 @@ export class PodmanCli {
   private readonly streamSlots: Slots;
   private readonly checkSlots: Slots;
 
+  /** How long a command may take (a stalled download is ended after as long without progress). */
+  get commandDeadlineMs(): number {
+    return this.deadlines.command;
+  }
+
   constructor(private readonly options: PodmanCliOptions = {}) {
     this.binary = options.binary ?? 'podman';
     this.command = path.basename(this.binary);
@@ -166,9 +173,11 @@ export class PodmanCli {
 
   /**
    * Runs `podman <args>` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it.
-   * It waits for one of the limited slots, and is killed when it outlives its deadline.
+   * It waits for one of the limited slots, and is killed when it outlives its deadline, or, with `stallMs`
+   * (a call that downloads: a pull, a create that may pull), when it has read nothing for that long. A killed
+   * call's partial downloads are removed once it has ended (Podman leaves them when it is killed).
    */
-  run(args: readonly string[], input?: string, kind: CallKind = 'command', deadlineMs?: number): Observable<string> {
+  run(args: readonly string[], input?: string, kind: CallKind = 'command', deadlineMs?: number, stallMs?: number): Observable<string> {
     const deadline = deadlineMs ?? this.deadlines[kind === 'check' ? 'command' : kind];
     return (kind === 'check' ? this.checkSlots : this.slots).run(
       new Observable<string>((subscriber) =>
@@ -177,16 +186,19 @@ export class PodmanCli {
           const started = performance.now();
           const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
           let over = false;
+          let leftovers: string[] = [];
           const end = (outcome: 'ok' | 'failed' | 'deadline', result: () => void) => {
             if (over) return;
             over = true;
             clearTimeout(timer);
+            clearInterval(watch);
             this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000 });
             result();
           };
           const kill = (this.options.launcher ?? launcher).launch(
             { binary: this.binary, args, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES },
             (ending) => {
+              removeDownloadFolders(leftovers);
               if (ending.kind === 'not-run') {
                 end('failed', () => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${ending.message}`)));
               } else if (ending.kind === 'output-lost') {
@@ -211,23 +223,54 @@ export class PodmanCli {
               }
             },
           );
+          /** Kills it, noting first the partial downloads it holds open, to be removed once it has ended. */
+          const stop = (signal?: NodeJS.Signals) => {
+            const pid = kill.pid();
+            if (pid !== undefined) leftovers = [...new Set([...leftovers, ...downloadFoldersOf(pid)])];
+            kill(signal);
+          };
           // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
-          const timer = setTimeout(() => {
-            const message = `${this.command} ${subcommand} did not finish within ${deadline / 1000} s and was killed.`;
+          const killed = (why: string) => {
+            const message = `${this.command} ${subcommand} ${why} and was killed.`;
             this.options.log?.warn(message);
-            kill('SIGKILL');
+            stop('SIGKILL');
             end('deadline', () => subscriber.error(new PodmanError(message)));
-          }, deadline);
+          };
+          const timer = setTimeout(() => killed(`did not finish within ${deadline / 1000} s`), deadline);
+          const watch = stallMs === undefined ? undefined : this.watchProgress(kill.pid, stallMs, () => killed(`made no progress for ${stallMs / 1000} s`));
           return {
             kill: () => {
               over = true;
               clearTimeout(timer);
-              kill();
+              clearInterval(watch);
+              stop();
             },
           };
         }),
       ),
     );
+  }
+
+  /**
+   * Calls `stalled` once the process has read less than PROGRESS_BYTES in `stallMs` (its bytes read, looked at a
+   * few times in that span; an idle Go program still reads a byte now and then, its own wake-ups).
+   */
+  private watchProgress(pid: () => number | undefined, stallMs: number, stalled: () => void): NodeJS.Timeout {
+    let base = 0;
+    let since = performance.now();
+    const watch = setInterval(
+      () => {
+        const p = pid();
+        const read = p === undefined ? undefined : bytesRead(p);
+        if (read !== undefined && read - base >= PROGRESS_BYTES) [base, since] = [read, performance.now()];
+        else if (performance.now() - since >= stallMs) {
+          clearInterval(watch);
+          stalled();
+        }
+      },
+      Math.min(5000, stallMs / 4),
+    );
+    return watch;
   }
 
   /**

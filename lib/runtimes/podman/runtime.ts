@@ -11,7 +11,7 @@ import { podmanImagePull } from '../images.js';
 import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import { ImagePulls } from '../image-pulls.js';
+import { ImagePulls, createDeadlines } from '../image-pulls.js';
 import { type PodmanCli, PodmanError } from './cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
 import { PodmanKubeRuntime } from '../podman-kube/runtime.js';
@@ -68,7 +68,9 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const key = instanceKey(spec.instanceName);
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
-      return concat(this.pulls.under([podmanImagePull(given)]), this.cli.run(podmanRunArgs(config, key, agentName, options))).pipe(
+      const pull = podmanImagePull(given);
+      const run$ = this.cli.run(podmanRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli));
+      return concat(this.pulls.under([pull]), run$).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined)),
       );
