@@ -206,6 +206,7 @@ function run(
       runtimes,
       prepare: (spec) => host.prepare(spec),
       release: (spec) => host.release(spec),
+      discard: (spec) => host.discard(spec),
       log,
       trace,
       jitter: Math.random,

@@ -53,6 +53,8 @@ export interface ControlDeps {
   readonly prepare: (spec: WorkloadSpec) => Observable<CreateOptions>;
   /** Undoes `prepare` once the workload is gone. */
   readonly release: (spec: WorkloadSpec) => Observable<never>;
+  /** Removes what a create that failed must not leave behind (the workload's files). */
+  readonly discard?: (spec: WorkloadSpec) => Observable<never>;
   /** A random fraction in [0, 1] for the jitter of create retries (the full backoff when not given). */
   readonly jitter?: () => number;
   /** Kept up to date with the workloads the loops have created (the log requests are resolved against it). */
@@ -228,23 +230,29 @@ class LoopSteps {
 
   /**
    * Create attempt `retries + 1`. swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1,
-   * swdd~agent-workload-control-loop-handles-failed-workload-creation~1: a failure is reported
-   * Pending(Starting) "Retry <n>: <cause>" and retried; a config the runtime refuses is not.
+   * swdd~agent-workload-control-loop-handles-failed-workload-creation~1,
+   * swdd~agent-workload-control-loop-aborts-create-upon-workload-files-creation-error~1: whatever failed (the host
+   * side, the runtime config, the runtime), the workload's files go; a failure is reported Pending(Starting)
+   * "Retry <n>: <cause>" and retried; a config the runtime refuses is not.
    */
   private attempt(spec: WorkloadSpec, retries: number, shortRuns: number): Observable<Step> {
     const runtime = this.deps.runtimes.get(spec.runtime);
     const absent = become({ kind: 'absent', spec });
     if (!runtime) return of(absent, unknownRuntime(spec));
+    const discarded$ = defer(() => this.deps.discard?.(spec) ?? EMPTY).pipe(catchError(() => EMPTY));
     const created$ = this.deps.prepare(spec).pipe(
       mergeMap((options) => runtime.createWorkload(spec, options)),
       map((id) => this.created(spec, runtime, id, shortRuns)),
       catchError((err: unknown) =>
-        err instanceof ConfigurationError
-          ? of(report(spec.instanceName, ExecutionState.startingFailed(err.message)))
-          : of(
-              become({ kind: 'retrying', spec, retries, shortRuns }),
-              report(spec.instanceName, ExecutionState.starting(`Retry ${retries + 1}: ${causeOf(err)}`)),
-            ),
+        concat(
+          discarded$,
+          err instanceof ConfigurationError
+            ? of(report(spec.instanceName, ExecutionState.startingFailed(err.message)))
+            : of(
+                become({ kind: 'retrying', spec, retries, shortRuns }),
+                report(spec.instanceName, ExecutionState.starting(`Retry ${retries + 1}: ${causeOf(err)}`)),
+              ),
+        ),
       ),
     );
     return concat(of(absent), created$);

@@ -8,6 +8,8 @@ import { assertNoLinks, workloadFolder } from './run-folder.js';
 export interface HostSide {
   prepare(spec: WorkloadSpec): Observable<CreateOptions>;
   release(spec: WorkloadSpec): Observable<never>;
+  /** What a create that failed must not leave behind (the workload's files); the rest stays for the retry. */
+  discard?(spec: WorkloadSpec): Observable<never>;
 }
 
 /**
@@ -15,7 +17,7 @@ export interface HostSide {
  * `<io folder>/<workload>.<id>/` goes, whoever made it (swdd~agent-delete-old-workload~3,
  * swdd~agent-workload-control-loop-executes-delete~3).
  */
-export function hostSide(ioFolder: string, ...parts: HostSide[]): HostSide {
+export function hostSide(ioFolder: string, ...parts: HostSide[]): Required<HostSide> {
   return {
     prepare: (spec) =>
       forkJoin(parts.map((p) => p.prepare(spec))).pipe(
@@ -27,6 +29,7 @@ export function hostSide(ioFolder: string, ...parts: HostSide[]): HostSide {
           return merged;
         }),
       ),
+    discard: (spec) => concat(...parts.map((p) => p.discard?.(spec) ?? EMPTY)),
     release: (spec) =>
       concat(
         ...parts.map((p) => p.release(spec)),

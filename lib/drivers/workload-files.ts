@@ -67,4 +67,12 @@ export class WorkloadFiles implements HostSide {
   release(): Observable<never> {
     return EMPTY;
   }
+
+  /** swdd~agent-workload-control-loop-handles-failed-workload-creation~1: a create that failed leaves no files. */
+  discard(spec: WorkloadSpec): Observable<never> {
+    return defer(() => {
+      rmSync(filesFolder(this.ioFolder, spec), { recursive: true, force: true });
+      return EMPTY;
+    });
+  }
 }

@@ -154,6 +154,7 @@ export class PodmanAgent {
       runtimes: builtInRuntimes(silentLogger, this.cli, cache),
       prepare: (spec) => host?.prepare(spec) ?? of({}),
       release: (spec) => host?.release(spec) ?? EMPTY,
+      discard: (spec) => host?.discard?.(spec) ?? EMPTY,
     }).subscribe((states) => {
       this.states.push(...states);
       this.waiters.forEach((w) => w());

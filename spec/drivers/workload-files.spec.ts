@@ -7,7 +7,7 @@ import { hostSide } from '../../lib/drivers/host-side.js';
 import { controlInterfaceFolder, workloadFolder } from '../../lib/drivers/run-folder.js';
 import { WorkloadFiles, filesFolder, mountPointProblem } from '../../lib/drivers/workload-files.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
-import { instanceKey } from '../../lib/workload.js';
+import { type WorkloadSpec, instanceKey } from '../../lib/workload.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 
@@ -114,8 +114,50 @@ describe('workload files', () => {
     this.timeout(60_000);
     before(requirePodman);
     let agent: PodmanAgent;
-    beforeEach(() => (agent = new PodmanAgent(uniqueAgent('files'), mkdtempSync(path.join(tmpdir(), 'ank-files-')))));
+    let io: string;
+    beforeEach(() => {
+      io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+      agent = new PodmanAgent(uniqueAgent('files'), io);
+    });
     afterEach(() => agent.stop());
+
+    describe('a create that fails leaves no files behind, whatever failed', () => {
+      const files = [{ mountPoint: '/etc/app.conf', data: 'a = 1' }];
+      const cases: Array<[string, () => WorkloadSpec, RegExp]> = [
+        [
+          'the runtime refuses files (podman-kube)',
+          () => ({ ...busybox('refused', agent.agentName, { files }), runtime: 'podman-kube', runtimeConfig: 'manifest: "kind: Pod"' }),
+          /^Pending\(StartingFailed\): Workload files are not supported for podman-kube runtime\./,
+        ],
+        [
+          'a file cannot be written (another is mounted on its path)',
+          () => busybox('clash', agent.agentName, { files: [...files, { mountPoint: '/etc/app.conf/x', data: 'below a file' }] }),
+          /^Pending\(StartingFailed\): The file '\/etc\/app.conf\/x' cannot be written/,
+        ],
+        [
+          'the runtime config cannot be read',
+          () => ({ ...busybox('unreadable', agent.agentName, { files }), runtimeConfig: 'image: [' }),
+          /^Pending\(StartingFailed\): /,
+        ],
+        [
+          "the runtime's own create fails (it is retried with the files written again)",
+          () => {
+            const w = busybox('bogus', agent.agentName, { files });
+            return { ...w, runtimeConfig: w.runtimeConfig.replace('["--stop-timeout", "1"]', '["--stop-timeout", "1", "--bogus"]') };
+          },
+          /^Pending\(Starting\): Retry 1: /,
+        ],
+      ];
+      for (const [what, make, reported] of cases) {
+        // swdd~agent-workload-control-loop-handles-failed-workload-creation~1, swdd~agent-workload-control-loop-aborts-create-upon-workload-files-creation-error~1
+        it(`when ${what}`, async () => {
+          const w = make();
+          agent.send({ kind: 'serverHello', added: [w] });
+          await agent.waitFor(w.instanceName.workloadName, reported);
+          expect(existsSync(filesFolder(io, w)), 'the files folder').to.equal(false);
+        });
+      }
+    });
 
     // swdd~podman-create-mounts-workload-files~1, swdd~agent-workload-control-loop-aborts-create-upon-workload-files-creation-error~1
     it('a container reads its mounted file; a bad mount point is reported Pending(StartingFailed) with the reason', async () => {
