@@ -1,12 +1,11 @@
 // mTLS for the server connection as a released Ankaios server takes it: the agent presents its own
 // certificate alone. OpenSSL, handed the CA for checking the server, also appends the CA to the
 // certificate the client presents; a released server refuses such a connection ("Ambiguous agent
-// certificates provided!"). So the TLS context here holds only the agent's key and certificate, and the
-// server's certificate is checked against the CA by the code below, before a byte of gRPC is sent.
+// certificates provided!"). So the TLS context of the connection (lib/drivers/grpc-connection.ts) holds only
+// the agent's key and certificate, and the server's certificate is checked against the CA by the code below,
+// before a byte of gRPC is sent.
 import { X509Certificate } from 'node:crypto';
-import type { Socket } from 'node:net';
 import tls, { type DetailedPeerCertificate } from 'node:tls';
-import * as grpc from '@grpc/grpc-js';
 
 /** How deep a chain the server may present (leaf, intermediates) before it must reach the CA. */
 const MAX_CHAIN = 5;
@@ -43,56 +42,4 @@ export function serverCertificateProblem(
     link = issuer;
   }
   return 'the server certificate is not signed by the CA';
-}
-
-class AgentTlsCredentials extends grpc.ChannelCredentials {
-  private readonly context: tls.SecureContext;
-  private readonly anchors: X509Certificate[];
-
-  constructor(
-    ca: Buffer,
-    cert: Buffer,
-    key: Buffer,
-    private readonly serverName: string,
-  ) {
-    super();
-    this.context = tls.createSecureContext({ cert, key });
-    this.anchors = certificatesOf(ca);
-  }
-
-  _isSecure(): boolean {
-    return true;
-  }
-
-  _equals(other: grpc.ChannelCredentials): boolean {
-    return other === this;
-  }
-
-  _createSecureConnector(_target: unknown, _options: unknown, callCredentials?: grpc.CallCredentials) {
-    const { context, anchors, serverName } = this;
-    return {
-      connect: (socket: Socket) =>
-        new Promise<{ socket: tls.TLSSocket; secure: boolean }>((resolve, reject) => {
-          // Not rejected by Node (it has no CA to check with): checked below instead.
-          const secured = tls.connect({ socket, secureContext: context, servername: serverName, ALPNProtocols: ['h2'], rejectUnauthorized: false }, () => {
-            const problem = serverCertificateProblem(secured.getPeerCertificate(true), anchors, serverName);
-            if (problem) {
-              secured.destroy();
-              reject(new Error(`The server's certificate is refused: ${problem}.`));
-              return;
-            }
-            resolve({ socket: secured, secure: true });
-          });
-          secured.on('error', reject);
-        }),
-      waitForReady: () => Promise.resolve(),
-      getCallCredentials: () => callCredentials ?? grpc.CallCredentials.createEmpty(),
-      destroy: () => undefined,
-    };
-  }
-}
-
-/** Credentials of an agent: its certificate alone, the server's checked against `ca` for the name `serverName`. */
-export function agentTlsCredentials(ca: Buffer, cert: Buffer, key: Buffer, serverName: string): grpc.ChannelCredentials {
-  return new AgentTlsCredentials(ca, cert, key, serverName);
 }
