@@ -4,12 +4,11 @@
 // loading before its hello could be sent (README "Why not these packages").
 import http2 from 'node:http2';
 import tls from 'node:tls';
-import { X509Certificate } from 'node:crypto';
 import { fromBinary } from '@bufbuild/protobuf';
 import { Observable, type Subscription } from 'rxjs';
 import { LINE_1 } from '../codec/lines.js';
 import type { ProtocolLine } from '../version.js';
-import { serverCertificateProblem } from './tls-credentials.js';
+import { certificatesOf, serverCertificateProblem } from './tls-credentials.js';
 import { type FromServer, FromServerSchema } from '../../proto/gen/grpc_api_pb.js';
 
 export const CONNECT_AGENT_PATH = '/grpc_api.AgentConnection/ConnectAgent';
@@ -107,7 +106,7 @@ const fromHttpStatus = (status: number): number => ({ 400: 13, 401: 16, 403: 7, 
 
 /** The TLS connection an agent makes: its certificate alone, the server's checked against the CA for SERVER_CERT_NAME (lib/drivers/tls-credentials.ts). */
 function tlsConnection(host: string, port: number, security: Security & { insecure: false }, refused: (problem: string) => void): tls.TLSSocket {
-  const anchors = (security.ca.toString().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map((c) => new X509Certificate(c));
+  const anchors = certificatesOf(security.ca);
   // Not rejected by Node (it has no CA to check with): checked on connect instead, before a byte of gRPC is sent.
   const socket = tls.connect({
     host,

@@ -10,7 +10,8 @@ import tls, { type DetailedPeerCertificate } from 'node:tls';
 /** How deep a chain the server may present (leaf, intermediates) before it must reach the CA. */
 const MAX_CHAIN = 5;
 
-const certificatesOf = (pem: Buffer): X509Certificate[] =>
+/** The certificates of a PEM bundle (a CA file may hold several). */
+export const certificatesOf = (pem: Buffer): X509Certificate[] =>
   (pem.toString().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map((c) => new X509Certificate(c));
 
 const inForce = (cert: X509Certificate, now: number) => Date.parse(cert.validFrom) <= now && now <= Date.parse(cert.validTo);
