@@ -45,6 +45,7 @@ export function beside(label: string, unit: string, ours: number, released: numb
 }
 
 export const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+export const p90 = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.9))];
 export const p95 = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env -S node --max-semi-space-size=1
 // Entry point: --help and --version answer from a small module; anything else runs the agent as `npm ci`
-// built it (see README): one bundled file, compiled from V8's code cache made of it, so it starts without
+// built it (see README): two bundled files (its start, then its run), each compiled from V8's code cache made of it, so it starts without
 // compiling what its modules run as they load. Without the bundle, or when the compiled modules are newer
 // (a developer ran tsc alone), those modules run instead.
 // The line above is the Node option the agent is shipped with (README "Running it"): a young generation of
@@ -27,12 +27,12 @@ const debug = (text) => args.some((a) => a === '--debug' || a.startsWith('--debu
  * The bundle, compiled with its code cache when the cache was made of exactly this bundle. V8 itself rejects
  * a cache made by another Node version or under other options; the bundle then compiles as any script does.
  */
-function loadBundle(bundle) {
+function loadBundle(bundle, cacheFile) {
   const bytes = readFileSync(bundle);
   const source = bytes.toString('utf8');
   let cachedData;
   try {
-    const cache = readFileSync(dist('ank-agent.cache'));
+    const cache = readFileSync(cacheFile);
     if (cache.length > 4 && cache.readUInt32BE(0) === crc32(bytes)) cachedData = cache.subarray(4);
     else debug('the code cache was made of another bundle: compiling without it.');
   } catch {
@@ -54,8 +54,9 @@ if (args.length > 0 && args.every((a) => a === '--help' || a === '--version')) {
   if (!existsSync(dist('about.js'))) notBuilt();
   const { HELP, versionText } = await import(new URL('../dist/bin/about.js', import.meta.url).href);
   process.stdout.write(args[0] === '--help' ? HELP : versionText());
-} else if (existsSync(dist('ank-agent.cjs')) && !(existsSync(dist('main.js')) && newer(dist('main.js'), dist('ank-agent.cjs')))) {
-  loadBundle(dist('ank-agent.cjs')).main(args);
+} else if (existsSync(dist('ank-agent-run.cjs')) && !(existsSync(dist('main.js')) && newer(dist('main.js'), dist('ank-agent.cjs')))) {
+  // The start says hello, then loads the run (a bundle of its own, with its own cache).
+  loadBundle(dist('ank-agent.cjs'), dist('ank-agent.cache')).main(args, { loadRun: () => loadBundle(dist('ank-agent-run.cjs'), dist('ank-agent-run.cache')) });
 } else if (existsSync(dist('main.js'))) {
   (await import(new URL('../dist/bin/main.js', import.meta.url).href)).main(args);
 } else {

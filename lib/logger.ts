@@ -7,3 +7,6 @@ export interface Logger {
 }
 
 export const silentLogger: Logger = { error() {}, warn() {}, info() {}, debug() {} };
+
+/** A log line as the agent writes it on stderr: `2026-11-22T07:30:00.000Z warn  No connection …`. */
+export const logLine = (timestamp: string, level: string, message: string): string => `${timestamp} ${level.padEnd(5)} ${message}`;

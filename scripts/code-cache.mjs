@@ -1,4 +1,4 @@
-// npm run build, last step: V8's code cache of the bundle, so that the agent starts without compiling what
+// npm run build, last step: V8's code cache of each bundle (the start's and the run's), so that the agent starts without compiling what
 // its modules run when they load. The file is the bundle's CRC-32 (4 bytes, big-endian), then the cache:
 // bin/ank-agent.js uses it only for the bundle it was made of (CRC-32: native and cheap at start, where
 // loading node:crypto for a SHA-256 cost some 20 ms).
@@ -17,13 +17,18 @@ if (shipped.join(' ') !== process.execArgv.join(' ')) {
   process.exit(again.status ?? 1);
 }
 
-const bundle = path.resolve('dist/bin/ank-agent.cjs');
-const bytes = readFileSync(bundle);
-const source = bytes.toString('utf8');
-const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: bundle });
-// Loading the modules compiles what they run as they load; nothing of the agent starts.
-const module = { exports: {} };
-script.runInThisContext()(module.exports, createRequire(bundle), module, bundle, path.dirname(bundle));
-const check = Buffer.alloc(4);
-check.writeUInt32BE(crc32(bytes));
-writeFileSync('dist/bin/ank-agent.cache', Buffer.concat([check, script.createCachedData()]));
+/** The cache of one bundle: loading its modules compiles what they run as they load; nothing of the agent starts. */
+function cache(file, cacheFile) {
+  const bundle = path.resolve(file);
+  const bytes = readFileSync(bundle);
+  const source = bytes.toString('utf8');
+  const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: bundle });
+  const module = { exports: {} };
+  script.runInThisContext()(module.exports, createRequire(bundle), module, bundle, path.dirname(bundle));
+  const check = Buffer.alloc(4);
+  check.writeUInt32BE(crc32(bytes));
+  writeFileSync(cacheFile, Buffer.concat([check, script.createCachedData()]));
+}
+
+cache('dist/bin/ank-agent.cjs', 'dist/bin/ank-agent.cache');
+cache('dist/bin/ank-agent-run.cjs', 'dist/bin/ank-agent-run.cache');

@@ -1,5 +1,5 @@
 import winston from 'winston';
-import type { Logger } from '../logger.js';
+import { type Logger, logLine } from '../logger.js';
 
 /** Human-readable lines on stderr: `2026-11-22T07:30:00.000Z warn  No connection …`. */
 export function createLogger(debug: boolean): Logger {
@@ -7,7 +7,7 @@ export function createLogger(debug: boolean): Logger {
     level: debug ? 'debug' : 'info',
     format: winston.format.combine(
       winston.format.timestamp(),
-      winston.format.printf(({ timestamp, level, message }) => `${String(timestamp)} ${level.padEnd(5)} ${String(message)}`),
+      winston.format.printf(({ timestamp, level, message }) => logLine(String(timestamp), level, String(message))),
     ),
     transports: [new winston.transports.Console({ stderrLevels: ['error', 'warn', 'info', 'debug'] })],
   });

@@ -2,7 +2,7 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { type AgentConfig, ConfigError, type PemSource } from '../config.js';
-import type { Security } from './grpc-connection.js';
+import type { Security } from './grpc-call.js';
 
 export type Item = 'CA certificate' | 'agent certificate' | 'agent key';
 

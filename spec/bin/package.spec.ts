@@ -56,7 +56,7 @@ describe('the package for a node (npm pack, installed offline, the README follow
     for (const child of children.splice(0)) child.kill('SIGKILL');
   });
 
-  it('holds the built agent, its code cache, the entry, the unit, README and LICENSE, and nothing of the sources, specs or bench', () => {
+  it('holds the built agent (its start and its run), their code caches, the entry, the unit, README and LICENSE, and nothing of the sources, specs or bench', () => {
     const files = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).trim().split('\n').sort();
     expect(files).to.deep.equal(
       [
@@ -64,6 +64,8 @@ describe('the package for a node (npm pack, installed offline, the README follow
         'README.md',
         'bin/ank-agent.js',
         'dist/bin/about.js',
+        'dist/bin/ank-agent-run.cache',
+        'dist/bin/ank-agent-run.cjs',
         'dist/bin/ank-agent.cache',
         'dist/bin/ank-agent.cjs',
         'dist/bin/prom-client.cjs',

@@ -1,0 +1,308 @@
+// The agent's run, loaded once its start (bin/main.ts) has said hello to the server, or at once without one:
+// the agent's setting (connected or standalone) → drivers → agent() → one subscription.
+import {
+  BehaviorSubject,
+  NEVER,
+  type Observable,
+  ReplaySubject,
+  Subject,
+  catchError,
+  concat,
+  defer,
+  delay,
+  first,
+  forkJoin,
+  lastValueFrom,
+  map,
+  merge,
+  of,
+  startWith,
+  switchMap,
+  takeUntil,
+  tap,
+  throwError,
+  timeout,
+} from 'rxjs';
+import { PROTOCOL_LINES } from '../lib/codec/lines.js';
+import { ConfigError, type RunConfig, defaultRunFolder, resolveStandaloneConfig, selectRuntimes } from '../lib/config.js';
+import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
+import type { MetricsEndpoint } from '../lib/drivers/metrics.js';
+import { containerdStats } from '../lib/runtimes/containerd/runtime.js';
+import { podmanStats } from '../lib/runtimes/podman/stats.js';
+import { PodmanCli } from '../lib/runtimes/podman/cli.js';
+import { launcher } from '../lib/runtimes/launcher.js';
+import { runsInPod } from '../lib/runtimes/podman-kube/runtime.js';
+import { connectAgent } from '../lib/drivers/grpc-connection.js';
+import { hostSide } from '../lib/drivers/host-side.js';
+import { createLogger } from '../lib/drivers/log.js';
+import { sampleMachine } from '../lib/drivers/machine.js';
+import { prepareRunFolder } from '../lib/drivers/run-folder.js';
+import { readManifest, statusView, watchManifest } from '../lib/drivers/standalone.js';
+import { WorkloadFiles } from '../lib/drivers/workload-files.js';
+import type { Logger } from '../lib/logger.js';
+import type { DesiredState } from '../lib/desired-state.js';
+import type { FromServer, ToServer } from '../lib/messages.js';
+import type { MachineSample } from '../lib/ports.js';
+import type { CrashLoopBackoff } from '../lib/restart-policy.js';
+import { RunningWorkloads } from '../lib/running-workloads.js';
+import type { RuntimeConnector } from '../lib/runtime-connector.js';
+import type { LocalSnapshot } from '../lib/status.js';
+import { agent } from '../streams/agent.js';
+import { localServer } from '../streams/local-server.js';
+import { type Connect, ServerRefused, serverLink } from '../streams/server-link.js';
+import { type Trace, noTrace, stageFilter, tracer } from '../streams/trace.js';
+import { packageVersion } from './about.js';
+import { EarlyEnd, type Outcome, end, userErrors } from './exit.js';
+import { type EarlyStart, readConfigFile } from './start.js';
+import type { CommandLine } from './command-line.js';
+import { builtInRuntimes } from './wiring.js';
+
+/** What a setting of the agent gives the run: who it is, where it works, and its link to a server. */
+interface Setting {
+  readonly name: string;
+  readonly ioFolder: string;
+  /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
+  readonly runtimes: { readonly wanted?: readonly string[]; readonly health: boolean; readonly containerdScope: readonly string[] };
+  readonly backoff?: CrashLoopBackoff;
+  /** Images are pulled ahead: an update's before its old instance stops, a waiting workload's while it waits. */
+  readonly pullAhead: boolean;
+  /** Where the metrics endpoint listens, if it is wanted. */
+  readonly metrics?: string;
+  /** The server's messages, given what the agent says; ends when the agent is to end. */
+  readonly link: (toServer$: Observable<ToServer>) => Observable<FromServer>;
+  /** Tells the link to end (a signal came); the process ends when it has, or after `stopWithinMs`. */
+  readonly stop: () => void;
+  readonly stopWithinMs?: number;
+  readonly sampleMachine?: () => MachineSample;
+  /** True while the server connection cannot take more (nothing of the workloads is read then). */
+  readonly serverFull$?: Observable<boolean>;
+}
+
+/** A reason to end that is told as it is, without "the agent failed". */
+class Ending extends Error {}
+
+/**
+ * Runs the agent the command line asks for until it ends; `early`: the connected setting's start, done
+ * before this module was loaded (bin/main.ts: the hello went out first).
+ */
+export async function run(flags: CommandLine, early?: EarlyStart): Promise<void> {
+  const log = createLogger(flags.debug.length > 0);
+  const trace = flags.debug.length > 0 ? tracer(log, stageFilter(flags.debug)) : noTrace;
+  const setting = userErrors(() => (early ? connected(early, log) : standalone(flags, flags.manifest!, log)));
+  // What the control loops run, shared with the metrics (whose pod is whose).
+  const running = new RunningWorkloads();
+  const metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running);
+  launcher.warn = (text) => log.warn(text);
+  const cli = new PodmanCli({
+    log,
+    observe: (call) => {
+      metrics?.apply({ kind: 'cliCall', call });
+      if (trace.enabled('podman')) trace.note('podman', `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s`);
+    },
+  });
+  const runtimes = userErrors(() =>
+    enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.apply({ kind: 'eventsRestarted' })) }),
+  );
+  runAgent(setting, runtimes, log, { trace, metrics, running });
+}
+
+/** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
+async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWorkloads): Promise<MetricsEndpoint> {
+  const { startMetrics } = await import('../lib/drivers/metrics.js');
+  const podman$ = podmanStats(new PodmanCli({ log }));
+  // containerd's, asked only while a containerd workload runs (a host without nerdctl is not asked at all).
+  const nerdctl = new PodmanCli({ log, binary: 'nerdctl' });
+  const containerd$ = defer(() =>
+    running.findWhere((r) => r.runtime.name === 'containerd') ? containerdStats(nerdctl).pipe(catchError(() => of([]))) : of([]),
+  );
+  try {
+    return await startMetrics(setting.metrics!, {
+      agentName: setting.name,
+      version: packageVersion(),
+      log,
+      containerStats: () => lastValueFrom(forkJoin([podman$, containerd$]).pipe(map(([fromPodman, fromContainerd]) => [...fromPodman, ...fromContainerd]))),
+      podOwner: (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName,
+    });
+  } catch (err) {
+    throw new EarlyEnd({ code: 1, say: `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n` });
+  }
+}
+
+/**
+ * The drivers wired to agent(), and the one subscription; when it ends (the link ended, a signal's deadline
+ * passed, or the agent failed) the Control Interfaces are closed and the process ends with its outcome. The Subject closes
+ * the loop from what the agent says back into its link: the link's input is the agent's output, which no
+ * stream built before it can be.
+ */
+function runAgent(
+  setting: Setting,
+  runtimes: ReadonlyMap<string, RuntimeConnector>,
+  log: Logger,
+  { trace, metrics, running }: { trace: Trace; metrics?: MetricsEndpoint; running: RunningWorkloads },
+): void {
+  const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
+  const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
+  const toServer$ = new Subject<ToServer>();
+  const stopping$ = new Subject<void>();
+  const sinks = agent(
+    { fromServer$: setting.link(toServer$), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ },
+    {
+      agentName: setting.name,
+      runtimes,
+      prepare: (spec) => host.prepare(spec),
+      release: (spec) => host.release(spec),
+      discard: (spec) => host.discard(spec),
+      log,
+      trace,
+      jitter: Math.random,
+      sampleMachine: setting.sampleMachine,
+      serverFull$: setting.serverFull$,
+      backoff: setting.backoff,
+      pullAhead: setting.pullAhead,
+      running,
+    },
+  );
+  // The one dispose: what the run holds is let go, then the process ends.
+  const dispose = (outcome: Outcome) => {
+    pipes.closeAll();
+    end(outcome);
+  };
+  onSignals(log, () => {
+    pipes.closeAll();
+    setting.stop();
+    stopping$.next();
+  });
+  merge(
+    sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
+    sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
+    sinks.metrics$.pipe(tap((event) => metrics?.apply(event))),
+  )
+    .pipe(
+      // A link that does not end within its setting's time after a signal is left.
+      takeUntil(setting.stopWithinMs === undefined ? NEVER : stopping$.pipe(delay(setting.stopWithinMs))),
+    )
+    .subscribe({
+      error: (err: unknown) => {
+        log.error(err instanceof ServerRefused || err instanceof Ending ? err.message : `The agent failed: ${String(err)}`);
+        dispose({ code: 1 });
+      },
+      complete: () => dispose({ code: 0 }),
+    });
+}
+
+/** SIGINT and SIGTERM, once; a second signal while stopping changes nothing. */
+function onSignals(log: Logger, stop: () => void): void {
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      log.info(`${signal}: stopping.`);
+      stop();
+    });
+  }
+}
+
+/** Connected to an Ankaios server over gRPC; its start (config, security, run folder, the call with its hello) is `early`'s. */
+function connected({ config, security, ioFolder }: EarlyStart, log: Logger): Setting {
+  const { name, serverUrl, tags } = config;
+  const stop$ = new Subject<void>();
+  // Fed by the gRPC driver's flow control: while the connection cannot take more, no workload is read.
+  const serverFull$ = new BehaviorSubject(false);
+  const connect: Connect = (wire$, line) => connectAgent({ serverUrl, security, line, onBackpressure: (full) => serverFull$.next(full) }, wire$);
+  return {
+    name,
+    ioFolder,
+    ...workloadSettings(config),
+    sampleMachine,
+    serverFull$,
+    link: (toServer$) => serverLink(connect, toServer$, { agentName: name, log, stop$, tags }),
+    // The stream is cancelled, so the server marks the agent gone; the workloads keep running and are
+    // resumed at the next start.
+    stop: () => stop$.next(),
+    stopWithinMs: 3000,
+  };
+}
+
+/** What both modes take alike from the config: the runtimes, the back-off, the pull ahead, the metrics. */
+const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 'pullAhead' | 'metrics'> => ({
+  runtimes: { wanted: c.runtimes, health: c.healthChecks, containerdScope: c.containerdScope },
+  backoff: c.crashLoopBackoff,
+  pullAhead: c.pullAhead,
+  metrics: c.metrics,
+});
+
+/** The built-in runtimes the config enables (all by default); names it does not know are warned about. */
+function enabledRuntimes(
+  log: Logger,
+  cli: PodmanCli,
+  { wanted, health, containerdScope }: Setting['runtimes'],
+  observers: { trace: Trace; eventsRestarted?: () => void },
+): Map<string, RuntimeConnector> {
+  const all = builtInRuntimes(log, cli, { health, containerdScope, ...observers });
+  const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
+  for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
+  return new Map(enabled.map((name) => [name, all.get(name)!]));
+}
+
+/** Without a server: the local server runs the manifest, and a workload may speak either protocol line to it. */
+function standalone(flags: CommandLine, manifestFile: string, log: Logger): Setting {
+  const initial = readManifest(manifestFile, log);
+  if (flags.input.length > 0) throw new ConfigError(`Unexpected argument '${flags.input[0]}'.`, true);
+  const config = resolveStandaloneConfig(
+    flags,
+    process.env,
+    readConfigFile(flags.agentConfig, (warning) => log.warn(warning)),
+    () => agentOf(initial.desired),
+  );
+  const { name, runFolder } = config;
+  const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));
+  const stop$ = new Subject<void>();
+  const view = statusView(name, process.stdout, log);
+  // Fed by the local server as its state changes: --delete-on-exit ends the run when it holds no workload.
+  const snapshots$ = new ReplaySubject<LocalSnapshot>(1);
+  const empty: DesiredState = { apiVersion: initial.desired.apiVersion, workloads: new Map(), configs: {} };
+  // --delete-on-exit: on stop, an empty manifest deletes every workload before the agent ends.
+  const manifests$ = flags.deleteOnExit
+    ? concat(watchManifest(manifestFile, initial, log).pipe(takeUntil(stop$)), of(empty))
+    : watchManifest(manifestFile, initial, log);
+  log.info(`Agent '${name}' running the manifest '${manifestFile}' without a server.`);
+  return {
+    name,
+    ioFolder,
+    ...workloadSettings(config),
+    link: (toServer$) =>
+      localServer(manifests$, toServer$, {
+        agentName: name,
+        log,
+        onSnapshot: (s) => {
+          view(s);
+          snapshots$.next(s);
+        },
+      }).pipe(startWith<FromServer>({ kind: 'connected', lines: PROTOCOL_LINES }), takeUntil(flags.deleteOnExit ? emptied(stop$, snapshots$) : stop$)),
+    stop: () => {
+      if (flags.deleteOnExit) log.info('Deleting the workloads before stopping (--delete-on-exit).');
+      stop$.next();
+    },
+  };
+}
+
+/** After a stop, the first moment the local server holds no workload; an error after 60 s without one. */
+function emptied(stop$: Observable<void>, snapshots$: Observable<LocalSnapshot>): Observable<LocalSnapshot> {
+  return stop$.pipe(
+    switchMap(() =>
+      snapshots$.pipe(
+        first((s) => s.states.size === 0),
+        timeout({ first: 60_000, with: () => throwError(() => new Ending('Not every workload was deleted within 60 s.')) }),
+      ),
+    ),
+  );
+}
+
+/** The agent a manifest is for, when -n does not say: the one agent its workloads name. */
+function agentOf(desired: DesiredState): string {
+  const agents = new Set([...desired.workloads.values()].map((w) => w.spec.instanceName.agentName).filter((a) => a !== ''));
+  if (agents.size === 1) return [...agents][0];
+  if (agents.size === 0) return 'standalone';
+  throw new ConfigError(`The manifest names the agents ${[...agents].sort().join(', ')}: say which one this is with -n.`);
+}
