@@ -64,6 +64,11 @@ export class WorkloadScheduler {
     return this.queue.size;
   }
 
+  /** Whether a waiting operation depends on this workload's state. */
+  waitsOn(workloadName: string): boolean {
+    return this.waitingOn.has(workloadName);
+  }
+
   /** Runs the operation or puts it into the queue, reporting the waiting state when it is new there. */
   private place(op: WorkloadOperation, out: Scheduled, isNew: boolean): void {
     switch (op.kind) {
@@ -154,4 +159,12 @@ export class WorkloadScheduler {
   private deleteConditionsMet(deleted: DeletedWorkload): boolean {
     return Object.entries(deleted.dependencies).every(([name, condition]) => this.store.statesOf(name).every((s) => fulfillsDeleteCondition(s, condition)));
   }
+}
+
+/**
+ * Other agents' states at the door: each is stored (a workload added later may depend on it; `Removed` drops
+ * it), and the names returned are those a waiting operation depends on: only they wake the scheduler.
+ */
+export function atTheDoor(store: WorkloadStateStore, scheduler: WorkloadScheduler, states: Iterable<WorkloadState>): string[] {
+  return [...store.update(states)].filter((name) => scheduler.waitsOn(name));
 }

@@ -16,7 +16,7 @@ import {
   tap,
 } from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
-import { type Scheduled, WorkloadScheduler } from '../lib/scheduler.js';
+import { type Scheduled, WorkloadScheduler, atTheDoor } from '../lib/scheduler.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import type { WorkloadOperation } from '../lib/workload-operation.js';
 import { operationTarget } from '../lib/workload-operation.js';
@@ -28,7 +28,7 @@ import { type AddressedCommand, type ManagerDeps, type Plan, type WorkloadLists,
 
 export type WorkloadDeps = ManagerDeps & ControlDeps;
 
-type Event = { readonly plan: Plan } | { readonly states: readonly WorkloadState[] };
+type Event = { readonly plan: Plan } | { readonly states: readonly WorkloadState[] } | { readonly changed: readonly string[] };
 interface Decision {
   readonly commands: readonly AddressedCommand[];
   readonly reports: readonly WorkloadState[];
@@ -41,22 +41,28 @@ interface Decision {
  */
 export function runWorkloads(fromServer$: Observable<FromServer>, deps: WorkloadDeps): Observable<readonly WorkloadState[]> {
   return defer(() => {
+    const store = new WorkloadStateStore();
+    const scheduler = new WorkloadScheduler(store);
     const ownStates$ = new Subject<readonly WorkloadState[]>();
     const messages$ = fromServer$.pipe(share());
     const plans$ = messages$.pipe(
       filter((m): m is WorkloadLists => m.kind === 'serverHello' || m.kind === 'updateWorkload'),
       manageWorkloads(deps),
     );
-    // swdd~agent-handles-update-workload-state-requests~1: other agents' states. Our own come straight
-    // from our loops, so the server's echo of them (possibly older) is not needed.
-    const othersStates$ = messages$.pipe(
-      filter((m) => m.kind === 'updateWorkloadState'),
-      map((m) => m.states.filter((s) => s.instanceName.agentName !== deps.agentName)),
+    // swdd~agent-handles-update-workload-state-requests~1: other agents' states, at the door: each is kept (a
+    // workload added later may depend on it; `Removed` drops it) and only a change that a waiting workload
+    // depends on wakes the scheduler. Our own come straight from our loops, so the server's echo of them
+    // (possibly older) is not needed.
+    const othersChanged$ = messages$.pipe(
+      filter((m): m is FromServer & { kind: 'updateWorkloadState' } => m.kind === 'updateWorkloadState'),
+      map((m) => atTheDoor(store, scheduler, m.states.filter((s) => s.instanceName.agentName !== deps.agentName))),
+      filter((waited) => waited.length > 0),
+      map((changed): Event => ({ changed })),
     );
-    const decisions$ = merge(plans$.pipe(map((plan): Event => ({ plan }))), merge(othersStates$, ownStates$).pipe(map((states): Event => ({ states })))).pipe(
+    const decisions$ = merge(plans$.pipe(map((plan): Event => ({ plan }))), othersChanged$, ownStates$.pipe(map((states): Event => ({ states })))).pipe(
       // A decision is dispatched completely before the decisions it causes are taken.
       trampoline(),
-      decide(),
+      map((event) => decide(store, scheduler, event)),
       share(),
     );
     const loopStates$ = decisions$.pipe(
@@ -108,27 +114,18 @@ function pullWhileWaiting({ runtimes, log }: WorkloadDeps): OperatorFunction<Dec
     );
 }
 
-/** The WorkloadStateStore and the WorkloadScheduler, fed by plans and by state changes. */
-function decide(): OperatorFunction<Event, Decision> {
-  return (events$) =>
-    defer(() => {
-      const store = new WorkloadStateStore();
-      const scheduler = new WorkloadScheduler(store);
-      return events$.pipe(
-        map((event): Decision => {
-          if ('plan' in event) {
-            const scheduled = scheduler.schedule(event.plan.operations);
-            return {
-              commands: [...event.plan.commands, ...scheduled.ready.map(toCommand)],
-              reports: [...event.plan.reports, ...scheduled.reports],
-              waits: scheduled.waits,
-            };
-          }
-          const scheduled = scheduler.statesChanged(store.update(event.states));
-          return { commands: scheduled.ready.map(toCommand), reports: scheduled.reports, waits: scheduled.waits };
-        }),
-      );
-    });
+/** What the WorkloadStateStore and the WorkloadScheduler decide on a plan, on own states, or on others' states (already stored) that were waited for. */
+function decide(store: WorkloadStateStore, scheduler: WorkloadScheduler, event: Event): Decision {
+  if ('plan' in event) {
+    const scheduled = scheduler.schedule(event.plan.operations);
+    return {
+      commands: [...event.plan.commands, ...scheduled.ready.map(toCommand)],
+      reports: [...event.plan.reports, ...scheduled.reports],
+      waits: scheduled.waits,
+    };
+  }
+  const scheduled = scheduler.statesChanged('changed' in event ? event.changed : store.update(event.states));
+  return { commands: scheduled.ready.map(toCommand), reports: scheduled.reports, waits: scheduled.waits };
 }
 
 /** swdd~agent-executes-create-workload-operation~1 … swdd~agent-executes-update-delete-only-workload-operation~1 */

@@ -1,23 +1,6 @@
 // The link to the Ankaios server as an observable: connects when subscribed, says hello first on
 // every connection, negotiates the protocol line, reconnects every second for as long as it is wanted.
-import {
-  EMPTY,
-  NEVER,
-  type Observable,
-  catchError,
-  concat,
-  concatMap,
-  defer,
-  map,
-  of,
-  repeat,
-  retry,
-  shareReplay,
-  take,
-  takeUntil,
-  throwError,
-  timer,
-} from 'rxjs';
+import { NEVER, Observable, catchError, concat, defer, map, of, repeat, retry, shareReplay, take, takeUntil, throwError, timer } from 'rxjs';
 import { toBinary } from '@bufbuild/protobuf';
 import * as grpc from '../proto/gen/grpc_api_pb.js';
 import { PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
@@ -87,14 +70,21 @@ function negotiate(connect: Connect, outbound$: Observable<ToServer>, options: L
     log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
     let accepted = false;
     const disconnected = (): FromServer[] => (accepted ? [{ kind: 'disconnected' }] : []);
-    const messages$ = connect(outgoing$, spoken).pipe(
-      concatMap((message) => {
-        const m = decode(message, log);
-        if (accepted) return m;
-        accepted = true;
-        refused.clear();
-        log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
-        return concat(of<FromServer>({ kind: 'connected', lines: [spoken] }), m);
+    // Each message decoded as it comes, no stream made for it (a fleet's states arrive by the thousand).
+    const messages$ = new Observable<FromServer>((subscriber) =>
+      connect(outgoing$, spoken).subscribe({
+        next: (message) => {
+          if (!accepted) {
+            accepted = true;
+            refused.clear();
+            log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
+            subscriber.next({ kind: 'connected', lines: [spoken] });
+          }
+          const m = decode(message, log);
+          if (m) subscriber.next(m);
+        },
+        error: (err: unknown) => subscriber.error(err),
+        complete: () => subscriber.complete(),
       }),
     );
     return concat(messages$, defer(disconnected)).pipe(
@@ -144,7 +134,6 @@ function shortened(text: string): string {
 }
 
 /** The server's message as the core takes it; what is malformed in it is left out with a warning. */
-function decode(message: grpc.FromServer, log: Logger): Observable<FromServer> {
-  const m = fromServerMessage(message, (problem) => log.warn(`In a ${message.FromServerEnum.case ?? 'message'} from the server, ${problem}.`));
-  return m ? of(m) : EMPTY;
+function decode(message: grpc.FromServer, log: Logger): FromServer | undefined {
+  return fromServerMessage(message, (problem) => log.warn(`In a ${message.FromServerEnum.case ?? 'message'} from the server, ${problem}.`));
 }

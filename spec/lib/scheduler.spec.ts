@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { WorkloadScheduler } from '../../lib/scheduler.js';
+import { WorkloadScheduler, atTheDoor } from '../../lib/scheduler.js';
 import { WorkloadStateStore } from '../../lib/state-store.js';
 import { deleted, stateOf, workload } from '../../scripts/harness/fixtures.js';
 
@@ -144,5 +144,38 @@ describe('WorkloadStateStore', () => {
     store.update([stateOf(init, S.removed())]);
     expect(store.statesOf('init_storage')).to.deep.equal([]);
     expect(store.all()).to.deep.equal([stateOf(logger, S.starting())]);
+  });
+});
+
+describe("other agents' states at the door", () => {
+  const db = workload('db', { agent: 'agent_B' });
+  const cache = workload('cache', { agent: 'agent_B' });
+  const app = workload('app', { dependencies: { db: 'Running' } });
+
+  // swdd~agent-manager-stores-all-workload-states~1, swdd~agent-handles-update-workload-state-requests~1
+  it('keeps every state, and wakes the scheduler only for one a waiting workload depends on', () => {
+    const store = new WorkloadStateStore();
+    const scheduler = new WorkloadScheduler(store);
+    expect(scheduler.schedule([{ kind: 'create', spec: app }]).ready).to.deep.equal([]);
+    // A state nobody waits on: stored, and no wake-up.
+    expect(atTheDoor(store, scheduler, [stateOf(cache, ExecutionState.running())])).to.deep.equal([]);
+    expect(store.statesOf('cache')).to.deep.equal([ExecutionState.running()]);
+    // The state app waits on: a wake-up, and the scheduler lets app go.
+    const waited = atTheDoor(store, scheduler, [stateOf(db, ExecutionState.running())]);
+    expect(waited).to.deep.equal(['db']);
+    expect(scheduler.statesChanged(waited).ready.map((op) => op.kind)).to.deep.equal(['create']);
+    // Nobody waits any more: the next state of db wakes nothing.
+    expect(atTheDoor(store, scheduler, [stateOf(db, ExecutionState.succeeded())])).to.deep.equal([]);
+  });
+
+  // swdd~agent-manager-stores-all-workload-states~1
+  it('drops a removed workload\'s state: memory does not grow with the churn of a fleet', () => {
+    const store = new WorkloadStateStore();
+    const scheduler = new WorkloadScheduler(store);
+    const many = Array.from({ length: 1000 }, (_, i) => workload(`w${i}`, { agent: 'agent_B' }));
+    atTheDoor(store, scheduler, many.map((w) => stateOf(w, ExecutionState.running())));
+    expect(store.all()).to.have.length(1000);
+    atTheDoor(store, scheduler, many.map((w) => stateOf(w, ExecutionState.removed())));
+    expect(store.all()).to.deep.equal([]);
   });
 });

@@ -88,6 +88,32 @@ describe('runWorkloads (the workload core)', () => {
     });
   });
 
+  // swdd~agent-manager-stores-all-workload-states~1, swdd~agent-handles-update-workload-state-requests~1
+  it("a workload added later starts at once on another agent's state heard before it came; after that state's removal it waits", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      const db = workload('db', { agent: 'agent_B' });
+      const app = workload('app', { dependencies: { db: 'Running' } });
+      const late = workload('late', { config: 'image: late:2', dependencies: { db: 'Running' } });
+      const { out } = run(
+        scheduler,
+        cold('a-b-c-d-e', {
+          a: { kind: 'serverHello', added: [] },
+          b: { kind: 'updateWorkloadState', states: [stateOf(db, S.running())] },
+          c: { kind: 'updateWorkload', added: [app], deleted: [] },
+          d: { kind: 'updateWorkloadState', states: [stateOf(db, S.removed())] },
+          e: { kind: 'updateWorkload', added: [late], deleted: [] },
+        }),
+        {},
+      );
+      flush();
+      expect(out).to.deep.equal([
+        [4, 'app: Pending(Starting): Triggered at runtime.'],
+        [8, 'late: Pending(WaitingToStart)'],
+      ]);
+    });
+  });
+
   // swdd~agent-enqueues-unfulfilled-delete~1, swdd~agent-manager-hysteresis_on-workload-states-of-its-workloads~1, swdd~agent-handles-update-workload-requests~1, swdd~agent-executes-delete-workload-operation~1
   it('a dependency waits to be deleted until its dependent is gone, and stays Stopping(WaitingToStop) while it keeps running', () => {
     const scheduler = testScheduler();
