@@ -54,7 +54,10 @@ if (args.length > 0 && args.every((a) => a === '--help' || a === '--version')) {
   if (!existsSync(dist('about.js'))) notBuilt();
   const { HELP, versionText } = await import(new URL('../dist/bin/about.js', import.meta.url).href);
   process.stdout.write(args[0] === '--help' ? HELP : versionText());
-} else if (existsSync(dist('ank-agent-run.cjs')) && !(existsSync(dist('main.js')) && newer(dist('main.js'), dist('ank-agent.cjs')))) {
+} else if (
+  ['ank-agent.cjs', 'ank-agent-run.cjs'].every((f) => existsSync(dist(f))) &&
+  !(existsSync(dist('main.js')) && newer(dist('main.js'), dist('ank-agent.cjs')))
+) {
   // The start says hello, then loads the run (a bundle of its own, with its own cache).
   loadBundle(dist('ank-agent.cjs'), dist('ank-agent.cache')).main(args, { loadRun: () => loadBundle(dist('ank-agent-run.cjs'), dist('ank-agent-run.cache')) });
 } else if (existsSync(dist('main.js'))) {

@@ -53,7 +53,7 @@ import { type Connect, ServerRefused, serverLink } from '../streams/server-link.
 import { type Trace, noTrace, stageFilter, tracer } from '../streams/trace.js';
 import { packageVersion } from './about.js';
 import { EarlyEnd, type Outcome, end, userErrors } from './exit.js';
-import { type EarlyStart, readConfigFile } from './start.js';
+import { type EarlyStart, SIGNALS, readConfigFile } from './start.js';
 import type { CommandLine } from './command-line.js';
 import { builtInRuntimes } from './wiring.js';
 
@@ -103,7 +103,7 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
   const runtimes = userErrors(() =>
     enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.apply({ kind: 'eventsRestarted' })) }),
   );
-  runAgent(setting, runtimes, log, { trace, metrics, running });
+  runAgent(setting, runtimes, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
@@ -138,7 +138,12 @@ function runAgent(
   setting: Setting,
   runtimes: ReadonlyMap<string, RuntimeConnector>,
   log: Logger,
-  { trace, metrics, running }: { trace: Trace; metrics?: MetricsEndpoint; running: RunningWorkloads },
+  {
+    trace,
+    metrics,
+    running,
+    handOverSignals,
+  }: { trace: Trace; metrics?: MetricsEndpoint; running: RunningWorkloads; handOverSignals?: () => NodeJS.Signals | undefined },
 ): void {
   const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
@@ -167,7 +172,7 @@ function runAgent(
     pipes.closeAll();
     end(outcome);
   };
-  onSignals(log, () => {
+  const stopOn = onSignals(log, () => {
     pipes.closeAll();
     setting.stop();
     stopping$.next();
@@ -188,19 +193,22 @@ function runAgent(
       },
       complete: () => dispose({ code: 0 }),
     });
+  // A signal the start caught counts as come now, the link running.
+  const caught = handOverSignals?.();
+  if (caught) stopOn(caught);
 }
 
-/** SIGINT and SIGTERM, once; a second signal while stopping changes nothing. */
-function onSignals(log: Logger, stop: () => void): void {
+/** SIGINT and SIGTERM, once; a second signal while stopping changes nothing. Returns what a signal does. */
+function onSignals(log: Logger, stop: () => void): (signal: NodeJS.Signals) => void {
   let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => {
-      if (stopping) return;
-      stopping = true;
-      log.info(`${signal}: stopping.`);
-      stop();
-    });
-  }
+  const stopOn = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`${signal}: stopping.`);
+    stop();
+  };
+  for (const signal of SIGNALS) process.on(signal, stopOn);
+  return stopOn;
 }
 
 /** Connected to an Ankaios server over gRPC; its start (config, security, run folder, the call with its hello) is `early`'s. */

@@ -16,7 +16,12 @@ export interface EarlyStart {
   readonly config: AgentConfig;
   readonly security: Security;
   readonly ioFolder: string;
+  /** Hands the signals over: the start's handlers go (call it once the run's are on), and the signal they caught, if any, is told. */
+  readonly handOverSignals: () => NodeJS.Signals | undefined;
 }
+
+/** The signals that stop the agent. */
+export const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 
 /** How long the start waits for its hello to go out before it loads the rest anyway (a server slow to accept). */
 const HELLO_WAIT_MS = 2000;
@@ -37,12 +42,20 @@ export async function helloFirst(flags: CommandLine): Promise<EarlyStart> {
       ioFolder: prepareRunFolder(config.runFolder, config.name, config.runFolder === defaultRunFolder(process.env)),
     };
   });
+  // A signal while the agent starts is kept for the run, which stops as it would have (the call fails at the server).
+  let caught: NodeJS.Signals | undefined;
+  const keep = (signal: NodeJS.Signals) => (caught ??= signal);
+  for (const signal of SIGNALS) process.on(signal, keep);
+  const handOverSignals = () => {
+    for (const signal of SIGNALS) process.off(signal, keep);
+    return caught;
+  };
   const sent = openEarly({ serverUrl: config.serverUrl, security }, encodeAgentHello(config.name, LINE_VERSIONS['1'], config.tags));
   say('info', `Agent '${config.name}' connecting to ${config.serverUrl}${security.insecure ? ' (insecure)' : ''}.`);
   let waited: NodeJS.Timeout | undefined;
   await Promise.race([sent, new Promise((resolve) => (waited = setTimeout(resolve, HELLO_WAIT_MS)))]);
   clearTimeout(waited);
-  return { config, security, ioFolder };
+  return { config, security, ioFolder, handOverSignals };
 }
 
 /** The agent's config: its flags over the environment over the config file. */

@@ -55,7 +55,13 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
     // (possibly older) is not needed.
     const othersChanged$ = messages$.pipe(
       filter((m): m is FromServer & { kind: 'updateWorkloadState' } => m.kind === 'updateWorkloadState'),
-      map((m) => atTheDoor(store, scheduler, m.states.filter((s) => s.instanceName.agentName !== deps.agentName))),
+      map((m) =>
+        atTheDoor(
+          store,
+          scheduler,
+          m.states.filter((s) => s.instanceName.agentName !== deps.agentName),
+        ),
+      ),
       filter((waited) => waited.length > 0),
       map((changed): Event => ({ changed })),
     );

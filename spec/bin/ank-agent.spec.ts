@@ -97,7 +97,8 @@ describe('ank-agent (the command line)', () => {
     mkdirSync(path.join(copy, 'dist', 'bin'), { recursive: true });
     writeFileSync(path.join(copy, 'bin', 'ank-agent.js'), readFileSync(BIN), { mode: 0o755 });
     writeFileSync(path.join(copy, 'package.json'), readFileSync('package.json'));
-    for (const file of ['ank-agent.cache', 'about.js']) writeFileSync(path.join(copy, 'dist', 'bin', file), readFileSync(path.join('dist', 'bin', file)));
+    for (const file of ['ank-agent.cache', 'ank-agent-run.cjs', 'ank-agent-run.cache', 'about.js'])
+      writeFileSync(path.join(copy, 'dist', 'bin', file), readFileSync(path.join('dist', 'bin', file)));
     const bundle = readFileSync(path.join('dist', 'bin', 'ank-agent.cjs'), 'utf8');
     expect(bundle).to.contain('Show this help');
     writeFileSync(path.join(copy, 'dist', 'bin', 'ank-agent.cjs'), bundle.replace('Show this help', 'Show THIS help'));

@@ -169,13 +169,21 @@ describe("other agents' states at the door", () => {
   });
 
   // swdd~agent-manager-stores-all-workload-states~1
-  it('drops a removed workload\'s state: memory does not grow with the churn of a fleet', () => {
+  it("drops a removed workload's state: memory does not grow with the churn of a fleet", () => {
     const store = new WorkloadStateStore();
     const scheduler = new WorkloadScheduler(store);
     const many = Array.from({ length: 1000 }, (_, i) => workload(`w${i}`, { agent: 'agent_B' }));
-    atTheDoor(store, scheduler, many.map((w) => stateOf(w, ExecutionState.running())));
+    atTheDoor(
+      store,
+      scheduler,
+      many.map((w) => stateOf(w, ExecutionState.running())),
+    );
     expect(store.all()).to.have.length(1000);
-    atTheDoor(store, scheduler, many.map((w) => stateOf(w, ExecutionState.removed())));
+    atTheDoor(
+      store,
+      scheduler,
+      many.map((w) => stateOf(w, ExecutionState.removed())),
+    );
     expect(store.all()).to.deep.equal([]);
   });
 });
