@@ -42,9 +42,10 @@ export interface RuntimeConnector<Id = unknown> {
   /**
    * Has the workload's image on the node (pulled when it is not there, or its options ask for a pull each
    * time), so that a create does not wait on the network; completes when it is there, fails with the pull's
-   * reason. Undefined when the image is known to be there: `current`, the instance it replaces, runs it.
+   * reason; meanwhile it tells what it waits for, if anything (`waiting for a pull slot …`). Undefined when the
+   * image is known to be there: `current`, the instance it replaces, runs it.
    */
-  fetchImage?(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined;
+  fetchImage?(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined;
   /**
    * Stops the workload and keeps it (the control loop's answer to a failed health check: its restart policy
    * decides what follows). Runtimes without health checks need none.

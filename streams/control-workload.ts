@@ -313,7 +313,9 @@ class LoopSteps {
     const runtime = this.deps.runtimes.get(next.runtime)!;
     const name = next.instanceName.workloadName;
     const failures$ = new Subject<Step>();
+    // What the pull waits for is said on the new instance, as a failure is.
     const pulled$ = defer(() => runtime.fetchImage!(next, spec) ?? EMPTY).pipe(
+      map((note): Step => report(next.instanceName, ExecutionState.starting(`${note} (the old instance runs until the image is pulled)`))),
       retry({
         delay: (err: unknown, tries: number) => {
           if (err instanceof ConfigurationError) return throwError(() => err);

@@ -111,6 +111,7 @@ function pullWhileWaiting({ runtimes, log }: WorkloadDeps): OperatorFunction<Dec
       mergeMap((d) => d.waits.flatMap((w) => (w.starts ? [w.starts] : []))),
       mergeMap((spec) =>
         (runtimes.get(spec.runtime)?.fetchImage?.(spec) ?? EMPTY).pipe(
+          ignoreElements(),
           catchError((err: unknown): Observable<never> => {
             log?.warn(`The image of '${spec.instanceName.workloadName}' could not be pulled while it waits: ${String(err)}; its create pulls it.`);
             return EMPTY;

@@ -18,7 +18,7 @@ export const PULL_STALL_MS = 5 * 60_000;
 export const FLUSH_DEADLINE_MS = 60_000;
 
 export class ImagePulls {
-  private readonly inFlight = new Map<string, Observable<never>>();
+  private readonly inFlight = new Map<string, Observable<string>>();
   /** A registry's slots (by the host of the image's reference), made when it is first pulled from. */
   private readonly slots = new Map<string, Slots>();
 
@@ -50,7 +50,7 @@ export class ImagePulls {
    * `undefined` when nothing (their policy is never, or `current`, of the same runtime, runs them from the same
    * storage), else all its pulls at once. A config that cannot be read fails at once.
    */
-  ahead(imagesOf: (spec: WorkloadSpec) => readonly ImagePull[], next: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
+  ahead(imagesOf: (spec: WorkloadSpec) => readonly ImagePull[], next: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
     let wanted: readonly ImagePull[];
     try {
       wanted = imagesOf(next);
@@ -68,17 +68,21 @@ export class ImagePulls {
     return pulls.length === 0 ? undefined : merge(...pulls.map((pull) => this.ensure(pull)));
   }
 
-  /** Completes when the image is there (pulled if need be); fails with the CLI's reason when it cannot be pulled. */
-  ensure(pull: ImagePull): Observable<never> {
+  /**
+   * Completes when the image is there (pulled if need be); fails with the CLI's reason when it cannot be pulled.
+   * When its registry's slots are all taken it says so first: the pull waits for one.
+   */
+  ensure(pull: ImagePull): Observable<string> {
     if (pull.policy === 'never') return EMPTY;
     const key = pull.args.join('\0');
     return defer(() => {
       let shared = this.inFlight.get(key);
       if (!shared) {
+        const slots = this.slotsOf(pull.image);
+        const waiting = `Waiting for a pull slot: ${MAX_PULLS} pulls from ${registryOf(pull.image)} are under way`;
         const pull$ = concat(
-          this.slotsOf(pull.image).run(
-            this.cli.run(pull.args, undefined, 'command', this.deadlineMs, this.stallMs).pipe(ignoreElements(), catchError(inLastWords)),
-          ),
+          defer(() => (slots.full ? of(waiting) : EMPTY)),
+          slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs, this.stallMs).pipe(ignoreElements(), catchError(inLastWords))),
           // A flush that fails does not undo the pull.
           this.flush.run([]).pipe(
             ignoreElements(),
@@ -98,7 +102,10 @@ export class ImagePulls {
 
   /** The pulls under way for these images, if any are: a create waits for them rather than pull the images again. */
   under(pulls: readonly ImagePull[]): Observable<never> {
-    return merge(...pulls.map((pull) => this.inFlight.get(pull.args.join('\0')) ?? EMPTY)).pipe(catchError(() => EMPTY));
+    return merge(...pulls.map((pull) => this.inFlight.get(pull.args.join('\0')) ?? EMPTY)).pipe(
+      ignoreElements(),
+      catchError(() => EMPTY),
+    );
   }
 
   /** Whether the image is there (the query fails with exit code 1 when it is not). */

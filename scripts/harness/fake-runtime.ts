@@ -17,7 +17,7 @@ export interface FakeBehaviour {
   /** Given: the runtime can stop a workload and keep it (it has health checks). */
   stop?: (id: string) => Observable<void>;
   /** Given: the runtime has an image fetched ahead (`attempt` counts the fetches of this workload name, from 1). */
-  fetchImage?: (spec: WorkloadSpec, attempt: number) => Observable<never>;
+  fetchImage?: (spec: WorkloadSpec, attempt: number) => Observable<string>;
 }
 
 export class FakeRuntime implements RuntimeConnector {
@@ -27,7 +27,7 @@ export class FakeRuntime implements RuntimeConnector {
 
   readonly startAgain?: (id: string) => Observable<void>;
   readonly stop?: (id: string) => Observable<void>;
-  readonly fetchImage?: (spec: WorkloadSpec) => Observable<never> | undefined;
+  readonly fetchImage?: (spec: WorkloadSpec) => Observable<string> | undefined;
 
   constructor(
     private readonly behaviour: FakeBehaviour = {},

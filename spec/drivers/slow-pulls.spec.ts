@@ -4,7 +4,7 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync as listFolder } from 'node:fs';
 import { expect } from 'chai';
-import { lastValueFrom, toArray } from 'rxjs';
+import { lastValueFrom, tap, toArray } from 'rxjs';
 import { ImagePulls, registryOf } from '../../lib/runtimes/image-pulls.js';
 import { podmanImagePull } from '../../lib/runtimes/images.js';
 import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
@@ -66,7 +66,7 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
   });
 
   // rx~pull-ahead~1
-  it('a pull that makes no progress is ended, its partial download removed; a pull from another registry goes on meanwhile', async () => {
+  it('a pull that makes no progress is ended, its partial download removed; a pull from another registry goes on meanwhile, one more from the stalled one says it waits for a slot', async () => {
     const stalled = await proxy({ stallAfter: 256 * 1024 });
     const before = downloads();
     const pulls = new ImagePulls(new PodmanCli(), 60_000, undefined, 2000);
@@ -80,7 +80,13 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
     const started = performance.now();
     await lastValueFrom(pulls.ensure(pullOf(image)).pipe(toArray()));
     expect(performance.now() - started, 'the other registry waits for no stalled pull').to.be.below(2000);
+    // A third pull from the stalled registry waits for a slot, and says so first.
+    const notes: string[] = [];
+    const third = lastValueFrom(pulls.ensure(pullOf(stalledImage, ['--arch=amd64'])).pipe(tap((note) => notes.push(note)))).catch((e: Error) => e);
     const [first] = await Promise.all(stuck);
+    // It then gets a slot (what it needs of the layers the other registry's pull brought, it has already).
+    await third;
+    expect(notes).to.deep.equal([`Waiting for a pull slot: 2 pulls from ${registryOf(stalledImage)} are under way`]);
     expect(String(first)).to.match(/^Error: podman pull made no progress for 2 s and was killed\.$/);
     // Removed once the killed pulls have ended.
     await until(() => downloads().every((d) => before.includes(d)), 'the partial downloads to be removed', 5000);

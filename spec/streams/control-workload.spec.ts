@@ -74,6 +74,27 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
     });
 
     // rx~pull-ahead~1
+    it('a pull that waits for a slot says so on the new instance, the old one running; then the update goes on', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const waiting = 'Waiting for a pull slot: 2 pulls from registry.example are under way';
+        const runtime = new FakeRuntime({ states: () => cold('-r', { r: running }), fetchImage: () => cold('w 99ms |', { w: waiting }) });
+        const out = record(controlWorkload(cold('a 9ms u', { a: create(nginx), u: update(nginx2) }), pulling(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(timeline(out)).to.deep.equal([
+          `0 ${at(nginx, ExecutionState.starting('Triggered at runtime.'))}`,
+          `1 ${at(nginx, running)}`,
+          `10 ${at(nginx2, ExecutionState.starting(`${waiting} (the old instance runs until the image is pulled)`))}`,
+          `11 ${at(nginx, running)}`,
+          `110 ${at(nginx, ExecutionState.stoppingRequested())}`,
+          `110 ${at(nginx, ExecutionState.removed())}`,
+          `110 ${at(nginx2, ExecutionState.starting('Triggered at runtime.'))}`,
+          `111 ${at(nginx2, running)}`,
+        ]);
+      });
+    });
+
+    // rx~pull-ahead~1
     it('a pull that fails never stops the old instance: it is tried again after the create back-off, each failure reported on the new instance, and a delete ends the wait at once', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {

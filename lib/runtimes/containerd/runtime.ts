@@ -53,7 +53,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   ) {}
 
   /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */
-  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
+  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
     return this.pulls.ahead((s) => [this.imagePull(s)], spec, current);
   }
 

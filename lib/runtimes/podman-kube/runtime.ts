@@ -66,7 +66,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   ) {}
 
   /** The images of the manifest's containers that are not there (or whose imagePullPolicy is Always), pulled; none that the instance it replaces runs. */
-  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
+  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
     return this.pulls.ahead((s) => kubeImagePulls(parseKubeConfig(s.runtimeConfig)), spec, current);
   }
 

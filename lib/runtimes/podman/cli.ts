@@ -71,6 +71,11 @@ export class Slots {
 
   constructor(private free: number) {}
 
+  /** Whether work given now would wait for a slot. */
+  get full(): boolean {
+    return this.free === 0;
+  }
+
   run<T>(work: Observable<T>): Observable<T> {
     return new Observable<T>((subscriber) => {
       let inner: Subscription | undefined;

@@ -36,7 +36,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * The image, pulled with the workload's registry options unless it is there (or its `--pull` asks for a pull
    * each time); nothing to do when the instance it replaces runs the same image from the same storage.
    */
-  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<never> | undefined {
+  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
     return this.pulls.ahead((s) => [podmanImagePull(parsePodmanConfig(s.runtimeConfig))], spec, current);
   }
 
