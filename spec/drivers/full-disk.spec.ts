@@ -1,6 +1,6 @@
 // Another user fills the temporary folder (a tmpfs with no root reserve, as /tmp is by default on Debian 13):
 // running workloads stay Running, and the agent never crashes on it. Real Podman, real tmpfs mounts.
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +10,7 @@ import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { IMAGE, PodmanAgent, busybox, cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
+import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
 
 describe('a full temporary folder (real Podman, a tmpfs filled by an unprivileged user)', function () {
   this.timeout(90_000);
@@ -17,20 +18,9 @@ describe('a full temporary folder (real Podman, a tmpfs filled by an unprivilege
     requirePodman();
     if (process.getuid?.() !== 0) this.skip();
   });
-  const mounted: string[] = [];
-  const tmpfs = (options: string) => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'ank-full-'));
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `mode=1777,${options}`, 'tmpfs', dir]);
-    mounted.push(dir);
-    return dir;
-  };
-  const asNobody = (script: string) => spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'sh', '-c', script], { stdio: 'ignore' });
-  afterEach(() => {
-    for (const dir of mounted.splice(0)) {
-      spawnSync('umount', [dir]);
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  const fs = new Tmpfs();
+  const tmpfs = (options: string) => fs.mount(options);
+  afterEach(() => fs.unmountAll());
 
   // swdd~podman-state-getter-returns-lost-state~1, swdd~podman-state-getter-maps-state~3
   it('running workloads stay Running when the place of the calls\' output fills up: a list that could not be kept is no "no containers"', async () => {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { type Ending, type Launch, Launcher, privateParent } from '../../lib/runtimes/launcher.js';
 import { until } from '../../scripts/harness/wait.js';
+import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
 
 const LIMITS = { maxStdout: 1024, maxStderr: 256 };
 
@@ -149,22 +150,9 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   describe('where its files go', () => {
-    const mounted: string[] = [];
-    /** A small tmpfs anyone may write to, as /tmp is: `options` as mount takes them. */
-    const tmpfs = (options: string) => {
-      const dir = mkdtempSync(path.join(tmpdir(), 'ank-launcher-fs-'));
-      execFileSync('mount', ['-t', 'tmpfs', '-o', `mode=1777,${options}`, 'tmpfs', dir]);
-      mounted.push(dir);
-      return dir;
-    };
-    /** An unprivileged user fills the place: all its blocks, or all its inodes. */
-    const asNobody = (script: string) => spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'sh', '-c', script], { stdio: 'ignore' });
-    afterEach(() => {
-      for (const dir of mounted.splice(0)) {
-        spawnSync('umount', [dir]);
-        rmSync(dir, { recursive: true, force: true });
-      }
-    });
+    const fs = new Tmpfs();
+    const tmpfs = (options: string) => fs.mount(options);
+    afterEach(() => fs.unmountAll());
 
     it('is a place no other user can fill: /run as root, never the temporary folder', function () {
       if (process.getuid?.() !== 0) this.skip();

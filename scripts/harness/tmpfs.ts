@@ -1,0 +1,31 @@
+// Small tmpfs mounts for the specs of a full, inode-less or read-only place, and an unprivileged user to fill
+// them (as another user on the node would fill /tmp). Needs root.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+export class Tmpfs {
+  private readonly mounted: string[] = [];
+
+  /** A tmpfs anyone may write to, as /tmp is: `options` as mount takes them (`size=64k`, `nr_inodes=8`, `ro`). */
+  mount(options: string): string {
+    const dir = mkdtempSync(path.join(tmpdir(), 'ank-tmpfs-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `mode=1777,${options}`, 'tmpfs', dir]);
+    this.mounted.push(dir);
+    return dir;
+  }
+
+  /** Unmounts and removes every mount made. */
+  unmountAll(): void {
+    for (const dir of this.mounted.splice(0)) {
+      spawnSync('umount', [dir]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
+/** Runs a shell script as the unprivileged user nobody (to fill a place: all its blocks, or all its inodes). */
+export const asNobody = (script: string): void => {
+  spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'sh', '-c', script], { stdio: 'ignore' });
+};
