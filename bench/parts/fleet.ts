@@ -88,7 +88,9 @@ export async function benchFleet(quick: boolean): Promise<void> {
   const total = quick ? 20_000 : 100_000;
   const idleSeconds = quick ? 20 : 60;
   const released = process.env.ANKAIOS_BIN && path.join(process.env.ANKAIOS_BIN, 'ank-agent');
-  console.log(`\nA fleet's states (${total} states of other agents' workloads, half in messages of 1, half of 100, then removed; then ${idleSeconds} s to settle and ${idleSeconds} s idle)`);
+  console.log(
+    `\nA fleet's states (${total} states of other agents' workloads, half in messages of 1, half of 100, then removed; then ${idleSeconds} s to settle and ${idleSeconds} s idle)`,
+  );
   const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-fleet-'));
   const args = (url: string) => ['-n', 'fleet_agent', '-s', url, '-k', '-r', run];
   await fleetOf('ours', (url) => spawn(BIN, args(url), { stdio: 'ignore' }), total, idleSeconds);
