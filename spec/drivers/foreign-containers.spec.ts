@@ -36,7 +36,8 @@ describe("a failed create touches only what carries the instance's labels", func
   beforeEach(() => (agent = new PodmanAgent(uniqueAgent('foreign'))));
   afterEach(() => {
     agent.stop();
-    for (const name of foreign.splice(0)) execFileSync('sh', ['-c', `podman rm -f -t0 ${name}; podman pod kill ${name}; podman pod rm -f ${name}`], { stdio: 'ignore' });
+    for (const name of foreign.splice(0))
+      execFileSync('sh', ['-c', `podman rm -f -t0 ${name}; podman pod kill ${name}; podman pod rm -f ${name}`], { stdio: 'ignore' });
   });
 
   /** A container of another program's, running or only created. */
