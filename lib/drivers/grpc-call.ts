@@ -14,7 +14,7 @@ export const SERVER_CERT_NAME = 'ank-server';
 export type Security = { readonly insecure: true } | { readonly insecure: false; readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
 
 /** gRPC's status codes the agent tells apart (the rest pass through as numbers). */
-export const Status = { OK: 0, UNKNOWN: 2, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+export const Status = { OK: 0, UNKNOWN: 2, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
 export const CONNECT_TIMEOUT_MS = 10_000;
 /** The largest message taken from the server (gRPC's default receive limit). */

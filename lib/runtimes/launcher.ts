@@ -263,7 +263,7 @@ export function privateParent(): string {
 }
 
 /** What a process wrote on a pipe, kept up to a limit (the rest is counted, not kept). */
-class Kept {
+export class Kept {
   private readonly chunks: Buffer[] = [];
   private count = 0;
 

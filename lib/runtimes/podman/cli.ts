@@ -7,7 +7,7 @@ import { Observable, type Subscription, map, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { bytesRead, downloadFoldersOf, killMarkedProcesses, removeDownloadFolders } from '../../drivers/machine.js';
-import { type Launcher, launcher } from '../launcher.js';
+import { Kept, type Launcher, launcher } from '../launcher.js';
 
 /** A podman command that failed; the message is what podman said on stderr. */
 export class PodmanError extends Error {
@@ -130,26 +130,6 @@ export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
 export const DEFAULT_MAX_PROCESSES = 8;
 /** Every workload of a large node can have its logs followed at once; a flood of requests cannot start thousands of podman processes. */
 export const DEFAULT_MAX_STREAMS = 256;
-
-/** What a process wrote on one of its pipes, kept up to a limit. */
-class Output {
-  private readonly chunks: Buffer[] = [];
-  private bytes = 0;
-
-  constructor(private readonly limit: number) {}
-
-  /** Keeps the chunk; false once the output is over the limit (what is over it is not kept). */
-  add(chunk: Buffer): boolean {
-    if (this.bytes >= this.limit) return false;
-    this.chunks.push(chunk.subarray(0, this.limit - this.bytes));
-    this.bytes += chunk.length;
-    return this.bytes <= this.limit;
-  }
-
-  text(): string {
-    return Buffer.concat(this.chunks).toString();
-  }
-}
 
 export class PodmanCli {
   /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
@@ -346,11 +326,11 @@ export class PodmanCli {
           this.calls += 1;
           const started = performance.now();
           const child = spawn(this.binary, ['exec', '--env', marker, container, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
-          const kept = new Output(MAX_CHECK_OUTPUT_BYTES);
+          const kept = new Kept(MAX_CHECK_OUTPUT_BYTES);
           const keep = (chunk: Buffer) => kept.add(chunk);
           child.stdout.on('data', keep);
           child.stderr.on('data', keep);
-          const output = () => kept.text();
+          const output = () => kept.all().toString();
           const end = (outcome: CheckOutcome, observed: 'ok' | 'failed' | 'deadline') => {
             if (over) return;
             over = true;
