@@ -69,7 +69,7 @@ function processCpuMs(pid: number): { own: number; children: number } {
   return { own: (f[11] + f[12]) * tick, children: (f[13] + f[14]) * tick };
 }
 
-/** The agent's launcher shell (lib/runtimes/launcher.ts): its own CPU is the agent's, what it waited for the runtime's. */
+/** The agent's launcher shell (lib/drivers/launcher.ts): its own CPU is the agent's, what it waited for the runtime's. */
 function launcherShells(pid: number): number[] {
   try {
     const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);

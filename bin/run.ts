@@ -6,14 +6,10 @@ import {
   type Observable,
   ReplaySubject,
   Subject,
-  catchError,
   concat,
-  defer,
   delay,
   first,
-  forkJoin,
   lastValueFrom,
-  map,
   merge,
   of,
   startWith,
@@ -27,11 +23,7 @@ import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import { ConfigError, type RunConfig, defaultRunFolder, resolveStandaloneConfig, selectRuntimes } from '../lib/config.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
 import type { MetricsEndpoint } from '../lib/drivers/metrics.js';
-import { containerdStats } from '../lib/runtimes/containerd/runtime.js';
-import { podmanStats } from '../lib/runtimes/podman/stats.js';
-import { PodmanCli } from '../lib/runtimes/podman/cli.js';
-import { launcher } from '../lib/runtimes/launcher.js';
-import { runsInPod } from '../lib/runtimes/podman-kube/runtime.js';
+import { launcher } from '../lib/drivers/launcher.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
@@ -55,7 +47,7 @@ import { packageVersion } from './about.js';
 import { EarlyEnd, type Outcome, end, userErrors } from './exit.js';
 import { type EarlyStart, SIGNALS, readConfigFile } from './start.js';
 import type { CommandLine } from './command-line.js';
-import { builtInRuntimes } from './wiring.js';
+import { type MadeRuntimes, type RuntimeWiring, makeRuntimes } from './wiring.js';
 
 /** What a setting of the agent gives the run: who it is, where it works, and its link to a server. */
 interface Setting {
@@ -91,37 +83,30 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
   const setting = userErrors(() => (early ? connected(early, log) : standalone(flags, flags.manifest!, log)));
   // What the control loops run, shared with the metrics (whose pod is whose).
   const running = new RunningWorkloads();
-  const metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running);
+  // The metrics are told what the runtimes do from the start; the endpoint asks the runtimes for their figures.
+  let metrics: MetricsEndpoint | undefined;
   launcher.warn = (text) => log.warn(text);
-  const cli = new PodmanCli({
-    log,
-    observe: (call) => {
-      metrics?.apply({ kind: 'cliCall', call });
-      if (trace.enabled('podman')) trace.note('podman', `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s`);
-    },
-  });
   const runtimes = userErrors(() =>
-    enabledRuntimes(log, cli, setting.runtimes, { trace, eventsRestarted: metrics && (() => metrics.apply({ kind: 'eventsRestarted' })) }),
+    enabledRuntimes(log, setting.runtimes, {
+      launcher,
+      trace,
+      observeCall: (call) => metrics?.apply({ kind: 'cliCall', call }),
+      eventsRestarted: (engine) => metrics?.apply({ kind: 'eventsRestarted', engine }),
+    }),
   );
-  runAgent(setting, runtimes, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
+  metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running, runtimes);
+  runAgent(setting, runtimes.connectors, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
-async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWorkloads): Promise<MetricsEndpoint> {
+async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWorkloads, runtimes: MadeRuntimes): Promise<MetricsEndpoint> {
   const { startMetrics } = await import('../lib/drivers/metrics.js');
-  const podman$ = podmanStats(new PodmanCli({ log }));
-  // containerd's, asked only while a containerd workload runs (a host without nerdctl is not asked at all).
-  const nerdctl = new PodmanCli({ log, binary: 'nerdctl' });
-  const containerd$ = defer(() =>
-    running.findWhere((r) => r.runtime.name === 'containerd') ? containerdStats(nerdctl).pipe(catchError(() => of([]))) : of([]),
-  );
   try {
     return await startMetrics(setting.metrics!, {
       agentName: setting.name,
       version: packageVersion(),
       log,
-      containerStats: () => lastValueFrom(forkJoin([podman$, containerd$]).pipe(map(([fromPodman, fromContainerd]) => [...fromPodman, ...fromContainerd]))),
-      podOwner: (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName,
+      containerStats: () => lastValueFrom(runtimes.figures(setting.name, running)),
     });
   } catch (err) {
     throw new EarlyEnd({ code: 1, say: `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n` });
@@ -240,17 +225,12 @@ const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 
   metrics: c.metrics,
 });
 
-/** The built-in runtimes the config enables (all by default); names it does not know are warned about. */
-function enabledRuntimes(
-  log: Logger,
-  cli: PodmanCli,
-  { wanted, health, containerdScope }: Setting['runtimes'],
-  observers: { trace: Trace; eventsRestarted?: () => void },
-): Map<string, RuntimeConnector> {
-  const all = builtInRuntimes(log, cli, { health, containerdScope, ...observers });
-  const { enabled, unknown } = selectRuntimes([...all.keys()], wanted);
+/** The runtimes the config enables (all by default); names it does not know are warned about. */
+function enabledRuntimes(log: Logger, { wanted, health, containerdScope }: Setting['runtimes'], wiring: RuntimeWiring): MadeRuntimes {
+  const all = makeRuntimes(log, { health, containerdScope, ...wiring });
+  const { enabled, unknown } = selectRuntimes([...all.connectors.keys()], wanted);
   for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
-  return new Map(enabled.map((name) => [name, all.get(name)!]));
+  return { ...all, connectors: new Map(enabled.map((name) => [name, all.connectors.get(name)!])) };
 }
 
 /** Without a server: the local server runs the manifest, and a workload may speak either protocol line to it. */

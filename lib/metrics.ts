@@ -3,10 +3,11 @@
 import type { ExecutionState } from './execution-state.js';
 import type { WorkloadState } from './messages.js';
 import type { ContainerFigures } from './ports.js';
-import { parseInstanceKey } from './workload.js';
 
 /** A podman (or nerdctl) call as the CLI saw it end. */
 export interface CliCall {
+  /** The CLI's name (`podman`, `nerdctl`): the families count Podman's. */
+  readonly cli: string;
   readonly subcommand: string;
   readonly outcome: 'ok' | 'failed' | 'deadline';
   readonly seconds: number;
@@ -23,8 +24,8 @@ export type MetricsEvent =
   | { readonly kind: 'logEntries'; readonly count: number; readonly bytes: number; readonly cut: number }
   /** A call of the container CLI ended (the drivers'). */
   | { readonly kind: 'cliCall'; readonly call: CliCall }
-  /** `podman events` was started again (the container cache's). */
-  | { readonly kind: 'eventsRestarted' };
+  /** An engine's event stream was started again by its container cache (the families count Podman's). */
+  | { readonly kind: 'eventsRestarted'; readonly engine: string };
 
 /** What the figures know of a workload. */
 export interface WorkloadFigures {
@@ -86,7 +87,7 @@ export function stepFigures(figures: MetricsFigures, event: MetricsEvent, now: n
       return { ...figures, log: { entries: entries + event.count, bytes: bytes + event.bytes, cut: cut + event.cut } };
     }
     case 'eventsRestarted':
-      return { ...figures, eventsRestarts: figures.eventsRestarts + 1 };
+      return event.engine === 'Podman' ? { ...figures, eventsRestarts: figures.eventsRestarts + 1 } : figures;
     case 'cliCall':
       return figures;
   }
@@ -127,28 +128,20 @@ export function forgetRemoved(figures: MetricsFigures, now: number): MetricsFigu
   return { ...figures, workloads };
 }
 
-/** One container's figures from a runtime's stats, with the pod it is in, if any. */
-export interface ContainerStats extends ContainerFigures {
-  /** The pod it belongs to (a podman-kube workload's container). */
-  readonly Pod?: string;
+/** One container's figures from a runtime's stats, with the workload of this agent it belongs to (its runtime tells). */
+export interface WorkloadContainerFigures extends ContainerFigures {
+  readonly workload: string;
 }
 
-export type Figures = Omit<ContainerStats, 'Name' | 'Pod'>;
+export type Figures = Omit<ContainerFigures, 'Name'>;
 
 /**
- * The containers' figures by workload of this agent: a workload's container by its name, a podman-kube
- * workload's containers by their pod, summed; the memory limit is the largest of theirs, and the network
- * the pod's own (its containers share it, so each shows all of it).
+ * The containers' figures by workload, summed (a podman-kube workload has several): the memory limit is the
+ * largest of theirs, and the network the pod's own (its containers share it, so each shows all of it).
  */
-export function byWorkload(all: readonly ContainerStats[], agent: string, podOwner?: (pod: string) => string | undefined): Map<string, Figures> {
+export function byWorkload(all: readonly WorkloadContainerFigures[]): Map<string, Figures> {
   const figures = new Map<string, Figures>();
-  // A pod's owner is asked once, however many containers it has.
-  const owners = new Map<string, string | undefined>();
-  const ownerOf = (pod: string) => (owners.has(pod) ? owners.get(pod) : owners.set(pod, podOwner?.(pod)).get(pod));
-  for (const c of all) {
-    const named = parseInstanceKey(c.Name);
-    const workload = named ? (named.agentName === agent ? named.workloadName : undefined) : c.Pod ? ownerOf(c.Pod) : undefined;
-    if (workload === undefined) continue;
+  for (const { workload, Name, ...c } of all) {
     const sum = figures.get(workload);
     figures.set(
       workload,

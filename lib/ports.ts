@@ -41,6 +41,12 @@ export interface ContainerEvent {
   readonly container?: Pick<Container, 'Names' | 'Labels' | 'Pod'>;
 }
 
+/** Whose containers a cache follows: the engine's name as messages say it (`Podman`), and the --debug stage of its cache (`podman.cache`). */
+export interface Engine {
+  readonly name: string;
+  readonly stage: string;
+}
+
 export interface ContainerCache {
   /**
    * swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, refreshed while watched;

@@ -21,12 +21,12 @@ const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').
  * Where side effects live: lib/drivers/, the runtimes' image pulls and launcher, and in a runtime's folder its connector,
  * CLI, event sources and health check loop; the pure parts beside them (config, state table, health rules) are core.
  */
-const RUNTIME_DRIVER = /^lib\/runtimes\/([^/]+\/)?(runtime|cli|events|health-checks|image-pulls|launcher)\.ts$/;
+const RUNTIME_DRIVER = /^lib\/runtimes\/[^/]+\/(index|runtime|kube|cli|events|health-checks|image-pulls)\.ts$/;
 const isDriver = (file: string) => file.startsWith('lib/drivers/') || RUNTIME_DRIVER.test(file);
 const inCore = (file: string) => (file.startsWith('lib/') && !isDriver(file)) || file.startsWith('streams/');
-/** The domain: lib/'s own modules, which no runtime's folder, driver or manifest reader sits under. */
-const inDomain = (file: string) => /^lib\/[^/]+\.ts$/.test(file) && file !== 'lib/manifest.ts';
-const ABOVE_DOMAIN = /^lib\/(drivers|runtimes)\/|^lib\/manifest\.js$/;
+/** The domain: lib/'s own modules, which the folders of lib/ (codecs, the Control Interface, runtimes, drivers) build on. */
+const inDomain = (file: string) => /^lib\/[^/]+\.ts$/.test(file);
+const ABOVE_DOMAIN = /^lib\/[^/]+\//;
 
 /** Every boundary a source breaks, as `file: what`. */
 function boundaryViolations(sources: readonly Source[]): string[] {
@@ -51,10 +51,10 @@ function sourcesUnder(folder: string): Source[] {
     .map((file) => ({ file, text: readFileSync(path.join(ROOT, file), 'utf8') }));
 }
 
-/** Every cycle of imports (type-only ones too), as `a -> b -> a`. */
-function importCycles(sources: readonly Source[]): string[] {
+/** The sources' imports of each other (type-only ones too), by file. */
+function importGraph(sources: readonly Source[]): Map<string, string[]> {
   const files = new Set(sources.map((s) => s.file));
-  const edges = new Map(
+  return new Map(
     sources.map(({ file, text }) => [
       file,
       importsOf(text)
@@ -63,6 +63,34 @@ function importCycles(sources: readonly Source[]): string[] {
         .filter((t) => files.has(t)),
     ]),
   );
+}
+
+/** Every cycle of imports between files, as `a -> b -> a`. */
+const importCycles = (sources: readonly Source[]): string[] => cyclesOf(importGraph(sources));
+
+/** Every cycle of imports between folders (a file of one imports a file of the other, and back), as `a/ -> b/ -> a/`. */
+function folderCycles(sources: readonly Source[]): string[] {
+  const folders = new Map<string, Set<string>>();
+  for (const [file, targets] of importGraph(sources)) {
+    const from = `${path.posix.dirname(file)}/`;
+    const edges = folders.get(from) ?? folders.set(from, new Set()).get(from)!;
+    for (const target of targets) if (`${path.posix.dirname(target)}/` !== from) edges.add(`${path.posix.dirname(target)}/`);
+  }
+  return cyclesOf(new Map([...folders].map(([folder, edges]) => [folder, [...edges]])));
+}
+
+/** What a runtime's folder imports of lib/runtimes/ that is neither its own nor the base: each as `file: target`. */
+function runtimeCrossings(sources: readonly Source[]): string[] {
+  return [...importGraph(sources)].flatMap(([file, targets]) => {
+    const own = /^lib\/runtimes\/([^/]+)\//.exec(file)?.[1];
+    if (own === undefined || own === 'base') return [];
+    return targets
+      .filter((t) => t.startsWith('lib/runtimes/') && !t.startsWith(`lib/runtimes/${own}/`) && !t.startsWith('lib/runtimes/base/'))
+      .map((t) => `${file}: ${t}`);
+  });
+}
+
+function cyclesOf(edges: ReadonlyMap<string, readonly string[]>): string[] {
   const cycles = new Set<string>();
   const done = new Set<string>();
   const visit = (file: string, trail: string[]) => {
@@ -75,7 +103,7 @@ function importCycles(sources: readonly Source[]): string[] {
     for (const next of edges.get(file) ?? []) visit(next, [...trail, file]);
     done.add(file);
   };
-  for (const file of files) visit(file, []);
+  for (const node of edges.keys()) visit(node, []);
   return [...cycles];
 }
 
@@ -90,7 +118,21 @@ describe('the boundaries of the code', () => {
     ).to.deep.equal(['lib/a.ts -> lib/b.ts -> lib/a.ts']);
   });
 
-  it("the core imports no I/O and reads no clock; drivers import nothing from streams/; the domain nothing of a runtime's, a driver's or the manifest reader's", () => {
+  it('no two folders import each other, and a runtime folder imports of the runtimes only the base', () => {
+    const sources = [...sourcesUnder('lib'), ...sourcesUnder('streams'), ...sourcesUnder('bin')];
+    expect(folderCycles(sources)).to.deep.equal([]);
+    expect(runtimeCrossings(sources)).to.deep.equal([]);
+    const made = [
+      { file: 'lib/runtimes/a/runtime.ts', text: "import { b } from '../b/runtime.js';\nimport { Cli } from '../base/cli.js';" },
+      { file: 'lib/runtimes/b/runtime.ts', text: "import { x } from './x.js';" },
+      { file: 'lib/runtimes/b/x.ts', text: "import type { A } from '../a/runtime.js';" },
+      { file: 'lib/runtimes/base/cli.ts', text: '' },
+    ];
+    expect(folderCycles(made)).to.deep.equal(['lib/runtimes/a/ -> lib/runtimes/b/ -> lib/runtimes/a/']);
+    expect(runtimeCrossings(made)).to.deep.equal(['lib/runtimes/a/runtime.ts: lib/runtimes/b/runtime.ts', 'lib/runtimes/b/x.ts: lib/runtimes/a/runtime.ts']);
+  });
+
+  it('the core imports no I/O and reads no clock; drivers import nothing from streams/; the domain nothing of the folders that build on it', () => {
     const sources = [...sourcesUnder('lib'), ...sourcesUnder('streams')];
     expect(sources.length).to.be.greaterThan(30);
     expect(boundaryViolations(sources)).to.deep.equal([]);
@@ -105,7 +147,7 @@ describe('the boundaries of the code', () => {
           text: "import { readFileSync } from 'node:fs';\nimport { Registry } from 'prom-client';\nconst t = Date.now(); // Math.random in a comment is fine",
         },
         { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
-        { file: 'lib/w.ts', text: "import { healthOf } from './runtimes/podman/health.js';\nimport type { DesiredState } from './manifest.js';" },
+        { file: 'lib/w.ts', text: "import { healthOf } from './runtimes/podman/health.js';\nimport type { DesiredState } from './codec/manifest.js';" },
       ]),
     ).to.deep.equal([
       'lib/drivers/x.ts: a driver imports the pipeline streams/agent.js',
@@ -116,7 +158,7 @@ describe('the boundaries of the code', () => {
       'lib/z.ts: imports @grpc/grpc-js',
       'lib/z.ts: uses setTimeout',
       'lib/w.ts: the domain imports lib/runtimes/podman/health.js, which builds on it',
-      'lib/w.ts: the domain imports lib/manifest.js, which builds on it',
+      'lib/w.ts: the domain imports lib/codec/manifest.js, which builds on it',
     ]);
   });
 });

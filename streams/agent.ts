@@ -1,7 +1,7 @@
 // The whole agent as one function from what it hears to what it says: server messages and Control
 // Interface pipes in; messages to the server and frames to the workloads out.
 import { BehaviorSubject, EMPTY, type Observable, Subject, endWith, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
-import { NOT_CONNECTED, nextConnection } from '../lib/connection.js';
+import { NOT_CONNECTED, nextConnection } from '../lib/control-interface/connection.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, LogEntry, ToServer } from '../lib/messages.js';
 import type { MetricsEvent } from '../lib/metrics.js';

@@ -31,7 +31,7 @@ import {
 } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
 import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../lib/container-view.js';
-import type { Container, ContainerCache, ContainerEvent, Snapshot } from '../lib/ports.js';
+import type { Container, ContainerCache, ContainerEvent, Engine, Snapshot } from '../lib/ports.js';
 import { type Trace, noTrace } from './trace.js';
 
 /** swdd~podmancli-container-state-cache-refresh~1: the refresh while no event stream keeps the cache current. */
@@ -77,13 +77,8 @@ interface CacheOptions {
   readonly engine?: Engine;
 }
 
-/** The container engine a cache follows: its name in messages, and the --debug stage of its cache. */
-export interface Engine {
-  readonly name: string;
-  readonly stage: string;
-}
-export const PODMAN: Engine = { name: 'Podman', stage: 'podman.cache' };
-export const CONTAINERD: Engine = { name: 'containerd', stage: 'containerd.cache' };
+/** The engine a cache follows unless told (the specs' caches). */
+const PODMAN: Engine = { name: 'Podman', stage: 'podman.cache' };
 
 export function containerCache(list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, options: CacheOptions = {}): ContainerCache {
   const refresh$ = new Subject<void>();

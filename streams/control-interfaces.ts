@@ -1,17 +1,17 @@
 // The Control Interfaces of all workloads as a stream: what the pipes, the server and the connection say
-// goes through the rules of lib/control-interface.ts; this stream only reads the frames and writes what
+// goes through the rules of lib/control-interface/session.ts; this stream only reads the frames and writes what
 // the rules decide (requests for the server, frames for the workloads, log lines).
 import { type Observable, catchError, concat, defer, endWith, map, merge, mergeMap, of, scan } from 'rxjs';
 import { CONTROL_API_FRAMES, encodeFromAnkaios } from '../lib/codec/control-api.js';
 import type { Request, Response } from '../lib/codec/control-api.js';
-import type { Connection } from '../lib/connection.js';
+import type { Connection } from '../lib/control-interface/connection.js';
 import {
   type ControlInterfaceEffect,
   type ControlInterfaceInput,
   type ControlInterfacesStep,
   NO_CONTROL_INTERFACES,
   stepControlInterfaces,
-} from '../lib/control-interface.js';
+} from '../lib/control-interface/session.js';
 import type { ControlInterfacePipe, WorkloadFrame } from '../lib/ports.js';
 import { decodeFrames, encodeFrame } from './length-delimited.js';
 

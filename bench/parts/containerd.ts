@@ -1,6 +1,6 @@
 // Bench part: containerd: exits seen, and what watching idle workloads costs (real containerd through nerdctl).
 import { execFileSync } from 'node:child_process';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { median, p95, record, sleep } from '../report.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../measure.js';
@@ -28,8 +28,8 @@ export async function benchContainerd(count: number, idleSeconds: number): Promi
     record({ name: `containerd: exit noticed, median (${how})`, value: median(latencies), unit: 'ms', target: events ? '<50' : undefined });
     record({ name: `containerd: exit noticed, p95 (${how})`, value: p95(latencies), unit: 'ms', target: events ? '<100' : undefined });
   }
-  const nerdctl = new PodmanCli({ binary: 'nerdctl' });
-  const agent = new PodmanAgent(uniqueAgent('ctrdidle'), undefined, new PodmanCli(), { nerdctl });
+  const nerdctl = new Cli({ binary: 'nerdctl' });
+  const agent = new PodmanAgent(uniqueAgent('ctrdidle'), undefined, new Cli({ binary: 'podman' }), { nerdctl });
   try {
     const idle = Array.from({ length: 50 }, (_, i) => onContainerd(`idle${i}`, agent.agentName, SLEEP_UNTIL_STOPPED));
     agent.send({ kind: 'serverHello', added: idle });

@@ -1,6 +1,6 @@
 // Bench part: Podman call economy: what the agent's podman calls cost at steady state (real Podman).
 import { execFileSync } from 'node:child_process';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { cpuMs, record, sleep } from '../report.js';
 import { PodmanAgent, busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../measure.js';
@@ -12,7 +12,7 @@ export async function benchEconomy(idleSeconds: number): Promise<void> {
   console.log(`\n2. Podman call economy (real Podman, sleeping busybox workloads, steady state over ${idleSeconds} s)`);
   for (const events of [true, false]) {
     for (const n of [1, 10, 50]) {
-      const agent = new PodmanAgent(uniqueAgent('bench'), undefined, new PodmanCli(), { events });
+      const agent = new PodmanAgent(uniqueAgent('bench'), undefined, new Cli({ binary: 'podman' }), { events });
       const how = events ? 'events' : 'events off: one poll a second';
       try {
         const specs = Array.from({ length: n }, (_, i) => busybox(`sleeper${i}`, agent.agentName));

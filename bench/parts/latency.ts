@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { EMPTY, Subject, of } from 'rxjs';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer } from '../../lib/messages.js';
@@ -28,7 +28,7 @@ export async function exitLatencies(events: boolean, count: number, { make, fini
   const seen = new Map<string, number>();
   const sub = runWorkloads(input, {
     agentName,
-    runtimes: builtInRuntimes(silentLogger, new PodmanCli(), { events }),
+    runtimes: builtInRuntimes(silentLogger, { events }),
     prepare: () => of({}),
     release: () => EMPTY,
   }).subscribe((states) => {
@@ -54,7 +54,9 @@ export async function benchLatency(): Promise<void> {
     record({ name: `exit noticed, p95 (${how})`, value: p95(l), unit: 'ms', target: events ? '<100' : undefined });
   }
   // The restart itself: without the crash-loop back-off, which would space these quick exits out.
-  const agent = new PodmanAgent(uniqueAgent('restart'), undefined, new PodmanCli(), { backoff: { firstDelayMs: 0, maxDelayMs: 0, resetAfterMs: 0 } });
+  const agent = new PodmanAgent(uniqueAgent('restart'), undefined, new Cli({ binary: 'podman' }), {
+    backoff: { firstDelayMs: 0, maxDelayMs: 0, resetAfterMs: 0 },
+  });
   try {
     const w = busybox('phoenix', agent.agentName, { script: 'sleep 1', restartPolicy: 'Always' });
     agent.send({ kind: 'serverHello', added: [w] });

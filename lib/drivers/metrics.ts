@@ -6,7 +6,7 @@ import http from 'node:http';
 import type { Counter, Registry, RegistryContentType } from 'prom-client';
 import { whenHeard } from '../heard-at.js';
 import type { Logger } from '../logger.js';
-import { type ContainerStats, type MetricsEvent, type MetricsFigures, byWorkload, forgetRemoved, noFigures, stepFigures } from '../metrics.js';
+import { type MetricsEvent, type MetricsFigures, byWorkload, forgetRemoved, noFigures, stepFigures, type WorkloadContainerFigures } from '../metrics.js';
 import { checkSocketPlace } from './run-folder.js';
 import { WorkloadHistogram } from './workload-histogram.js';
 import type { Figures } from '../metrics.js';
@@ -15,10 +15,8 @@ export interface MetricsOptions {
   readonly agentName: string;
   readonly version: string;
   readonly log: Logger;
-  /** Every container's figures, asked once per scrape at most every STATS_TTL_MS. */
-  readonly containerStats: () => Promise<readonly ContainerStats[]>;
-  /** The workload of this agent a pod belongs to (a podman-kube workload's), if any. */
-  readonly podOwner?: (pod: string) => string | undefined;
+  /** The figures of the containers of the agent's workloads, asked once per scrape at most every STATS_TTL_MS. */
+  readonly containerStats: () => Promise<readonly WorkloadContainerFigures[]>;
 }
 
 export interface MetricsEndpoint {
@@ -65,7 +63,7 @@ export async function startMetrics(address: string, options: MetricsOptions): Pr
       const before = figures;
       figures = forgetRemoved(figures, Date.now());
       for (const name of before.workloads.keys()) if (!figures.workloads.has(name)) f.reportSeconds.remove(name);
-      render(f, figures, options.version, byWorkload(await stats(), options.agentName, options.podOwner));
+      render(f, figures, options.version, byWorkload(await stats()));
       return contentType === prom.Registry.OPENMETRICS_CONTENT_TYPE;
     },
     f.reportSeconds,
@@ -147,7 +145,7 @@ type Families = ReturnType<typeof families>;
 
 /** What is observed as it happens, not added up in the figures: how long CLI calls took, and how soon a change was reported. */
 function observe(f: Families, event: MetricsEvent, agent: string): void {
-  if (event.kind === 'cliCall') {
+  if (event.kind === 'cliCall' && event.call.cli === 'podman') {
     f.cliCalls.inc({ subcommand: event.call.subcommand, outcome: event.call.outcome });
     f.cliSeconds.observe({ subcommand: event.call.subcommand }, event.call.seconds);
   }
@@ -207,8 +205,8 @@ function renderContainers(c: Families['containers'], figures: MetricsFigures, al
 }
 
 /** The containers' figures, one look at a time, kept STATS_TTL_MS; none when they cannot be had now. */
-function statsCache(options: MetricsOptions): () => Promise<readonly ContainerStats[]> {
-  let last: { at: number; asked: Promise<readonly ContainerStats[]> } | undefined;
+function statsCache(options: MetricsOptions): () => Promise<readonly WorkloadContainerFigures[]> {
+  let last: { at: number; asked: Promise<readonly WorkloadContainerFigures[]> } | undefined;
   return () => {
     if (last && Date.now() - last.at < STATS_TTL_MS) return last.asked;
     const asked = options.containerStats().catch((err: unknown) => {

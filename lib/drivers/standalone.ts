@@ -3,7 +3,7 @@ import { type FSWatcher, readFileSync, unwatchFile, watch, watchFile } from 'nod
 import path from 'node:path';
 import { Observable, debounceTime, distinctUntilChanged, filter, map, merge, of, skip, startWith } from 'rxjs';
 import type { Logger } from '../logger.js';
-import { parseManifest } from '../manifest.js';
+import { parseManifest } from '../codec/manifest.js';
 import { type DesiredState, ManifestError } from '../desired-state.js';
 import { type LocalSnapshot, type StatusRow, formatTable, statusRows } from '../status.js';
 

@@ -7,8 +7,10 @@ import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
+import { containerdModule } from '../../lib/runtimes/containerd/index.js';
+import { podmanModule } from '../../lib/runtimes/podman/index.js';
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
@@ -132,7 +134,7 @@ export class PodmanAgent {
   constructor(
     readonly agentName: string,
     ioFolder?: string,
-    readonly cli = new PodmanCli(),
+    readonly cli = new Cli({ binary: 'podman' }),
     /** The container caches' and health checks' options, the crash-loop back-off (kubelet's unless given), the nerdctl CLI. */
     cache: {
       verifyMs?: number;
@@ -140,7 +142,7 @@ export class PodmanAgent {
       health?: boolean;
       podmanTimers?: boolean;
       backoff?: CrashLoopBackoff;
-      nerdctl?: PodmanCli;
+      nerdctl?: Cli;
       pullAhead?: boolean;
       containerdScope?: readonly string[];
     } = {},
@@ -151,7 +153,11 @@ export class PodmanAgent {
       backoff: cache.backoff,
       running: this.running,
       pullAhead: cache.pullAhead,
-      runtimes: builtInRuntimes(silentLogger, this.cli, cache),
+      runtimes: builtInRuntimes(silentLogger, {
+        ...cache,
+        clis: { podman: this.cli, ...(cache.nerdctl && { nerdctl: cache.nerdctl }) },
+        modules: cache.podmanTimers === undefined ? undefined : [podmanModule({ podmanTimers: cache.podmanTimers }), containerdModule],
+      }),
       prepare: (spec) => host?.prepare(spec) ?? of({}),
       release: (spec) => host?.release(spec) ?? EMPTY,
       discard: (spec) => host?.discard?.(spec) ?? EMPTY,

@@ -5,7 +5,7 @@ import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { parseManifest } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/codec/manifest.js';
 import { specsFor } from '../../lib/desired-state.js';
 import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 import { cleanup, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';

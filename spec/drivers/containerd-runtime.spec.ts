@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { lastValueFrom, toArray } from 'rxjs';
 import { builtInRuntimes } from '../../bin/wiring.js';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { instanceKey } from '../../lib/workload.js';
@@ -48,7 +48,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
   let agent: PodmanAgent;
   const started: PodmanAgent[] = [];
   const newAgent = (name = uniqueAgent('ctrd'), ioFolder?: string, cache = {}) => {
-    const made = new PodmanAgent(name, ioFolder, new PodmanCli(), cache);
+    const made = new PodmanAgent(name, ioFolder, new Cli({ binary: 'podman' }), cache);
     started.push(made);
     return made;
   };

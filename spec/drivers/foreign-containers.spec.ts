@@ -4,7 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { instanceKey } from '../../lib/workload.js';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 
 const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
@@ -109,7 +109,7 @@ describe("a failed create touches only what carries the instance's labels", func
         this.skip();
       }
     });
-    beforeEach(() => (ctrd = new PodmanAgent(uniqueAgent('foreignc'), undefined, new PodmanCli())));
+    beforeEach(() => (ctrd = new PodmanAgent(uniqueAgent('foreignc'), undefined, new Cli({ binary: 'podman' }))));
     afterEach(() => {
       ctrd.stop();
       for (const name of names.splice(0)) execFileSync('sh', ['-c', `nerdctl rm -f ${name}`], { stdio: 'ignore' });

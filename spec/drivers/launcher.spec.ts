@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, w
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { type Ending, type Launch, Launcher, privateParent } from '../../lib/runtimes/launcher.js';
+import { type Ending, type Launch, Launcher, privateParent } from '../../lib/drivers/launcher.js';
 import { until } from '../../scripts/harness/wait.js';
 import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
 
@@ -105,7 +105,7 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
 
   it("leaves a Ctrl-C at the agent's terminal to the agent: the call in flight runs to its end", async () => {
     // An agent in a process group of its own, as a terminal's foreground job is; SIGINT goes to the whole group.
-    const script = `import { Launcher } from ${JSON.stringify(path.resolve('lib/runtimes/launcher.ts'))};
+    const script = `import { Launcher } from ${JSON.stringify(path.resolve('lib/drivers/launcher.ts'))};
       process.on('SIGINT', () => console.log('SIGINT'));
       new Launcher().launch({ binary: 'sleep', args: ['1'], maxStdout: 64, maxStderr: 64 }, (e) => console.log(JSON.stringify(e)));
       setTimeout(() => undefined, 3000);`;

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { BehaviorSubject, Subject, lastValueFrom, toArray } from 'rxjs';
 import { CAMPAIGN_CLOSED } from '../../lib/log-lines.js';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { until } from '../../scripts/harness/wait.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
 import { serveLogs } from '../../streams/logs.js';
@@ -73,7 +73,7 @@ describe('workload logs (real Podman)', function () {
 });
 
 describe('reading a log stream (a real process through the CLI driver)', () => {
-  const sh = new PodmanCli({ binary: '/bin/sh' });
+  const sh = new Cli({ binary: '/bin/sh' });
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   it('reads nothing while the server connection is full, and goes on when it can take more again', async () => {

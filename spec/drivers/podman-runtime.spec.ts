@@ -6,14 +6,14 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
-import { type KubeId, podsPlayed } from '../../lib/runtimes/podman-kube/runtime.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
+import { type KubeId, podsPlayed } from '../../lib/runtimes/podman/kube.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
-import { podmanRunArgs, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
+import { containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
 import { instanceKey } from '../../lib/workload.js';
-import { parseKubeConfig } from '../../lib/runtimes/podman/runtime-config.js';
+import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
 import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 
 describe('Podman runtimes (real Podman)', function () {
@@ -46,8 +46,8 @@ describe('Podman runtimes (real Podman)', function () {
 
     // swdd~podman-create-workload-sets-optionally-container-name~2
     it('a --name in commandOptions wins: the container has that name, and is still found and deleted by its name label', async () => {
-      const config = parsePodmanConfig(`image: x\ncommandOptions: ["--name", "mine"]`);
-      const args = podmanRunArgs(config, 'w.1.a', 'a');
+      const config = parseContainerConfig(`image: x\ncommandOptions: ["--name", "mine"]`);
+      const args = containerRunArgs(config, 'w.1.a', 'a');
       expect(args.filter((a) => a === '--name')).to.have.length(1);
       expect(args.slice(0, 5)).to.deep.equal(['run', '--detach', '--name', 'mine', '--label=name=w.1.a']);
       const mine = `mine-${agent.agentName}`;
@@ -165,7 +165,7 @@ describe('Podman runtimes (real Podman)', function () {
       const wrapper = path.join(dir, 'podman');
       const real = execFileSync('sh', ['-c', 'command -v podman'], { encoding: 'utf8' }).trim();
       writeFileSync(wrapper, `#!/bin/sh\ncase "$1" in run|start) echo "$1" >> ${dir}/calls;; esac\nexec ${real} "$@"\n`, { mode: 0o755 });
-      const crashing = new PodmanAgent(uniqueAgent('crash'), undefined, new PodmanCli({ binary: wrapper }));
+      const crashing = new PodmanAgent(uniqueAgent('crash'), undefined, new Cli({ binary: wrapper }));
       try {
         crashing.send({ kind: 'serverHello', added: [busybox('crasher', crashing.agentName, { script: 'exit 1', restartPolicy: 'Always' })] });
         await crashing.waitFor('crasher', /^Running|^Failed/);
@@ -272,7 +272,7 @@ describe('Podman runtimes (real Podman)', function () {
       };
       // 20 s on events: two verifications, a third where the window cuts across their period.
       expect(await callsOver(agent, 20)).to.be.within(1, 3);
-      const polling = new PodmanAgent(uniqueAgent(), undefined, new PodmanCli(), { events: false });
+      const polling = new PodmanAgent(uniqueAgent(), undefined, new Cli({ binary: 'podman' }), { events: false });
       try {
         expect((await callsOver(polling, 5)) / 5).to.be.within(0.6, 1.4);
       } finally {
@@ -325,7 +325,7 @@ describe('Podman runtimes (real Podman)', function () {
       const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'));
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('found', /^Running/);
-      const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube') as RuntimeConnector<KubeId>;
+      const runtime = builtInRuntimes(silentLogger).get('podman-kube') as RuntimeConnector<KubeId>;
       const existing = await firstValueFrom(runtime.listReusableWorkloads(agent.agentName));
       expect(existing).to.have.length(1);
       expect(existing[0].instanceName).to.deep.equal(w.instanceName);
@@ -337,7 +337,7 @@ describe('Podman runtimes (real Podman)', function () {
     it('a create returns the id the runtime keeps: the instance, the pods it played, the manifest and the down options', async () => {
       const pod = `${agent.agentName}-direct`.replace(/_/g, '-');
       const w = kube('direct', pod);
-      const runtime = builtInRuntimes(silentLogger, new PodmanCli()).get('podman-kube') as RuntimeConnector<KubeId>;
+      const runtime = builtInRuntimes(silentLogger).get('podman-kube') as RuntimeConnector<KubeId>;
       const id = await lastValueFrom(runtime.createWorkload(w, {}));
       try {
         expect(id.instance).to.equal(instanceKey(w.instanceName));

@@ -5,10 +5,10 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync as listFolder } from 'node:fs';
 import { expect } from 'chai';
 import { lastValueFrom, tap, toArray } from 'rxjs';
-import { ImagePulls, registryOf } from '../../lib/runtimes/image-pulls.js';
-import { podmanImagePull } from '../../lib/runtimes/images.js';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
-import { parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
+import { ImagePulls, registryOf } from '../../lib/runtimes/base/image-pulls.js';
+import { podmanImagePull } from '../../lib/runtimes/podman/images.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
+import { parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
 import { IMAGE, PodmanAgent, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { Registry, SlowProxy, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
@@ -18,7 +18,7 @@ const downloads = () => listFolder('/var/tmp').filter((name) => /^storage\d+$/.t
 /** The image's reference through the proxy. */
 const via = (image: string, registry: Registry, proxy: SlowProxy) => image.replace(`:${registry.port}/`, `:${proxy.port}/`);
 const pullOf = (image: string, more: string[] = []) =>
-  podmanImagePull(parsePodmanConfig(`image: ${image}\ncommandOptions: ${JSON.stringify(['--tls-verify=false', ...more])}`));
+  podmanImagePull(parseContainerConfig(`image: ${image}\ncommandOptions: ${JSON.stringify(['--tls-verify=false', ...more])}`));
 
 describe('slow and stalled pulls (real registry behind a proxy, real Podman)', function () {
   this.timeout(120_000);
@@ -49,7 +49,7 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
   it('a new workload whose image takes longer to download than a command may take runs once the download is done', async () => {
     const slow = await proxy({ bytesPerSecond: 256 * 1024 });
     // Commands may take 3 s here; the download takes about 8.
-    const agent = new PodmanAgent(uniqueAgent('slow'), undefined, new PodmanCli({ deadlines: { query: 10_000, command: 3000 } }));
+    const agent = new PodmanAgent(uniqueAgent('slow'), undefined, new Cli({ binary: 'podman', deadlines: { query: 10_000, command: 3000 } }));
     try {
       const w = spec(
         'slow',
@@ -69,7 +69,7 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
   it('a pull that makes no progress is ended, its partial download removed; a pull from another registry goes on meanwhile, one more from the stalled one says it waits for a slot', async () => {
     const stalled = await proxy({ stallAfter: 256 * 1024 });
     const before = downloads();
-    const pulls = new ImagePulls(new PodmanCli(), 60_000, undefined, 2000);
+    const pulls = new ImagePulls(new Cli({ binary: 'podman' }), 60_000, undefined, 2000);
     const stalledImage = via(image, registry, stalled);
     expect(registryOf(stalledImage)).not.to.equal(registryOf(image));
     // Both slots of the stalled registry held (two pulls of the image, told apart by an option).

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { expect } from 'chai';
 import { statusView } from '../../lib/drivers/standalone.js';
 import { silentLogger } from '../../lib/logger.js';
-import { parseManifest } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/codec/manifest.js';
 
 describe('the status view of standalone mode', () => {
   it('on a terminal, draws the table when it changes, and again when the terminal is resized', async () => {

@@ -4,7 +4,7 @@ import { CompleteStateSchema, RequestSchema } from '../../proto/gen/ank_base_pb.
 import { completeStateTo, declaredStateFrom } from '../../lib/codec/wire.js';
 import { applyUpdate as applyDomainUpdate, maskedState, pick } from '../../lib/complete-state.js';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { parseManifest } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/codec/manifest.js';
 import { ManifestError, specsFor } from '../../lib/desired-state.js';
 import type { FromServer } from '../../lib/messages.js';
 

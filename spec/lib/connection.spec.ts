@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { LINE_0_8, LINE_1, PROTOCOL_LINES } from '../../lib/codec/lines.js';
-import { NOT_CONNECTED, nextConnection } from '../../lib/connection.js';
+import { NOT_CONNECTED, nextConnection } from '../../lib/control-interface/connection.js';
 
 describe('the server connection as the agent keeps it', () => {
   it('is offline with every protocol line until a server accepts the agent', () => {

@@ -16,7 +16,7 @@ import {
   SERVER_UNREACHABLE,
   UNDECODABLE,
   stepControlInterfaces,
-} from '../../lib/control-interface.js';
+} from '../../lib/control-interface/session.js';
 import type { Frame } from '../../lib/ports.js';
 import type { ControlInterfaceAccess } from '../../lib/workload.js';
 
@@ -76,7 +76,7 @@ function show(effect: ControlInterfaceEffect): string {
   return `${effect.workloadName} ← ${what} (${effect.line.name})${effect.logStream ? ` [log stream ${effect.logStream}]` : ''}`;
 }
 
-describe('the Control Interface rules (lib/control-interface.ts)', () => {
+describe('the Control Interface rules (lib/control-interface/session.ts)', () => {
   describe('Hello and protocol versions', () => {
     // swdd~agent-converts-control-interface-message-to-ankaios-object~1
     it('accepts a Hello of a line the server speaks and answers in that line', () => {

@@ -15,7 +15,7 @@ import {
   nextHealth,
   withAgentChecks,
 } from '../../lib/runtimes/podman/health.js';
-import { RuntimeConfigError } from '../../lib/runtimes/podman/runtime-config.js';
+import { RuntimeConfigError } from '../../lib/runtimes/base/run-config.js';
 
 const check: HealthCheck = {
   command: 'cat /tmp/ok',

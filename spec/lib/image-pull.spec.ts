@@ -3,17 +3,21 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { EMPTY, lastValueFrom } from 'rxjs';
-import { ImagePulls } from '../../lib/runtimes/image-pulls.js';
-import { PodmanCli } from '../../lib/runtimes/podman/cli.js';
+import { ImagePulls } from '../../lib/runtimes/base/image-pulls.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
 import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
-import { parseKubeConfig, parsePodmanConfig } from '../../lib/runtimes/podman/runtime-config.js';
-import { kubeImagePulls, nerdctlImagePull, podmanImagePull } from '../../lib/runtimes/images.js';
+import { parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
+import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
+import { kubeImagePulls, podmanImagePull } from '../../lib/runtimes/podman/images.js';
+import { nerdctlImagePull } from '../../lib/runtimes/containerd/nerdctl.js';
 import { ContainerdRuntime } from '../../lib/runtimes/containerd/runtime.js';
-import { PodmanKubeRuntime } from '../../lib/runtimes/podman-kube/runtime.js';
+import { PodmanKubeRuntime } from '../../lib/runtimes/podman/kube.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 
 const pullOf = (options: string[], general: string[] = []) =>
-  podmanImagePull(parsePodmanConfig(`image: reg.example:5000/app:2\ngeneralOptions: ${JSON.stringify(general)}\ncommandOptions: ${JSON.stringify(options)}`));
+  podmanImagePull(
+    parseContainerConfig(`image: reg.example:5000/app:2\ngeneralOptions: ${JSON.stringify(general)}\ncommandOptions: ${JSON.stringify(options)}`),
+  );
 
 // rx~pull-ahead-registry~1
 describe("an image pulled ahead (the workload's registry options and --pull policy)", () => {
@@ -70,7 +74,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
   });
 
   it('an update to the image its current instance runs, from the same storage, has nothing to fetch (no podman call)', () => {
-    const runtime = new PodmanRuntime(new PodmanCli({ binary: '/nonexistent/podman' }), () => EMPTY);
+    const runtime = new PodmanRuntime(new Cli({ binary: '/nonexistent/podman' }), () => EMPTY);
     const at = (config: string) => ({ ...workload('web', { config }), runtime: 'podman' });
     const current = at('image: app:1\ncommandOptions: ["-e", "A=1"]');
     expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
@@ -83,7 +87,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
   });
 
   it("is the same for a containerd workload, in its scope, with the options nerdctl's pull takes (its registry TLS is a general option)", () => {
-    const config = parsePodmanConfig(
+    const config = parseContainerConfig(
       'image: reg.example:5000/app:2\ncommandOptions: ["--platform", "linux/arm64", "--verify=cosign", "--cosign-key", "/k.pub", "--tls-verify=false", "--pull=always"]',
     );
     const pull = nerdctlImagePull(config, ['--namespace', 'edge', '--insecure-registry']);
@@ -147,7 +151,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
   });
 
   it('an update of a containerd or podman-kube workload to the images its current instance runs has nothing to fetch', () => {
-    const cli = new PodmanCli({ binary: '/nonexistent/nerdctl' });
+    const cli = new Cli({ binary: '/nonexistent/nerdctl' });
     const containerd = new ContainerdRuntime(cli, () => () => EMPTY);
     const at = (runtime: string, config: string) => ({ ...workload('web', { config }), runtime });
     const current = at('containerd', 'image: app:1');
@@ -178,9 +182,9 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     const podman = script('podman', `case "$1 $2" in "image exists") exit ${present ? 0 : 1};; pull*) echo 'Error: denied' >&2; exit ${pullExit};; esac`);
     const sync = script('sync', 'exit 0');
     const calls = () => readFileSync(log, 'utf8').trim().split('\n');
-    return { pulls: new ImagePulls(new PodmanCli({ binary: podman }), undefined, new PodmanCli({ binary: sync })), calls };
+    return { pulls: new ImagePulls(new Cli({ binary: podman }), undefined, new Cli({ binary: sync })), calls };
   }
-  const image = podmanImagePull(parsePodmanConfig('image: reg.example/app:2'));
+  const image = podmanImagePull(parseContainerConfig('image: reg.example/app:2'));
 
   it('flushes the pulled layers to disk (sync) before the pull counts as done, so before the old instance stops', async () => {
     const { pulls, calls } = fakeClis(false);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { parseManifest } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/codec/manifest.js';
 import { ManifestError, checkCycles, deleteConditionsOf, diffFor, renderTemplate, specsFor } from '../../lib/desired-state.js';
 
 const manifest = (workloads: string, extra = '') => `apiVersion: v1\n${extra}workloads:\n${workloads}`;

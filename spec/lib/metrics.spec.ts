@@ -2,6 +2,7 @@
 // itself, scraped by promtool and Prometheus, is spec/bin/metrics.spec.ts.
 import { expect } from 'chai';
 import { ExecutionState, exitedWith } from '../../lib/execution-state.js';
+import { ofWorkloads } from '../../lib/runtimes/podman/stats.js';
 import { FORGET_REMOVED_MS, type MetricsEvent, type MetricsFigures, byWorkload, forgetRemoved, noFigures, stepFigures } from '../../lib/metrics.js';
 
 const AGENT = 'agent_A';
@@ -65,7 +66,8 @@ describe('the metrics figures (a reducer of what the agent tells)', () => {
         { kind: 'authorized', workloadName: 'w', allowed: false },
         { kind: 'logEntries', count: 3, bytes: 120, cut: 1 },
         { kind: 'logEntries', count: 2, bytes: 80, cut: 0 },
-        { kind: 'eventsRestarted' },
+        { kind: 'eventsRestarted', engine: 'Podman' },
+        { kind: 'eventsRestarted', engine: 'containerd' },
       ],
       noFigures(AGENT),
       5_000,
@@ -95,7 +97,7 @@ describe('the metrics figures (a reducer of what the agent tells)', () => {
       figures('pod-db', 3, 'p1'),
       figures('other', 9, 'p2'),
     ];
-    const byName = byWorkload(all, AGENT, (pod) => (pod === 'p1' ? 'kube' : undefined));
+    const byName = byWorkload(ofWorkloads(all, AGENT, (pod) => (pod === 'p1' ? 'kube' : undefined)));
     expect([...byName.keys()]).to.deep.equal(['web', 'kube']);
     expect(byName.get('kube')).to.deep.include({ CPU: 5, MemUsage: 5, MemLimit: 3, NetInput: 3, BlockInput: 5, PIDs: 5 });
   });

@@ -1,17 +1,11 @@
 import type { Container } from '../../lib/ports.js';
 import { expect } from 'chai';
-import { fromBase64, toBase64 } from '../../lib/runtimes/podman-kube/runtime.js';
+import { fromBase64, toBase64 } from '../../lib/runtimes/podman/kube.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/runtimes/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
-import {
-  NO_CONTROL_INTERFACE_TARGET,
-  RuntimeConfigError,
-  parseKubeConfig,
-  parsePodmanConfig,
-  podmanRunArgs,
-  withControlInterface,
-} from '../../lib/runtimes/podman/runtime-config.js';
+import { RuntimeConfigError, containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
+import { NO_CONTROL_INTERFACE_TARGET, parseKubeConfig, withControlInterface } from '../../lib/runtimes/podman/kube-config.js';
 
 const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
 const shown = (s: ExecutionState) => formatState(s);
@@ -93,8 +87,10 @@ describe('Podman state tables', () => {
 describe('runtime configs', () => {
   // swdd~podman-create-workload-mounts-fifo-files~1
   it('builds `podman run` as the wire facts give it, mounting the Control Interface at /run/ankaios/control_interface', () => {
-    const config = parsePodmanConfig('image: img\ngeneralOptions: ["--log-level", "info"]\ncommandOptions: ["-e", "A=1"]\ncommandArgs: ["sh", "-c", "true"]');
-    expect(podmanRunArgs(config, 'w.h.a', 'a', { controlInterfacePath: '/run/x', fileMounts: [{ hostPath: '/h/f', mountPoint: '/etc/f' }] })).to.deep.equal([
+    const config = parseContainerConfig(
+      'image: img\ngeneralOptions: ["--log-level", "info"]\ncommandOptions: ["-e", "A=1"]\ncommandArgs: ["sh", "-c", "true"]',
+    );
+    expect(containerRunArgs(config, 'w.h.a', 'a', { controlInterfacePath: '/run/x', fileMounts: [{ hostPath: '/h/f', mountPoint: '/etc/f' }] })).to.deep.equal([
       '--log-level',
       'info',
       'run',
@@ -124,11 +120,13 @@ describe('runtime configs', () => {
       }
       return 'no error';
     };
-    expect(error(() => parsePodmanConfig('commandArgs: []'))).to.equal("The runtime config field 'image' is missing.");
-    expect(error(() => parsePodmanConfig('image: 3'))).to.equal("The runtime config field 'image' must be a string.");
-    expect(error(() => parsePodmanConfig('image: x\ncommandOptions: {a: 1}'))).to.equal("The runtime config field 'commandOptions' must be a list of strings.");
-    expect(error(() => parsePodmanConfig('- just\n- a list'))).to.equal('The runtime config must be a YAML mapping.');
-    expect(error(() => parsePodmanConfig('image: "unclosed'))).to.match(/^The runtime config is not valid YAML/);
+    expect(error(() => parseContainerConfig('commandArgs: []'))).to.equal("The runtime config field 'image' is missing.");
+    expect(error(() => parseContainerConfig('image: 3'))).to.equal("The runtime config field 'image' must be a string.");
+    expect(error(() => parseContainerConfig('image: x\ncommandOptions: {a: 1}'))).to.equal(
+      "The runtime config field 'commandOptions' must be a list of strings.",
+    );
+    expect(error(() => parseContainerConfig('- just\n- a list'))).to.equal('The runtime config must be a YAML mapping.');
+    expect(error(() => parseContainerConfig('image: "unclosed'))).to.match(/^The runtime config is not valid YAML/);
     expect(error(() => parseKubeConfig('playOptions: []'))).to.equal("The runtime config field 'manifest' is missing.");
   });
 });

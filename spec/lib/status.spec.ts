@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { parseManifest } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/codec/manifest.js';
 import { specsFor } from '../../lib/desired-state.js';
 import { formatTable, statusRows } from '../../lib/status.js';
 import { instanceKey } from '../../lib/workload.js';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { type Observable, type Subscription, defer, finalize, throwError } from 'rxjs';
 import type { Container, ContainerEvent, Snapshot } from '../../lib/ports.js';
-import { CONTAINERD, containerCache } from '../../streams/container-cache.js';
+import { containerCache } from '../../streams/container-cache.js';
 import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
@@ -16,7 +16,7 @@ function fakePs(cold: (marbles: string, values?: Record<string, Container[]>) =>
   return { list, counter };
 }
 
-describe('containerCache (the PodmanCli container state cache)', () => {
+describe('containerCache (the Cli container state cache)', () => {
   // swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1
   it('polls at most about once a second however many watch', () => {
     const scheduler = testScheduler();
@@ -434,7 +434,9 @@ describe('what the containerCache tells --debug and the metrics', () => {
         note: (stage: string, text: string) => noted.push([stage, text]),
         enabled: () => true,
       }) as unknown as Trace;
-      const sub = containerCache(list, events$, { trace, engine: CONTAINERD }).fresh().subscribe();
+      const sub = containerCache(list, events$, { trace, engine: { name: 'containerd', stage: 'containerd.cache' } })
+        .fresh()
+        .subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 1_000);
       flush();
       expect(noted.filter(([stage]) => stage !== 'containerd.cache')).to.deep.equal([]);

@@ -4,7 +4,7 @@ import { NEVER, Subject, map } from 'rxjs';
 import { RequestSchema } from '../../proto/gen/ank_base_pb.js';
 import { ExecutionState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
-import { parseManifest } from '../../lib/manifest.js';
+import { parseManifest } from '../../lib/codec/manifest.js';
 import { specsFor } from '../../lib/desired-state.js';
 import type { FromServer, ToServer } from '../../lib/messages.js';
 import { MAX_SUBSCRIPTIONS_PER_WORKLOAD, localServer } from '../../streams/local-server.js';

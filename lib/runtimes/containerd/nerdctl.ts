@@ -1,7 +1,9 @@
-// What the agent reads of nerdctl (the containerd runtime's CLI): its container list, its events, and the
+// What the agent reads of nerdctl (the containerd runtime's CLI): its container list, its events, its pulls, and the
 // state table of the released containerd connector. Pure: the driver is lib/runtimes/containerd/runtime.ts.
 import { ExecutionState, exitedWith } from '../../execution-state.js';
 import type { Container, ContainerEvent, ContainerFigures, StateReading } from '../../ports.js';
+import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
+import type { ContainerConfig } from '../base/run-config.js';
 
 /** `k=v,k=v` as nerdctl 2.0 writes a container's labels in `ps --format json` (a value may hold `=`). */
 export function parseLabels(text: string): Record<string, string> {
@@ -190,4 +192,29 @@ export function parseStats(output: string): ContainerFigures[] {
       return [];
     }
   });
+}
+
+/** nerdctl's `run` options that its `pull` takes too (a registry's TLS is a general option there: `--insecure-registry`). */
+const NERDCTL_FLAGS: PullFlags = {
+  '--platform': 'value',
+  '--verify': 'value',
+  '--cosign-key': 'value',
+  '--cosign-certificate-identity': 'value',
+  '--cosign-certificate-identity-regexp': 'value',
+  '--cosign-certificate-oidc-issuer': 'value',
+  '--cosign-certificate-oidc-issuer-regexp': 'value',
+  '--ipfs-address': 'value',
+};
+
+/** What `nerdctl run` of a containerd workload in `scope` (the general options its calls carry) would do about its image, and the pull that does it ahead of time. */
+export function nerdctlImagePull(config: ContainerConfig, scope: readonly string[]): ImagePull {
+  const { policy, options } = pullOptions(config.commandOptions, NERDCTL_FLAGS);
+  const { image } = config;
+  return {
+    policy,
+    image,
+    storage: scope,
+    args: [...scope, 'pull', '--quiet', ...options, image],
+    present: [...scope, 'image', 'inspect', '--format', '{{.ID}}', image],
+  };
 }

@@ -1,17 +1,17 @@
 // The `containerd` runtime connector (the released agent's third runtime), on the nerdctl CLI and a
 // container-state cache of its own, kept by containerd's events (`nerdctl events`) and verified by `nerdctl ps`.
 import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreElements, map, mergeMap, of, switchMap, throwError } from 'rxjs';
-import { type NamespacedEvent, containerdReading, containerdState, parseContainers, parseEvent, parseStats } from './nerdctl.js';
+import { type NamespacedEvent, containerdReading, containerdState, nerdctlImagePull, parseContainers, parseEvent, parseStats } from './nerdctl.js';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
-import { RuntimeConfigError, parsePodmanConfig, podmanRunArgs } from '../podman/runtime-config.js';
+import { RuntimeConfigError, parseContainerConfig, containerRunArgs } from '../base/run-config.js';
 import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import type { PodmanCli } from '../podman/cli.js';
-import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../cli-steps.js';
-import { ImagePulls, createDeadlines } from '../image-pulls.js';
-import { type ImagePull, nerdctlImagePull } from '../images.js';
+import type { Cli } from '../base/cli.js';
+import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
+import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
+import type { ImagePull } from '../base/images.js';
 
 /**
  * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the
@@ -21,11 +21,11 @@ import { type ImagePull, nerdctlImagePull } from '../images.js';
 export type Scope = readonly string[];
 
 /** swdd~containerd-nerdctlcli-container-state-cache-all-containers~1: every container of a scope, as `nerdctl ps` shows it (one call: its Status column carries the state and exit code). */
-export const listContainers = (cli: PodmanCli, filters: readonly string[] = [], scope: Scope = []): Observable<Container[]> =>
+export const listContainers = (cli: Cli, filters: readonly string[] = [], scope: Scope = []): Observable<Container[]> =>
   cli.run([...scope, 'ps', '--all', '--no-trunc', '--format', 'json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseContainers));
 
 /** The events of containers and their tasks of one containerd (`containerd`: the general options that select it), in every namespace. */
-export const containerdEvents = (cli: PodmanCli, containerd: Scope = []): Observable<NamespacedEvent> =>
+export const containerdEvents = (cli: Cli, containerd: Scope = []): Observable<NamespacedEvent> =>
   cli.lines([...containerd, 'events', '--format', '{{json .}}']).pipe(
     mergeMap((line) => {
       const event = parseEvent(line);
@@ -33,11 +33,11 @@ export const containerdEvents = (cli: PodmanCli, containerd: Scope = []): Observ
     }),
   );
 
-/** swdd~containerd-implements-runtime-connector~1, swdd~containerd-uses-nerdctl-cli~1 */
 /** The figures of containerd's containers (of the default scope) for the metrics: `nerdctl stats` once. */
-export const containerdStats = (cli: PodmanCli): Observable<ContainerFigures[]> =>
+export const containerdStats = (cli: Cli): Observable<ContainerFigures[]> =>
   cli.run(['stats', '--no-stream', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(map(parseStats));
 
+/** swdd~containerd-implements-runtime-connector~1, swdd~containerd-uses-nerdctl-cli~1 */
 export class ContainerdRuntime implements RuntimeConnector<string> {
   /** swdd~containerd-name-returns-containerd~1 */
   readonly name = 'containerd';
@@ -46,7 +46,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
 
   /** `cli` runs nerdctl; `watchIn` reads the containerd cache of a scope; `defaults`: the agent config's scope. */
   constructor(
-    private readonly cli: PodmanCli,
+    private readonly cli: Cli,
     private readonly watchIn: (scope: Scope) => WatchState,
     private readonly defaults: Scope = [],
     private readonly pulls = new ImagePulls(cli),
@@ -58,11 +58,11 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   }
 
   private imagePull(spec: WorkloadSpec): ImagePull {
-    return nerdctlImagePull(parsePodmanConfig(spec.runtimeConfig), this.scopeOf(spec));
+    return nerdctlImagePull(parseContainerConfig(spec.runtimeConfig), this.scopeOf(spec));
   }
 
   private scopeOf(spec: WorkloadSpec): Scope {
-    return [...this.defaults, ...parsePodmanConfig(spec.runtimeConfig).generalOptions];
+    return [...this.defaults, ...parseContainerConfig(spec.runtimeConfig).generalOptions];
   }
 
   /**
@@ -84,7 +84,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
    */
   createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {
     return defer(() => {
-      const config = parsePodmanConfig(spec.runtimeConfig);
+      const config = parseContainerConfig(spec.runtimeConfig);
       // nerdctl (2.0) has no health checks: its run refuses the flags, so the create could never succeed.
       const health = config.commandOptions.find((o) => /^--(health-|no-healthcheck)/.test(o));
       if (health) throw new RuntimeConfigError(`nerdctl runs no health checks: '${health.split('=')[0]}' is not one of its run options.`);
@@ -94,7 +94,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = nerdctlImagePull(config, scope);
       const run$ = this.cli.run(
-        podmanRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
+        containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
         undefined,
         'command',
         ...createDeadlines([pull], this.cli),

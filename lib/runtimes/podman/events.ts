@@ -5,14 +5,14 @@ import path from 'node:path';
 import { Observable, mergeMap } from 'rxjs';
 import { EXIT_FILE_TAKEN } from '../../container-view.js';
 import type { ContainerEvent } from '../../ports.js';
-import type { PodmanCli } from './cli.js';
+import type { Cli } from '../base/cli.js';
 
 /**
  * Podman's container events from one long-running `podman events` (no periodic calls): a `died` event
  * carries the exit code. Ends when the process ends (the cache starts it again); lines that are no
  * event are passed over.
  */
-export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
+export function containerEvents(cli: Cli): Observable<ContainerEvent> {
   return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(
     mergeMap((line): ContainerEvent[] => {
       try {

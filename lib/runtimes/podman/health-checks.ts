@@ -20,7 +20,7 @@ import {
 import { type ExecutionState, is, sameState } from '../../execution-state.js';
 import { heardAt, whenHeard } from '../../heard-at.js';
 import { type CheckResult, type Health, type HealthCheck, NO_CHECK_YET, combinedHealth, healthOfInspect, healthState, nextHealth, timedOut } from './health.js';
-import type { PodmanCli } from './cli.js';
+import type { Cli } from '../base/cli.js';
 
 /**
  * A health-checked workload's state (lib/runtimes/podman/health.ts): while its containers run, `health$` (subscribed
@@ -49,7 +49,7 @@ export function withHealth(container$: Observable<ExecutionState>, health$: () =
  * (the control loop stops it). A check that cannot run (the container stopped) says nothing. Where Podman's own timers run the
  * checks (`podmanRunsThem`), the agent only reads the status they leave: each check runs once.
  */
-export function healthChecks(cli: PodmanCli, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
+export function healthChecks(cli: Cli, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
   const statuses$ = podmanRunsThem
     ? timer(check.intervalMs, check.intervalMs).pipe(
         exhaustMap(() => cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(catchError(() => EMPTY))),
@@ -79,7 +79,7 @@ export interface Probe {
 }
 
 /** The health of all probed containers of a workload, each checked on its own interval (by Podman's timers where they run). */
-export const probesHealth = (cli: PodmanCli, probes: readonly Probe[], podmanTimers: boolean): Observable<Health> =>
+export const probesHealth = (cli: Cli, probes: readonly Probe[], podmanTimers: boolean): Observable<Health> =>
   merge(...probes.map((p, i) => healthChecks(cli, p.id, p.check, podmanTimers).pipe(map((health) => ({ i, health }))))).pipe(
     scan(
       (latest, { i, health }) => latest.map((c, j) => (j === i ? { ...c, health } : c)),

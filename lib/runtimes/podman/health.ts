@@ -5,7 +5,8 @@
 // and its timers need systemd, which many hosts do not run.
 import { ExecutionState, is } from '../../execution-state.js';
 import type { WorkloadSpec } from '../../workload.js';
-import { RuntimeConfigError, parseKubeConfig, parsePodmanConfig } from './runtime-config.js';
+import { RuntimeConfigError, parseContainerConfig } from '../base/run-config.js';
+import { parseKubeConfig } from './kube-config.js';
 
 export interface HealthCheck {
   /** The command, as the workload gave it (for the messages). */
@@ -239,7 +240,7 @@ export function healthState(container: ExecutionState, health: Health | undefine
 /** Whether the agent runs health checks for this workload: a podman workload's health flags, a kube manifest's livenessProbe. */
 export function asksForHealthCheck(spec: WorkloadSpec): boolean {
   try {
-    if (spec.runtime === 'podman') return healthCheckOf(parsePodmanConfig(spec.runtimeConfig).commandOptions) !== undefined;
+    if (spec.runtime === 'podman') return healthCheckOf(parseContainerConfig(spec.runtimeConfig).commandOptions) !== undefined;
     return spec.runtime === 'podman-kube' && parseKubeConfig(spec.runtimeConfig).manifest.includes('livenessProbe');
   } catch {
     return false;

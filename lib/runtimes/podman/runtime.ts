@@ -1,21 +1,19 @@
 // The `podman` runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
-import { existsSync } from 'node:fs';
 import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, tap, throwError } from 'rxjs';
 import type { ExecutionState } from '../../execution-state.js';
-import type { Logger } from '../../logger.js';
 import type { LogsOptions } from '../../messages.js';
 import { podmanReading, podmanState } from './container-state.js';
 import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
-import { nameOption, parsePodmanConfig, podmanRunArgs } from './runtime-config.js';
-import { podmanImagePull } from '../images.js';
+import { containerRunArgs, nameOption, parseContainerConfig } from '../base/run-config.js';
+import { podmanImagePull } from './images.js';
+import { podmanContainers } from './queries.js';
 import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import { ImagePulls, createDeadlines } from '../image-pulls.js';
-import { type PodmanCli, PodmanError } from './cli.js';
+import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
+import { type Cli, CliError } from '../base/cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
-import { PodmanKubeRuntime } from '../podman-kube/runtime.js';
-import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../cli-steps.js';
+import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {
@@ -24,7 +22,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** `health`: the agent runs the health checks a workload's commandOptions ask for (else they are left to Podman, as by the released agent). */
   constructor(
-    private readonly cli: PodmanCli,
+    private readonly cli: Cli,
     private readonly watch: WatchState,
     private readonly health = true,
     /** Told of each container the runtime started again in place, once `podman start` returned. */
@@ -37,14 +35,14 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * each time); nothing to do when the instance it replaces runs the same image from the same storage.
    */
   fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
-    return this.pulls.ahead((s) => [podmanImagePull(parsePodmanConfig(s.runtimeConfig))], spec, current);
+    return this.pulls.ahead((s) => [podmanImagePull(parseContainerConfig(s.runtimeConfig))], spec, current);
   }
 
   /** The health check the agent runs for this workload, if any. */
   private healthCheck(spec: WorkloadSpec): HealthCheck | undefined {
     if (!this.health) return undefined;
     try {
-      return healthCheckOf(parsePodmanConfig(spec.runtimeConfig).commandOptions);
+      return healthCheckOf(parseContainerConfig(spec.runtimeConfig).commandOptions);
     } catch {
       return undefined;
     }
@@ -52,7 +50,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** swdd~podman-list-of-existing-workloads-uses-labels~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
-    return this.cli.listContainers([`label=agent=${agentName}`]).pipe(map((containers) => labelledWorkloads(containers, agentName, this.name, podmanState)));
+    return podmanContainers(this.cli, [`label=agent=${agentName}`]).pipe(map((containers) => labelledWorkloads(containers, agentName, this.name, podmanState)));
   }
 
   /**
@@ -61,7 +59,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    */
   createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<string> {
     return defer(() => {
-      const given = parsePodmanConfig(spec.runtimeConfig);
+      const given = parseContainerConfig(spec.runtimeConfig);
       // Health flags Podman would refuse fail the create here, naming the flag (a RuntimeConfigError).
       const checked = this.health && healthCheckOf(given.commandOptions) !== undefined;
       const config = checked ? { ...given, commandOptions: withAgentChecks(given.commandOptions) } : given;
@@ -69,7 +67,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = podmanImagePull(given);
-      const run$ = this.cli.run(podmanRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli));
+      const run$ = this.cli.run(containerRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli));
       return concat(this.pulls.under([pull]), run$).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined)),
@@ -86,14 +84,14 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * crash mid-create is listed by no `ps`), unless a container that is not this instance's holds it.
    */
   private afterFailedCreate(err: unknown, key: string, agentName: string, byKey: boolean): Observable<string> {
-    const inUse = err instanceof PodmanError && /already in use/.test(err.message);
-    return this.cli.listContainers([`label=name=${key}`]).pipe(
+    const inUse = err instanceof CliError && /already in use/.test(err.message);
+    return podmanContainers(this.cli, [`label=name=${key}`]).pipe(
       catchError(() => of([] as Container[])),
       switchMap((listed) => {
         const own = ownContainers(listed, key, agentName);
         const running = inUse ? own.find((c) => c.State === 'running') : undefined;
         if (running) return of(running.Id);
-        const holder$ = byKey && inUse ? this.cli.listContainers([`name=^${key}$`]).pipe(catchError(() => of([] as Container[]))) : of([] as Container[]);
+        const holder$ = byKey && inUse ? podmanContainers(this.cli, [`name=^${key}$`]).pipe(catchError(() => of([] as Container[]))) : of([] as Container[]);
         return holder$.pipe(
           switchMap((holders) => {
             const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.Id === c.Id));
@@ -109,7 +107,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** swdd~podman-get-workload-id-uses-label~1 */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined> {
-    return this.cli.listContainers([`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.Id));
+    return podmanContainers(this.cli, [`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.Id));
   }
 
   /**
@@ -126,7 +124,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   deleteByName(instanceName: WorkloadInstanceName): Observable<void> {
     const key = instanceKey(instanceName);
     return concat(
-      this.cli.listContainers([`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.forceRemove(c.Id))))),
+      podmanContainers(this.cli, [`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.forceRemove(c.Id))))),
       this.forceRemove(key),
     );
   }
@@ -141,7 +139,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** `podman start` (with the config's generalOptions, as the released agent gives them): the same container runs again. */
   startAgain(id: string, spec: WorkloadSpec): Observable<void> {
-    return defer(() => this.cli.run([...parsePodmanConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(
+    return defer(() => this.cli.run([...parseContainerConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(
       ignoreElements(),
       tap({ complete: () => this.startedInPlace?.(id) }),
     );
@@ -159,23 +157,3 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return this.cli.lines(['logs', ...logArgs(options), id], paused$);
   }
 }
-
-/** swdd~agent-supports-multiple-runtime-connectors~1: the built-in runtimes, sharing one Podman CLI, one state checker and one image storage's pulls. */
-export function podmanRuntimes(
-  cli: PodmanCli,
-  watch: WatchState,
-  log: Logger,
-  { health = true, podmanTimers = systemdRuns(), startedInPlace }: { health?: boolean; podmanTimers?: boolean; startedInPlace?: (id: string) => void } = {},
-): Map<string, RuntimeConnector> {
-  const pulls = new ImagePulls(cli);
-  return new Map<string, RuntimeConnector>([
-    ['podman', new PodmanRuntime(cli, watch, health, startedInPlace, pulls)],
-    ['podman-kube', new PodmanKubeRuntime(cli, watch, log, { on: health, podmanTimers }, pulls)],
-  ]);
-}
-
-/**
- * Whether the host runs systemd (as sd_booted() tells it), and so Podman's health-check timers: a
- * podman-kube container's check (of its livenessProbe) then runs by Podman, which the agent cannot turn off.
- */
-export const systemdRuns = (): boolean => existsSync('/run/systemd/system');

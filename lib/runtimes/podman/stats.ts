@@ -1,22 +1,47 @@
 // The figures of Podman's containers for the metrics: `podman stats` once, with the pod of each container
-// from `podman ps` (a podman-kube workload's figures go by its pod).
+// from `podman ps`, each given to its workload: a podman workload's container by its name, a podman-kube
+// workload's containers by their pod.
 import { type Observable, forkJoin, map } from 'rxjs';
-import type { ContainerStats } from '../../metrics.js';
-import type { PodmanCli } from './cli.js';
+import type { WorkloadContainerFigures } from '../../metrics.js';
+import type { ContainerFigures } from '../../ports.js';
+import { parseInstanceKey } from '../../workload.js';
+import type { Cli } from '../base/cli.js';
+import { podmanContainers } from './queries.js';
 
-export function podmanStats(cli: PodmanCli): Observable<ContainerStats[]> {
+/** A container's figures as `podman stats` gives them, with the pod it is in, if any. */
+export interface PodmanFigures extends ContainerFigures {
+  readonly Pod?: string;
+}
+
+export function podmanFigures(cli: Cli, agentName: string, podOwner: (pod: string) => string | undefined): Observable<WorkloadContainerFigures[]> {
   const stats$ = cli.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], undefined, 'query').pipe(
     map((out) =>
       out
         .split('\n')
         .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as ContainerStats & { ContainerID?: string }),
+        .map((line) => JSON.parse(line) as ContainerFigures & { ContainerID?: string }),
     ),
   );
-  return forkJoin([stats$, cli.listContainers()]).pipe(
+  return forkJoin([stats$, podmanContainers(cli)]).pipe(
     map(([stats, containers]) => {
       const podOf = new Map(containers.map((c) => [c.Id, c.Pod]));
-      return stats.map((s): ContainerStats => ({ ...s, Pod: podOf.get(s.ContainerID ?? '') || undefined }));
+      return ofWorkloads(
+        stats.map((s) => ({ ...s, Pod: podOf.get(s.ContainerID ?? '') || undefined })),
+        agentName,
+        podOwner,
+      );
     }),
   );
+}
+
+/** The figures of this agent's workloads' containers, each with its workload: by its name, or by the workload that owns its pod. */
+export function ofWorkloads(all: readonly PodmanFigures[], agent: string, podOwner: (pod: string) => string | undefined): WorkloadContainerFigures[] {
+  // A pod's owner is asked once, however many containers it has.
+  const owners = new Map<string, string | undefined>();
+  const ownerOf = (pod: string) => (owners.has(pod) ? owners.get(pod) : owners.set(pod, podOwner(pod)).get(pod));
+  return all.flatMap(({ Pod, ...c }) => {
+    const named = parseInstanceKey(c.Name);
+    const workload = named ? (named.agentName === agent ? named.workloadName : undefined) : Pod ? ownerOf(Pod) : undefined;
+    return workload === undefined ? [] : [{ ...c, workload }];
+  });
 }

@@ -4,18 +4,20 @@ import { EMPTY, type Observable, catchError, concat, defer, forkJoin, ignoreElem
 import type { ExecutionState } from '../../execution-state.js';
 import type { Logger } from '../../logger.js';
 import type { LogsOptions } from '../../messages.js';
-import { kubeReading, kubeWorkloadState } from '../podman/container-state.js';
-import { asksForHealthCheck, healthCheckOfConfig, namedChecks } from '../podman/health.js';
-import { RuntimeConfigError, isPodNamed, parseKubeConfig, podNames, withControlInterface } from '../podman/runtime-config.js';
+import { kubeReading, kubeWorkloadState } from './container-state.js';
+import { asksForHealthCheck, healthCheckOfConfig, namedChecks } from './health.js';
+import { RuntimeConfigError } from '../base/run-config.js';
+import { isPodNamed, parseKubeConfig, podNames, withControlInterface } from './kube-config.js';
 import type { WatchState } from '../../ports.js';
 import type { Running } from '../../running-workloads.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
-import type { PodmanCli, Volume } from '../podman/cli.js';
-import { type Probe, probesHealth, withHealth } from '../podman/health-checks.js';
-import { logArgs, quietly, tolerateMissing } from '../cli-steps.js';
-import { ImagePulls, createDeadlines } from '../image-pulls.js';
-import { kubeImagePulls } from '../images.js';
+import type { Cli } from '../base/cli.js';
+import { type Volume, podmanContainers, podmanVolumes } from './queries.js';
+import { type Probe, probesHealth, withHealth } from './health-checks.js';
+import { logArgs, quietly, tolerateMissing } from '../base/cli-steps.js';
+import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
+import { kubeImagePulls } from './images.js';
 
 /** The podman-kube runtime's handle of a workload: what `kube down`, the state getter and the logs need. */
 export interface KubeId {
@@ -57,7 +59,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
    * Podman's own timers run them (the host runs systemd), so the agent reads their status instead.
    */
   constructor(
-    private readonly cli: PodmanCli,
+    private readonly cli: Cli,
     private readonly watch: WatchState,
     private readonly log?: Logger,
     private readonly health: { readonly on: boolean; readonly podmanTimers: boolean } = { on: true, podmanTimers: false },
@@ -72,7 +74,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<KubeId>[]> {
-    return forkJoin([this.cli.listVolumes(), this.cli.listContainers()]).pipe(
+    return forkJoin([podmanVolumes(this.cli), podmanContainers(this.cli)]).pipe(
       map(([volumes, containers]) => {
         const byName = new Map(volumes.map((v) => [v.Name, v]));
         return volumes.flatMap((v) => {
@@ -135,7 +137,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** swdd~podman-kube-get-workload-id-uses-volumes~1 */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<KubeId | undefined> {
     const instance = instanceKey(instanceName);
-    return this.cli.listVolumes([`name=${instance}`]).pipe(
+    return podmanVolumes(this.cli, [`name=${instance}`]).pipe(
       map((volumes) => {
         const byName = new Map(volumes.map((v) => [v.Name, v]));
         return this.idFromVolumes(instance, byName.get(`${instance}.config`), byName.get(`${instance}.pods`));
@@ -167,7 +169,10 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   private probes(pods: readonly string[]): Observable<Probe[]> {
     // No pod, no filter: `podman ps` would list the host's every container.
     if (pods.length === 0) return of([]);
-    return this.cli.listContainers(pods.map((pod) => `pod=${pod}`)).pipe(
+    return podmanContainers(
+      this.cli,
+      pods.map((pod) => `pod=${pod}`),
+    ).pipe(
       map((containers) => containers.filter((c) => !c.IsInfra)),
       switchMap((containers) =>
         containers.length === 0

@@ -1,15 +1,15 @@
 // What the runtimes on a container CLI (Podman, nerdctl) share: a step run for its effect only, a step that
 // counts "already gone" as done, the workloads found by their labels, the arguments of `logs`.
-import type { Container } from '../ports.js';
+import type { Container } from '../../ports.js';
 import { EMPTY, type Observable, catchError, ignoreElements, throwError } from 'rxjs';
-import type { ExecutionState } from '../execution-state.js';
-import type { LogsOptions } from '../messages.js';
-import type { ExistingWorkload } from '../runtime-connector.js';
-import { parseInstanceKey } from '../workload.js';
-import { PodmanError } from './podman/cli.js';
+import type { ExecutionState } from '../../execution-state.js';
+import type { LogsOptions } from '../../messages.js';
+import type { ExistingWorkload } from '../../runtime-connector.js';
+import { parseInstanceKey } from '../../workload.js';
+import { CliError } from './cli.js';
 
 /** What Podman and nerdctl say of a container or volume that is not there. */
-const missing = (err: unknown) => err instanceof PodmanError && /no such (container|volume)|no container with name or id/i.test(err.message);
+const missing = (err: unknown) => err instanceof CliError && /no such (container|volume)|no container with name or id/i.test(err.message);
 /** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
 export const quietly = (step: Observable<unknown>): Observable<never> =>
   step.pipe(

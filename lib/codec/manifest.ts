@@ -1,10 +1,10 @@
 // Ankaios manifests (standalone mode): the document's syntax read into a declared state, which
 // lib/desired-state.ts checks and renders as the server would.
 import { parse as parseYaml } from 'yaml';
-import { ADD_CONDITION, READ_WRITE, RESTART_POLICY } from './codec/tables.js';
-import { CONFIG_KEY, type DesiredState, ManifestError, checkDesiredState, checkWorkloadName, fail } from './desired-state.js';
-import type { AccessRule, ConfigValue, Workload, WorkloadFile } from './workload.js';
-import { isRecord } from './record.js';
+import { ADD_CONDITION, READ_WRITE, RESTART_POLICY } from './tables.js';
+import { CONFIG_KEY, type DesiredState, ManifestError, checkDesiredState, checkWorkloadName, fail } from '../desired-state.js';
+import type { AccessRule, ConfigValue, Workload, WorkloadFile } from '../workload.js';
+import { isRecord } from '../record.js';
 
 export const API_VERSION = 'v1';
 /** Older manifests still accepted, with a warning (swdd~api-version-checks~1). */

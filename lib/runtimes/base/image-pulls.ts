@@ -4,9 +4,9 @@
 // options at a time, shared by all who need it; at most MAX_PULLS at once; each with its own deadline.
 import { EMPTY, type Observable, catchError, concat, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, throwError } from 'rxjs';
 import { type ImagePull, alreadyThere } from './images.js';
-import type { WorkloadSpec } from '../workload.js';
-import { lastWords } from '../cli-words.js';
-import { PodmanCli, PodmanError, Slots } from './podman/cli.js';
+import type { WorkloadSpec } from '../../workload.js';
+import { lastWords } from '../../cli-words.js';
+import { Cli, CliError, Slots } from './cli.js';
 
 /** Pulls from one registry that run at once; more wait for one to end (a registry that stalls holds up no other). */
 export const MAX_PULLS = 2;
@@ -29,9 +29,9 @@ export class ImagePulls {
    * starts slower (measured: 160–185 ms for a `podman run` just after a pull of 40 MiB, 130–140 ms after a sync).
    */
   constructor(
-    private readonly cli: PodmanCli,
+    private readonly cli: Cli,
     private readonly deadlineMs = PULL_DEADLINE_MS,
-    private readonly flush = new PodmanCli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } }),
+    private readonly flush = new Cli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } }),
     private readonly stallMs = PULL_STALL_MS,
   ) {}
 
@@ -112,14 +112,13 @@ export class ImagePulls {
   private present(pull: ImagePull): Observable<boolean> {
     return this.cli.run(pull.present, undefined, 'query').pipe(
       map(() => true),
-      catchError((err: unknown) => (err instanceof PodmanError && err.exitCode === 1 ? of(false) : throwError(() => err))),
+      catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err))),
     );
   }
 }
 
 /** A failed pull in the CLI's last words (lib/cli-words.ts). */
-const inLastWords = (err: unknown): Observable<never> =>
-  throwError(() => (err instanceof PodmanError ? new PodmanError(lastWords(err.message), err.exitCode) : err));
+const inLastWords = (err: unknown): Observable<never> => throwError(() => (err instanceof CliError ? new CliError(lastWords(err.message), err.exitCode) : err));
 
 /** The registry of an image reference (its first part when that names a host), as its pulls are grouped. */
 export function registryOf(image: string): string {
@@ -132,6 +131,6 @@ export function registryOf(image: string): string {
  * pull's deadline, and the command deadline as the longest it may go without progress, so that a slow download
  * finishes and a create that hangs ends as soon as before. A create that never pulls keeps the command deadline.
  */
-export function createDeadlines(pulls: readonly ImagePull[], cli: PodmanCli): [deadlineMs: number | undefined, stallMs: number | undefined] {
+export function createDeadlines(pulls: readonly ImagePull[], cli: Cli): [deadlineMs: number | undefined, stallMs: number | undefined] {
   return pulls.every((pull) => pull.policy === 'never') ? [undefined, undefined] : [PULL_DEADLINE_MS, cli.commandDeadlineMs];
 }

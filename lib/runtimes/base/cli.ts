@@ -1,17 +1,18 @@
-// swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the only code that runs `podman`.
-import type { Container } from '../../ports.js';
+// swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the one runner of a runtime's CLI (`podman`,
+// `nerdctl`): short calls through the launcher, each in a slot and with a deadline, streams of lines, and checks
+// inside a container.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { Observable, type Subscription, map, of } from 'rxjs';
+import { Observable, type Subscription, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { bytesRead, downloadFoldersOf, killMarkedProcesses, removeDownloadFolders } from '../../drivers/machine.js';
-import { Kept, type Launcher, launcher } from '../launcher.js';
+import { Kept, type Launcher, launcher } from '../../drivers/launcher.js';
 
-/** A podman command that failed; the message is what podman said on stderr. */
-export class PodmanError extends Error {
-  /** Podman's exit code, when it ran and failed. */
+/** A CLI call that failed; the message is what the CLI said on stderr. */
+export class CliError extends Error {
+  /** The CLI's exit code, when it ran and failed. */
   constructor(
     message: string,
     readonly exitCode?: number,
@@ -48,7 +49,7 @@ export type CheckOutcome =
   | { readonly kind: 'passed' | 'failed'; readonly output: string }
   /** Still running at its timeout: killed, with all it started. */
   | { readonly kind: 'timed-out'; readonly output: string }
-  /** Podman could not run it (the container is not running): it says nothing of the health. */
+  /** The CLI could not run it (the container is not running): it says nothing of the health. */
   | { readonly kind: 'not-run'; readonly output: string };
 
 /** The variable that marks a check's processes in the container, so that all of them can be found and killed. */
@@ -57,13 +58,8 @@ const CHECK_MARK = 'ANKAGENT_HEALTH_CHECK';
 const MAX_CHECK_OUTPUT_BYTES = 4096;
 /** What a download must read to count as progress. */
 const PROGRESS_BYTES = 4096;
-/** Podman's own exit code for "podman failed" (not the command's). */
-const PODMAN_FAILED = 125;
-
-export interface Volume {
-  readonly Name: string;
-  readonly Labels?: Readonly<Record<string, string>> | null;
-}
+/** The container CLIs' own exit code for "the CLI failed" (not the command's): Podman's, nerdctl's and Docker's alike. */
+const CLI_FAILED = 125;
 
 /** A limited number of slots: work waits in line for one, and gives it back when it ends or is cancelled. */
 export class Slots {
@@ -106,11 +102,12 @@ export class Slots {
   }
 }
 
-export interface PodmanCliOptions {
-  readonly binary?: string;
+export interface CliOptions {
+  /** The CLI (`podman`, `nerdctl`), by name on the PATH or by path. */
+  readonly binary: string;
   /** How long a query (ps, volume ls) and a command (run, start, stop, rm, kube …) may take before it is killed, in ms. */
   readonly deadlines?: { readonly query: number; readonly command: number };
-  /** How many podman calls may run at once; long-running streams (events, logs) are not counted. */
+  /** How many calls may run at once; long-running streams (events, logs) are not counted. */
   readonly maxProcesses?: number;
   /** How many output streams (`podman logs`, `podman events`) may run at once; more wait for one to end. */
   readonly maxStreams?: number;
@@ -128,11 +125,11 @@ export interface PodmanCliOptions {
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
 export const DEFAULT_MAX_PROCESSES = 8;
-/** Every workload of a large node can have its logs followed at once; a flood of requests cannot start thousands of podman processes. */
+/** Every workload of a large node can have its logs followed at once; a flood of requests cannot start thousands of processes. */
 export const DEFAULT_MAX_STREAMS = 256;
 
-export class PodmanCli {
-  /** How many podman processes this CLI started (for tests and benchmarks of the call economy). */
+export class Cli {
+  /** How many processes this CLI started (for tests and benchmarks of the call economy). */
   calls = 0;
   private readonly binary: string;
   /** The binary's name, as messages say it (`podman`, `nerdctl`). */
@@ -147,8 +144,8 @@ export class PodmanCli {
     return this.deadlines.command;
   }
 
-  constructor(private readonly options: PodmanCliOptions = {}) {
-    this.binary = options.binary ?? 'podman';
+  constructor(private readonly options: CliOptions) {
+    this.binary = options.binary;
     this.command = path.basename(this.binary);
     this.deadlines = options.deadlines ?? DEFAULT_DEADLINES;
     this.slots = new Slots(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
@@ -157,7 +154,7 @@ export class PodmanCli {
   }
 
   /**
-   * Runs `podman <args>` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it.
+   * Runs the CLI with `args` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it.
    * It waits for one of the limited slots, and is killed when it outlives its deadline, or, with `stallMs`
    * (a call that downloads: a pull, a create that may pull), when it has read nothing for that long. A killed
    * call's partial downloads are removed once it has ended (Podman leaves them when it is killed).
@@ -185,13 +182,13 @@ export class PodmanCli {
             (ending) => {
               removeDownloadFolders(leftovers);
               if (ending.kind === 'not-run') {
-                end('failed', () => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${ending.message}`)));
+                end('failed', () => subscriber.error(new CliError(`Cannot run ${this.command}: ${ending.message}`)));
               } else if (ending.kind === 'output-lost') {
                 end('failed', () =>
-                  subscriber.error(new PodmanError(`${this.command} ${subcommand} exited with ${ending.code}, but ${ending.message}`, ending.code)),
+                  subscriber.error(new CliError(`${this.command} ${subcommand} exited with ${ending.code}, but ${ending.message}`, ending.code)),
                 );
               } else if (ending.kind === 'too-much') {
-                end('failed', () => subscriber.error(new PodmanError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
+                end('failed', () => subscriber.error(new CliError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
               } else if (ending.code === 0) {
                 end('ok', () => {
                   subscriber.next(ending.stdout.toString().replace(/\r?\n$/, ''));
@@ -202,9 +199,7 @@ export class PodmanCli {
                   .toString()
                   .trim()
                   .replace(/^Error: /, '');
-                end('failed', () =>
-                  subscriber.error(new PodmanError(said || `${this.command} ${subcommand} failed with exit code ${ending.code}.`, ending.code)),
-                );
+                end('failed', () => subscriber.error(new CliError(said || `${this.command} ${subcommand} failed with exit code ${ending.code}.`, ending.code)));
               }
             },
           );
@@ -214,12 +209,12 @@ export class PodmanCli {
             if (pid !== undefined) leftovers = [...new Set([...leftovers, ...downloadFoldersOf(pid)])];
             kill(signal);
           };
-          // At the deadline the call is over for the agent, whatever podman (or what it started) still holds.
+          // At the deadline the call is over for the agent, whatever the CLI (or what it started) still holds.
           const killed = (why: string) => {
             const message = `${this.command} ${subcommand} ${why} and was killed.`;
             this.options.log?.warn(message);
             stop('SIGKILL');
-            end('deadline', () => subscriber.error(new PodmanError(message)));
+            end('deadline', () => subscriber.error(new CliError(message)));
           };
           const timer = setTimeout(() => killed(`did not finish within ${deadline / 1000} s`), deadline);
           const watch = stallMs === undefined ? undefined : this.watchProgress(kill.pid, stallMs, () => killed(`made no progress for ${stallMs / 1000} s`));
@@ -259,9 +254,9 @@ export class PodmanCli {
   }
 
   /**
-   * Runs `podman <args>` and emits each line it writes on stdout or stderr as it comes; completes when
-   * podman ends; unsubscribing kills it. While `paused$` says true its output is not read: the pipes fill
-   * and podman waits, so what it prints costs the agent nothing until it is wanted. Of a line longer than
+   * Runs the CLI with `args` and emits each line it writes on stdout or stderr as it comes; completes when
+   * it ends; unsubscribing kills it. While `paused$` says true its output is not read: the pipes fill
+   * and it waits, so what it prints costs the agent nothing until it is wanted. Of a line longer than
    * `maxLineBytes` (what a log response carries of one) only that much is kept: no line, however long, is held whole (lib/log-lines.ts). At most
    * `maxStreams` run at once; more wait in line for one to end.
    */
@@ -275,7 +270,7 @@ export class PodmanCli {
       startSoon(() => {
         this.calls += 1;
         const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-        child.on('error', (err) => subscriber.error(new PodmanError(`Cannot run ${this.command}: ${err.message}`)));
+        child.on('error', (err) => subscriber.error(new CliError(`Cannot run ${this.command}: ${err.message}`)));
         let open = 2;
         const done = () => --open === 0 && subscriber.complete();
         const streams = [child.stdout, child.stderr];
@@ -301,7 +296,7 @@ export class PodmanCli {
         return {
           kill: () => {
             pausing.unsubscribe();
-            // Nothing more is read, even if something podman started holds the pipes open.
+            // Nothing more is read, even if something the CLI started holds the pipes open.
             streams.forEach((stream) => stream.destroy());
             if (child.exitCode === null) child.kill('SIGKILL');
           },
@@ -311,7 +306,7 @@ export class PodmanCli {
   }
 
   /**
-   * Runs a health check in a running container (`podman exec`, in the check slots) and emits how it ended.
+   * Runs a health check in a running container (`<cli> exec`, in the check slots) and emits how it ended.
    * A check still running at `timeoutMs` has failed: it is killed, and so is everything it started in the
    * container, found by the variable it carries (`podman exec` leaves them running when its client dies). The
    * same when the check is cancelled. Only the first 4 KiB of its output are kept.
@@ -349,7 +344,7 @@ export class PodmanCli {
           child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run ${this.command}: ${err.message}` }, 'failed'));
           child.on('close', (code) => {
             if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
-            else end({ kind: code === PODMAN_FAILED ? 'not-run' : 'failed', output: output() }, 'failed');
+            else end({ kind: code === CLI_FAILED ? 'not-run' : 'failed', output: output() }, 'failed');
           });
           return {
             kill: () => {
@@ -365,19 +360,4 @@ export class PodmanCli {
       }),
     );
   }
-
-  /** `podman ps --all --format=json`, optionally filtered. */
-  listContainers(filters: readonly string[] = []): Observable<Container[]> {
-    return this.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseJsonList<Container>));
-  }
-
-  listVolumes(filters: readonly string[] = []): Observable<Volume[]> {
-    return this.run(['volume', 'ls', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseJsonList<Volume>));
-  }
-}
-
-function parseJsonList<T>(text: string): T[] {
-  if (text.trim() === '') return [];
-  const parsed = JSON.parse(text) as T[] | null;
-  return parsed ?? [];
 }

@@ -3,14 +3,14 @@
 // end with their session, and the routing of responses back by the prefix of their request id.
 // streams/control-interfaces.ts feeds it what the pipes, the server and the connection say, and does the I/O.
 import { create } from '@bufbuild/protobuf';
-import { RequestSchema, ResponseSchema } from '../proto/gen/ank_base_pb.js';
-import { isAllowed } from './authorizer.js';
-import { type FromAnkaios, FromAnkaiosMessage, type Request, type Response, accessOf, decodeToAnkaios } from './codec/control-api.js';
-import { lineOf } from './codec/lines.js';
-import type { ProtocolLine } from './version.js';
+import { RequestSchema, ResponseSchema } from '../../proto/gen/ank_base_pb.js';
+import { isAllowed } from '../authorizer.js';
+import { type FromAnkaios, FromAnkaiosMessage, type Request, type Response, accessOf, decodeToAnkaios } from '../codec/control-api.js';
+import { lineOf } from '../codec/lines.js';
+import type { ProtocolLine } from '../version.js';
 import { type Connection, NOT_CONNECTED } from './connection.js';
-import { type Frame, MAX_FRAME_BYTES } from './ports.js';
-import type { ControlInterfaceAccess } from './workload.js';
+import { type Frame, MAX_FRAME_BYTES } from '../ports.js';
+import type { ControlInterfaceAccess } from '../workload.js';
 
 /** What the Control Interfaces hear. A pipe is known by the number it was opened under, so that what an old pipe says never reaches a new session. */
 export type ControlInterfaceInput =

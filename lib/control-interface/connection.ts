@@ -1,7 +1,7 @@
 // The server connection as the Control Interfaces and the load status see it, told by the link's words.
-import { PROTOCOL_LINES } from './codec/lines.js';
-import type { ProtocolLine } from './version.js';
-import type { FromServer } from './messages.js';
+import { PROTOCOL_LINES } from '../codec/lines.js';
+import type { ProtocolLine } from '../version.js';
+import type { FromServer } from '../messages.js';
 
 export interface Connection {
   readonly online: boolean;

@@ -1,0 +1,56 @@
+// A runtime module: what a runtime's folder exports (lib/runtimes/<name>/index.ts) and what the agent gives it to
+// make its runtimes. bin/runtimes.ts lists the modules; nothing else names a runtime.
+import type { Observable } from 'rxjs';
+import type { Logger } from '../../logger.js';
+import type { WorkloadContainerFigures } from '../../metrics.js';
+import type { Container, ContainerEvent, Engine, WatchState } from '../../ports.js';
+import type { RuntimeConnector } from '../../runtime-connector.js';
+import type { RunningWorkloads } from '../../running-workloads.js';
+import type { Cli, CliOptions } from './cli.js';
+
+export interface RuntimeModule {
+  /** The runtimes it makes, as workloads name them (`podman`, `podman-kube`). */
+  readonly names: readonly string[];
+  make(context: RuntimeContext): Runtimes;
+}
+
+/** What the agent gives a module. */
+export interface RuntimeContext {
+  readonly log: Logger;
+  /** A runner of the CLI `binary` (`podman`, `nerdctl`) on the agent's launcher, its calls told to --debug and the metrics. */
+  readonly cli: (binary: string, options?: Omit<CliOptions, 'binary' | 'launcher' | 'log' | 'observe'>) => Cli;
+  /**
+   * A state checker over a cache of the containers `source` tells of: polled while watched, kept by its events
+   * where it has them (the agent may follow by polls alone), told by `--debug=<stage>`.
+   */
+  readonly watch: (source: ContainerSource) => WatchState;
+  /** The agent config's settings for runtimes. */
+  readonly config: RuntimeSettings;
+}
+
+export interface RuntimeSettings {
+  /** The agent runs the health checks the workloads ask for (`health_checks`; false: they are the engine's). */
+  readonly health: boolean;
+  /** The containerd namespace and address as nerdctl's general options (`containerd = { namespace, address }`). */
+  readonly containerdScope: readonly string[];
+}
+
+/** Where a runtime's container cache learns of its containers. */
+export interface ContainerSource {
+  readonly engine: Engine;
+  /** Every container of the engine (or of its scope), as a list call shows it. */
+  readonly list: () => Observable<Container[]>;
+  /** The engine's events of its containers. */
+  readonly events$?: Observable<ContainerEvent>;
+  /** What the engine tells before its events do (conmon's exit files); followed with the events. */
+  readonly early$?: Observable<ContainerEvent>;
+  /** What the agent did itself and the events tell later (a start it ran): heard at once. */
+  readonly own$?: Observable<ContainerEvent>;
+}
+
+/** A module's runtimes, and what the metrics ask of them. */
+export interface Runtimes {
+  readonly connectors: ReadonlyMap<string, RuntimeConnector>;
+  /** The figures of the containers of this agent's workloads, each with its workload (asked at a scrape). */
+  readonly figures?: (agentName: string, running: RunningWorkloads) => Observable<WorkloadContainerFigures[]>;
+}

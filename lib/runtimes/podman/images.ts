@@ -1,0 +1,68 @@
+// The images a Podman workload runs, and how each is pulled ahead of its create as Podman would pull it:
+// `podman run` (image, `--pull` and the run options that concern a pull) and `podman kube play` (each
+// container's image and imagePullPolicy, the play options that concern a pull). Pure.
+import { parseAllDocuments } from 'yaml';
+import { isRecord } from '../../record.js';
+import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
+import type { ContainerConfig } from '../base/run-config.js';
+import { type KubeConfig, podOf } from './kube-config.js';
+
+/** Podman's (`run` and `kube play` take those of `pull`). */
+const PODMAN_FLAGS: PullFlags = {
+  '--tls-verify': 'switch',
+  '--authfile': 'value',
+  '--creds': 'value',
+  '--cert-dir': 'value',
+  '--platform': 'value',
+  '--arch': 'value',
+  '--os': 'value',
+  '--variant': 'value',
+  '--decryption-key': 'value',
+};
+
+/** `podman pull` of `image` into `storage` with `options`, and `podman image exists` to tell whether it is there. */
+const podmanPull = (policy: ImagePull['policy'], image: string, storage: readonly string[], options: readonly string[]): ImagePull => ({
+  policy,
+  image,
+  storage,
+  args: [...storage, 'pull', '--quiet', ...options, image],
+  present: [...storage, 'image', 'exists', image],
+});
+
+/** What `podman run` would do about the image of a podman workload, and the pull that does it ahead of time. */
+export function podmanImagePull(config: ContainerConfig): ImagePull {
+  const { policy, options } = pullOptions(config.commandOptions, PODMAN_FLAGS);
+  return podmanPull(policy, config.image, config.generalOptions, options);
+}
+
+/**
+ * The images `podman kube play` pulls for a manifest: each container's (init containers too) of its Pods and
+ * Deployments, by its imagePullPolicy (Podman's default is IfNotPresent), with the play options that concern
+ * a pull. None with `--build`: Podman builds those images itself, from the Containerfiles beside it.
+ */
+export function kubeImagePulls(config: KubeConfig): ImagePull[] {
+  if (config.playOptions.some((o) => o === '--build' || o.startsWith('--build='))) return [];
+  const { options } = pullOptions(config.playOptions, PODMAN_FLAGS);
+  const pulls = new Map<string, ImagePull>();
+  for (const document of parseAllDocuments(config.manifest)) {
+    // A manifest that cannot be read (or expands past YAML's alias bound) is for the play to refuse, not for a pull to guess at.
+    let doc: unknown;
+    try {
+      if (document.errors.length > 0) return [];
+      doc = document.toJS();
+    } catch {
+      return [];
+    }
+    const spec = isRecord(doc) ? podOf(doc)?.spec : undefined;
+    if (!isRecord(spec)) continue;
+    for (const container of [spec.initContainers, spec.containers].flatMap((list) => (Array.isArray(list) ? list : []))) {
+      if (!isRecord(container) || typeof container.image !== 'string' || container.image === '') continue;
+      const image = container.image;
+      // Podman reads the policy in any case (`always` as `Always`).
+      const asked = typeof container.imagePullPolicy === 'string' ? container.imagePullPolicy.toLowerCase() : '';
+      const policy = asked === 'always' ? 'always' : asked === 'never' ? 'never' : 'missing';
+      pulls.set(`${policy}\0${image}`, podmanPull(policy, image, config.generalOptions, options));
+    }
+  }
+  return [...pulls.values()];
+}

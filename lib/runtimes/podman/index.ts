@@ -1,0 +1,50 @@
+// The Podman module: the `podman` and `podman-kube` runtimes on one Podman CLI, one container cache (kept by
+// `podman events` and conmon's exit files) and one image storage's pulls.
+import { existsSync } from 'node:fs';
+import { Subject } from 'rxjs';
+import type { ContainerEvent } from '../../ports.js';
+import type { RuntimeConnector } from '../../runtime-connector.js';
+import { ImagePulls } from '../base/image-pulls.js';
+import type { RuntimeModule } from '../base/module.js';
+import { conmonExits, containerEvents } from './events.js';
+import { PodmanKubeRuntime, runsInPod } from './kube.js';
+import { podmanContainers } from './queries.js';
+import { PodmanRuntime } from './runtime.js';
+import { podmanFigures } from './stats.js';
+
+/**
+ * swdd~agent-supports-multiple-runtime-connectors~1. `podmanTimers`: whether Podman runs its own health-check
+ * timers (a podman-kube container's livenessProbe then runs by Podman, which the agent cannot turn off); the
+ * host tells unless given.
+ */
+export function podmanModule({ podmanTimers }: { readonly podmanTimers?: boolean } = {}): RuntimeModule {
+  return {
+    names: ['podman', 'podman-kube'],
+    make({ cli: cliOf, watch, config, log }) {
+      const cli = cliOf('podman');
+      // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run
+      // before in between): the cache hears it from the agent at once.
+      const ownStarts$ = new Subject<ContainerEvent>();
+      const watchState = watch({
+        engine: { name: 'Podman', stage: 'podman.cache' },
+        list: () => podmanContainers(cli),
+        events$: containerEvents(cli),
+        early$: conmonExits(),
+        own$: ownStarts$,
+      });
+      const startedInPlace = (id: string) => ownStarts$.next({ id, status: 'start', at: Date.now() });
+      const pulls = new ImagePulls(cli);
+      const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
+      return {
+        connectors: new Map<string, RuntimeConnector>([
+          ['podman', new PodmanRuntime(cli, watchState, config.health, startedInPlace, pulls)],
+          ['podman-kube', new PodmanKubeRuntime(cli, watchState, log, health, pulls)],
+        ]),
+        figures: (agentName, running) => podmanFigures(cli, agentName, (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName),
+      };
+    },
+  };
+}
+
+/** Whether the host runs systemd (as sd_booted() tells it), and so Podman's health-check timers. */
+export const systemdRuns = (): boolean => existsSync('/run/systemd/system');
