@@ -3,19 +3,24 @@
 type Variant<S extends string, Sub extends string> = { readonly state: S; readonly substate: Sub };
 
 /** What the agent's health checks say of a workload (this agent's own, beyond the released agent). */
-export type Health = 'starting' | 'healthy' | 'unhealthy';
+export type HealthStatus = 'starting' | 'healthy' | 'unhealthy';
 
 /**
  * A state as the server sees it (state, substate, additional info), with what the agent knows beside it for
  * its own readers (the metrics, the status view), never sent: how the container's run ended, what its
- * health checks say.
+ * health checks say, when the agent heard of the change.
  */
 export type ExecutionState = {
   readonly additionalInfo: string;
   /** The exit code of the run a Succeeded or Failed(ExecFailed) state tells of. */
   readonly exitCode?: number;
   /** Set for a workload with health checks only. */
-  readonly health?: Health;
+  readonly health?: HealthStatus;
+  /**
+   * When the agent heard of the change the state shows (ms, the scheduler's clock): an event's own time, the
+   * poll that found it, a check's result. The metrics time the report by it.
+   */
+  readonly heardAt?: number;
 } & (
   | Variant<'AgentDisconnected', 'AgentDisconnected'>
   | Variant<'Pending', 'Initial' | 'WaitingToStart' | 'Starting' | 'StartingFailed'>
@@ -68,6 +73,9 @@ export function formatState(s: ExecutionState): string {
 
 export const is = (s: ExecutionState | undefined, state: StateName, substate?: Substate): boolean =>
   s !== undefined && s.state === state && (substate === undefined || s.substate === substate);
+
+/** `state`, heard at `at` (unchanged when `at` is not known). */
+export const heardAt = <S extends ExecutionState>(state: S, at: number | undefined): S => (at === undefined ? state : { ...state, heardAt: at });
 
 export const sameState = (a: ExecutionState, b: ExecutionState): boolean =>
   a.state === b.state && a.substate === b.substate && a.additionalInfo === b.additionalInfo;

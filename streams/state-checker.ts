@@ -1,8 +1,8 @@
 // swdd~agent-provides-generic-state-checker-implementation~1: one state checker for every runtime; a
 // runtime supplies only how to read a workload's state out of a snapshot of its containers.
 import { asyncScheduler, distinctUntilChanged, filter, map, scan } from 'rxjs';
-import { ExecutionState, sameState } from '../lib/execution-state.js';
-import { heardAt } from '../lib/heard-at.js';
+import { ExecutionState, heardAt, sameState } from '../lib/execution-state.js';
+
 import { lastWords } from '../lib/cli-words.js';
 import type { ContainerCache, Snapshot, StateReading, WatchState } from '../lib/ports.js';
 

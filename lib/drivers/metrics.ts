@@ -4,7 +4,7 @@
 import { existsSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
 import type { Counter, Registry, RegistryContentType } from 'prom-client';
-import { whenHeard } from '../heard-at.js';
+
 import type { Logger } from '../logger.js';
 import { type MetricsEvent, type MetricsFigures, byWorkload, forgetRemoved, noFigures, stepFigures, type WorkloadContainerFigures } from '../metrics.js';
 import { checkSocketPlace } from './run-folder.js';
@@ -151,7 +151,7 @@ function observe(f: Families, event: MetricsEvent, agent: string): void {
   }
   if (event.kind !== 'states') return;
   for (const { instanceName, executionState } of event.states) {
-    const heard = whenHeard(executionState);
+    const heard = executionState.heardAt;
     if (instanceName.agentName === agent && heard !== undefined) f.reportSeconds.observe(instanceName.workloadName, Math.max(0, Date.now() - heard) / 1000);
   }
 }

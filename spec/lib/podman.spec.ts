@@ -5,7 +5,7 @@ import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/runtimes/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
 import { RuntimeConfigError, containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
-import { NO_CONTROL_INTERFACE_TARGET, parseKubeConfig, withControlInterface } from '../../lib/runtimes/podman/kube-config.js';
+import { NO_CONTROL_INTERFACE_TARGET, parseKubeConfig, probedContainers, withControlInterface } from '../../lib/runtimes/podman/kube-config.js';
 
 const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
 const shown = (s: ExecutionState) => formatState(s);
@@ -172,6 +172,21 @@ describe('podman-kube: the Control Interface target', () => {
     expect(() => withControlInterface(pod, 'web/db', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target container 'db' not found.");
     expect(() => withControlInterface(pod, 'other/app', '/x')).to.throw(RuntimeConfigError, "Cannot add Control Interface. Target pod not found 'other'");
     expect(parseKubeConfig('manifest: x\ncontrolInterfaceTarget: web/app\n').controlInterfaceTarget).to.equal('web/app');
+  });
+});
+
+describe('podman-kube: the containers Podman gives a health check', () => {
+  // rx~health-kube-liveness-probes~1
+  it("counts the pods' containers that have a livenessProbe, a Deployment's too; never the word in a comment, a value or a document that cannot be read", () => {
+    const pod = (name: string, probe: string) =>
+      `apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${name}\nspec:\n  containers:\n  - name: a\n    image: x\n${probe}  - name: b\n    image: x\n`;
+    const probed = "    livenessProbe:\n      exec:\n        command: ['true']\n";
+    const deployment =
+      "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template:\n    spec:\n      containers:\n      - name: c\n        image: x\n        livenessProbe:\n          exec:\n            command: ['true']\n";
+    expect(probedContainers(pod('p', probed))).to.equal(1);
+    expect(probedContainers(`${pod('p', probed)}---\n${deployment}`)).to.equal(2);
+    expect(probedContainers(`# livenessProbe: later\n${pod('p', '    env:\n    - name: X\n      value: livenessProbe\n')}`)).to.equal(0);
+    expect(probedContainers('kind: Pod\nspec: [livenessProbe')).to.equal(0);
   });
 });
 

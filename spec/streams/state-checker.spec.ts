@@ -3,7 +3,7 @@ import { map } from 'rxjs';
 import { ExecutionStateSchema } from '../../proto/gen/ank_base_pb.js';
 import { executionStateTo } from '../../lib/codec/wire.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
-import { whenHeard } from '../../lib/heard-at.js';
+
 import { podmanReading } from '../../lib/runtimes/podman/container-state.js';
 import { stateChecker } from '../../streams/state-checker.js';
 import { testScheduler } from '../helpers/virtual-time.js';
@@ -59,7 +59,7 @@ describe('the state checker and the time a change was heard', () => {
       const cache = { fresh: () => cold('a-b-c', { a: snap(1, 'running', 100), b: snap(2, 'running', 200), c: snap(3, 'exited', 290) }) };
       const wire = (s: ExecutionState) => Buffer.from(toBinary(ExecutionStateSchema, executionStateTo(s)));
       const onWire = (s: ExecutionState) => wire(s).equals(wire({ state: s.state, substate: s.substate, additionalInfo: s.additionalInfo } as ExecutionState));
-      expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map((s) => [formatState(s), whenHeard(s), s.exitCode, onWire(s)]))).toBe('a---c', {
+      expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map((s) => [formatState(s), s.heardAt, s.exitCode, onWire(s)]))).toBe('a---c', {
         a: ['Running(Ok)', 100, undefined, true],
         c: ["Failed(ExecFailed): Exit code: '2'", 290, 2, true],
       });

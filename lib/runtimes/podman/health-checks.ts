@@ -2,6 +2,7 @@
 // workload's state, and the health of a pod's probed containers; both podman runtimes use them.
 import {
   EMPTY,
+  asyncScheduler,
   type Observable,
   catchError,
   defer,
@@ -17,10 +18,12 @@ import {
   takeWhile,
   timer,
 } from 'rxjs';
-import { type ExecutionState, is, sameState } from '../../execution-state.js';
-import { heardAt, whenHeard } from '../../heard-at.js';
-import { type CheckResult, type Health, type HealthCheck, NO_CHECK_YET, combinedHealth, healthOfInspect, healthState, nextHealth, timedOut } from './health.js';
+import { type ExecutionState, heardAt, is, sameState } from '../../execution-state.js';
 import type { Cli } from '../base/cli.js';
+import { type CheckResult, type Health, type HealthCheck, NO_CHECK_YET, combinedHealth, healthOfInspect, healthState, nextHealth, timedOut } from './health.js';
+
+/** What the checks ask of the container CLI: a check run in the container, and (where Podman's timers run them) its inspect. */
+export type Checker = Pick<Cli, 'check' | 'run'>;
 
 /**
  * A health-checked workload's state (lib/runtimes/podman/health.ts): while its containers run, `health$` (subscribed
@@ -31,7 +34,7 @@ export function withHealth(container$: Observable<ExecutionState>, health$: () =
     switchMap((state) =>
       (is(state, 'Running', 'Ok') ? health$().pipe(startWith(undefined)) : of(undefined)).pipe(
         // A check's result is the change its state shows; without one, the container's change is.
-        map((health) => ({ state, health, at: health ? Date.now() : whenHeard(state) })),
+        map((health) => ({ state, health, at: health ? asyncScheduler.now() : state.heardAt })),
       ),
     ),
     scan((shown: { failedWith?: string; state?: ExecutionState; at?: number }, { state, health, at }) => {
@@ -49,20 +52,20 @@ export function withHealth(container$: Observable<ExecutionState>, health$: () =
  * (the control loop stops it). A check that cannot run (the container stopped) says nothing. Where Podman's own timers run the
  * checks (`podmanRunsThem`), the agent only reads the status they leave: each check runs once.
  */
-export function healthChecks(cli: Cli, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
+export function healthChecks(cli: Checker, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
   const statuses$ = podmanRunsThem
     ? timer(check.intervalMs, check.intervalMs).pipe(
         exhaustMap(() => cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(catchError(() => EMPTY))),
         map(healthOfInspect),
       )
     : defer(() => {
-        const started = Date.now();
+        const started = asyncScheduler.now();
         return timer(check.intervalMs, check.intervalMs).pipe(
           exhaustMap(() => cli.check(id, check.argv, check.timeoutMs)),
           mergeMap((outcome): Observable<CheckResult> => {
             if (outcome.kind === 'not-run') return EMPTY;
             const output = outcome.kind === 'timed-out' ? timedOut(check) : outcome.output;
-            return of({ passed: outcome.kind === 'passed', output, sinceStartMs: Date.now() - started });
+            return of({ passed: outcome.kind === 'passed', output, sinceStartMs: asyncScheduler.now() - started });
           }),
           scan((count, result) => nextHealth(count, result, check), NO_CHECK_YET),
           map((count) => count.health),
@@ -79,7 +82,7 @@ export interface Probe {
 }
 
 /** The health of all probed containers of a workload, each checked on its own interval (by Podman's timers where they run). */
-export const probesHealth = (cli: Cli, probes: readonly Probe[], podmanTimers: boolean): Observable<Health> =>
+export const probesHealth = (cli: Checker, probes: readonly Probe[], podmanTimers: boolean): Observable<Health> =>
   merge(...probes.map((p, i) => healthChecks(cli, p.id, p.check, podmanTimers).pipe(map((health) => ({ i, health }))))).pipe(
     scan(
       (latest, { i, health }) => latest.map((c, j) => (j === i ? { ...c, health } : c)),

@@ -3,10 +3,10 @@
 // state is while its container runs. The agent runs the checks itself (`podman exec`, with its own deadline)
 // and keeps the status as Podman would: Podman 4.3's own `healthcheck run` waits for a hanging check for ever,
 // and its timers need systemd, which many hosts do not run.
-import { ExecutionState, is } from '../../execution-state.js';
+import { ExecutionState, type HealthStatus, is } from '../../execution-state.js';
 import type { WorkloadSpec } from '../../workload.js';
 import { RuntimeConfigError, parseContainerConfig } from '../base/run-config.js';
-import { parseKubeConfig } from './kube-config.js';
+import { parseKubeConfig, probedContainers } from './kube-config.js';
 
 export interface HealthCheck {
   /** The command, as the workload gave it (for the messages). */
@@ -22,8 +22,8 @@ export interface HealthCheck {
   readonly startPeriodMs: number;
 }
 
-/** What the last checks left: the status, and the output of the check that made it unhealthy. */
-export type Health = { readonly status: 'starting' | 'healthy' } | { readonly status: 'unhealthy'; readonly output: string };
+/** What the last checks left: the status (as a state carries it), and the output of the check that made it unhealthy. */
+export type Health = { readonly status: Exclude<HealthStatus, 'unhealthy'> } | { readonly status: 'unhealthy'; readonly output: string };
 
 /** One check's result; `sinceStartMs`: when it ended, counted from the container's start. */
 export interface CheckResult {
@@ -241,7 +241,7 @@ export function healthState(container: ExecutionState, health: Health | undefine
 export function asksForHealthCheck(spec: WorkloadSpec): boolean {
   try {
     if (spec.runtime === 'podman') return healthCheckOf(parseContainerConfig(spec.runtimeConfig).commandOptions) !== undefined;
-    return spec.runtime === 'podman-kube' && parseKubeConfig(spec.runtimeConfig).manifest.includes('livenessProbe');
+    return spec.runtime === 'podman-kube' && probedContainers(parseKubeConfig(spec.runtimeConfig).manifest) > 0;
   } catch {
     return false;
   }

@@ -56,6 +56,20 @@ export function podNames(manifest: string): string[] {
   });
 }
 
+/** How many containers of the manifest's pods have a livenessProbe (Podman makes a health check of each); none of a document that cannot be read. */
+export function probedContainers(manifest: string): number {
+  return parseAllDocuments(manifest).reduce((count, document) => {
+    try {
+      const doc: unknown = document.errors.length === 0 ? document.toJS() : undefined;
+      const spec = isRecord(doc) ? podOf(doc)?.spec : undefined;
+      const containers = isRecord(spec) && Array.isArray(spec.containers) ? spec.containers : [];
+      return count + containers.filter((c) => isRecord(c) && isRecord(c.livenessProbe)).length;
+    } catch {
+      return count;
+    }
+  }, 0);
+}
+
 /** Whether Podman's pod `actual` is the pod a manifest names `named` (Podman 4.3 names a Deployment's pod `<name>-pod-0`). */
 export const isPodNamed = (actual: string, named: string): boolean =>
   actual === named || (actual.startsWith(`${named}-`) && /^\d+$/.test(actual.slice(named.length + 1)));
