@@ -1,9 +1,12 @@
-// The words of a workload's control loop (streams/control-workload.ts runs it): the commands it takes, what it
-// knows of its workload, the steps it emits, and the create back-off. Pure: types and small constructors.
-import type { ExecutionState } from './execution-state.js';
+// A workload's control loop as a pure step (streams/control-workload.ts interprets it): what the loop knows of
+// its workload, the commands and outcomes it takes, and for each the next state, the states to report and the
+// effects to run. Time comes in with each input; nothing here runs, waits or reads a clock.
+import type { Observable } from 'rxjs';
+import { ExecutionState, type HealthStatus, formatState } from './execution-state.js';
 import type { WorkloadState } from './messages.js';
+import { type CrashLoopBackoff, needsRestart, nextRestart } from './restart-policy.js';
 import type { ExistingWorkload, RuntimeConnector } from './runtime-connector.js';
-import type { WorkloadInstanceName, WorkloadSpec } from './workload.js';
+import { type WorkloadInstanceName, type WorkloadSpec, sameInstance } from './workload.js';
 
 export type WorkloadCommand =
   | { readonly kind: 'create'; readonly spec: WorkloadSpec }
@@ -15,17 +18,6 @@ export type WorkloadCommand =
   | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly final: boolean }
   /** Keep a workload of an earlier run that exited well, for the next create to start again in place. */
   | { readonly kind: 'adopt'; readonly existing: ExistingWorkload };
-
-/** What a loop says to itself. */
-export type SelfCommand =
-  /** The next create attempt is due. */
-  | { readonly kind: 'retry' }
-  /** The workload ended (as `exit` says) and its restart policy restarts it; `succeeded`: it ended well (it may be started again in place). */
-  | { readonly kind: 'exited'; readonly succeeded: boolean; readonly exit: ExecutionState }
-  /** The crash-loop back-off is over: restart now. */
-  | { readonly kind: 'restart' }
-  /** The new image of an update is on the node: the old instance can go. */
-  | { readonly kind: 'fetched' };
 
 /** Commands after which the loop ends. */
 export const endsLoop = (c: WorkloadCommand): boolean => c.kind === 'delete' || (c.kind === 'removeExisting' && c.final);
@@ -39,49 +31,482 @@ export const MAX_RETRY_BACKOFF_MS = 5 * 60_000;
 export const createBackoffMs = (done: number, jitter: number): number =>
   Math.round(jitter * Math.min(RETRY_BASE_MS * 2 ** Math.min(done, 30), MAX_RETRY_BACKOFF_MS));
 
-/** What one control loop knows of its workload; it changes only by the `become` steps the loop emits. */
-export type LoopState =
-  /** Nothing managed: before the first command, and after a removal. */
-  | { readonly kind: 'idle' }
-  /** A workload of an earlier run that exited well, kept for the next create to start again in place (not watched). */
-  | { readonly kind: 'adopted'; readonly existing: ExistingWorkload }
-  /** Managed, with nothing known on the runtime: being created, refused, or not found to resume. */
-  | { readonly kind: 'absent'; readonly spec: WorkloadSpec }
-  /**
-   * Created or resumed under `id` on `runtime`: its state is watched. `startedAt`: when it last started;
-   * `shortRuns`: how many runs in a row before this one were too short (the crash-loop back-off counts them).
-   */
-  | (Running & { readonly kind: 'created' })
-  /** It exited and its restart policy restarts it after `delayMs` of crash-loop back-off; nothing is watched meanwhile. */
-  | (Running & { readonly kind: 'backingOff'; readonly succeeded: boolean; readonly delayMs: number })
-  /** It runs (and is watched) while the image of `next`, its update, is pulled. */
-  | (Running & { readonly kind: 'fetching'; readonly next: WorkloadSpec })
-  /** Create attempt `retries + 1` failed: the next one is due after a backoff. */
-  | { readonly kind: 'retrying'; readonly spec: WorkloadSpec; readonly retries: number; readonly shortRuns: number }
-  /** Its removal failed: nothing is watched until the next command, which may try again. */
-  | { readonly kind: 'deleteFailed'; readonly spec: WorkloadSpec; readonly id: unknown };
-
 /** A workload the loop has on its runtime. */
 export interface Running {
   readonly spec: WorkloadSpec;
   readonly runtime: RuntimeConnector;
   readonly id: unknown;
+  /** When it last started (ms). */
   readonly startedAt: number;
+  /** How many runs in a row before this one were too short (the crash-loop back-off counts them). */
   readonly shortRuns: number;
 }
 
-/** A step of the loop: a state to report, its next state, a command to itself, or its end. */
-export type Step =
-  | { readonly kind: 'report'; readonly state: WorkloadState }
-  | { readonly kind: 'become'; readonly state: LoopState }
-  | { readonly kind: 'self'; readonly command: SelfCommand }
-  | { readonly kind: 'end' };
-export const END: Step = { kind: 'end' };
+/** What the loop does once a removal is over: end, create anew, or go back to where it was. */
+type Afterwards =
+  | { readonly kind: 'end' }
+  | { readonly kind: 'attempt'; readonly spec: WorkloadSpec; readonly shortRuns: number }
+  | { readonly kind: 'back'; readonly to: LoopState };
+
+/** What one control loop knows of its workload. The settled states wait for a command (and follow their workload); the busy ones for their effect's outcome. */
+export type LoopState =
+  /** Nothing managed: before the first command, and after a removal. */
+  | { readonly kind: 'idle' }
+  /** A workload of an earlier run that exited well, kept for the next create to start again in place (not watched). */
+  | { readonly kind: 'adopted'; readonly existing: ExistingWorkload }
+  /** Managed, with nothing known on the runtime: refused, or not found to resume. */
+  | { readonly kind: 'absent'; readonly spec: WorkloadSpec }
+  /** Created or resumed: its state is watched. */
+  | (Running & { readonly kind: 'created' })
+  /** It exited and its restart policy restarts it after `delayMs` of crash-loop back-off; nothing is watched meanwhile. */
+  | (Running & { readonly kind: 'backingOff'; readonly succeeded: boolean; readonly delayMs: number })
+  /**
+   * It runs (and is watched) while `pull$` has the image of `next`, its update; after `tries` failed pulls it
+   * waits `retryInMs` before the next.
+   */
+  | (Running & {
+      readonly kind: 'fetching';
+      readonly next: WorkloadSpec;
+      readonly pull$: Observable<string>;
+      readonly tries: number;
+      readonly retryInMs?: number;
+    })
+  /** Create attempt `retries + 1` failed: the next one is due after `delayMs`. */
+  | { readonly kind: 'retrying'; readonly spec: WorkloadSpec; readonly retries: number; readonly shortRuns: number; readonly delayMs: number }
+  /** Its removal failed: nothing is watched until the next command, which may try again. */
+  | { readonly kind: 'deleteFailed'; readonly spec: WorkloadSpec; readonly id: unknown }
+  /** Busy: create attempt `retries + 1` under way. */
+  | { readonly kind: 'creating'; readonly spec: WorkloadSpec; readonly retries: number; readonly shortRuns: number }
+  /** Busy: the container `id` is started again in place; `instead` is what a failure leads to. */
+  | {
+      readonly kind: 'startingAgain';
+      readonly spec: WorkloadSpec;
+      readonly runtime: RuntimeConnector;
+      readonly id: unknown;
+      readonly shortRuns: number;
+      readonly instead: { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload } | { readonly kind: 'replace'; readonly current: Running };
+      /** The workload still on the runtime meanwhile (a restart in place), if any. */
+      readonly running?: Running;
+    }
+  /** Busy: its workload is removed (by `id`, or by name when none is known), then `afterwards`. */
+  | { readonly kind: 'removing'; readonly spec: WorkloadSpec; readonly id: unknown; readonly afterwards: Afterwards; readonly running?: Running }
+  /** Busy: a workload of an earlier run is removed, then `afterwards`. */
+  | { readonly kind: 'removingExisting'; readonly existing: ExistingWorkload; readonly afterwards: Afterwards }
+  /** Busy: the workload to resume is looked for. */
+  | { readonly kind: 'finding'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector };
+
 export const IDLE: LoopState = { kind: 'idle' };
 
-export const become = (state: LoopState): Step => ({ kind: 'become', state });
-export const self = (command: SelfCommand): Step => ({ kind: 'self', command });
-export const report = (instanceName: WorkloadInstanceName, executionState: ExecutionState): Step => ({
-  kind: 'report',
-  state: { instanceName, executionState },
+const BUSY = new Set<LoopState['kind']>(['creating', 'startingAgain', 'removing', 'removingExisting', 'finding']);
+/** Whether the loop waits for an effect's outcome (commands wait meanwhile). */
+export const isBusy = (state: LoopState): boolean => BUSY.has(state.kind);
+
+/** What the loop takes in: a command, or how an effect came out. */
+export type LoopInput =
+  | { readonly kind: 'command'; readonly command: WorkloadCommand }
+  | { readonly kind: 'created'; readonly id: unknown }
+  /** `refused`: the runtime (or its config) refuses the workload: no retry. */
+  | { readonly kind: 'createFailed'; readonly cause: string; readonly refused: boolean }
+  | { readonly kind: 'startedAgain' }
+  | { readonly kind: 'startAgainFailed' }
+  /** The removal is over: `failure` says why it failed, if it did. */
+  | { readonly kind: 'removed'; readonly failure?: string }
+  | { readonly kind: 'existingRemoved'; readonly failure?: string }
+  | { readonly kind: 'found'; readonly id?: unknown }
+  /** The runtime's state of the watched workload. */
+  | { readonly kind: 'seen'; readonly state: ExecutionState }
+  /** An unhealthy workload's container was stopped (its restart policy acts only then). */
+  | { readonly kind: 'stoppedUnhealthy'; readonly state: ExecutionState }
+  | { readonly kind: 'watchFailed' }
+  /** The wait of a retrying, backing-off or fetching loop is over. */
+  | { readonly kind: 'waited' }
+  | { readonly kind: 'pullNote'; readonly note: string }
+  | { readonly kind: 'pulled' }
+  | { readonly kind: 'pullFailed'; readonly cause: string };
+
+/** What the interpreter runs. Work (the busy states') ends with one outcome; a follow lasts until the state leaves it. */
+export type Effect =
+  | { readonly kind: 'create'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector }
+  | { readonly kind: 'startAgain'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector; readonly id: unknown; readonly prepare: boolean }
+  | { readonly kind: 'remove'; readonly spec: WorkloadSpec; readonly id: unknown }
+  | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly runtime: RuntimeConnector }
+  | { readonly kind: 'find'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector }
+  | { readonly kind: 'warn'; readonly text: string };
+
+/** What a settled state follows until the next command, each by a key: a follow whose key stays keeps running. */
+export type Follow =
+  | { readonly kind: 'watch'; readonly key: string; readonly running: Running }
+  | { readonly kind: 'wait'; readonly key: string; readonly ms: number }
+  | { readonly kind: 'pull'; readonly key: string; readonly pull$: Observable<string> };
+
+export interface LoopContext {
+  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  readonly backoff: CrashLoopBackoff;
+  /** An update first has its new image on the node while the old instance runs. */
+  readonly pullAhead: boolean;
+}
+
+/** When an input came (ms), and a random fraction in [0, 1] for a retry's jitter. */
+export interface Moment {
+  readonly at: number;
+  readonly jitter: number;
+}
+
+export interface Transition {
+  readonly state: LoopState;
+  readonly reports: readonly WorkloadState[];
+  readonly effects: readonly Effect[];
+  readonly end: boolean;
+}
+
+const to = (state: LoopState, reports: readonly WorkloadState[] = [], effects: readonly Effect[] = [], end = false): Transition => ({
+  state,
+  reports,
+  effects,
+  end,
 });
+/** `t` with `reports` said first. */
+const after = (reports: readonly WorkloadState[], t: Transition): Transition => ({ ...t, reports: [...reports, ...t.reports] });
+const stateOf = (instanceName: WorkloadInstanceName, executionState: ExecutionState): WorkloadState => ({ instanceName, executionState });
+const STARTING = 'Triggered at runtime.';
+const starting = (spec: WorkloadSpec) => stateOf(spec.instanceName, ExecutionState.starting(STARTING));
+/** swdd~agent-skips-unknown-runtime~2: a runtime the agent does not have (or has not enabled), in the released agent's words. */
+const unknownRuntime = (spec: WorkloadSpec) => stateOf(spec.instanceName, ExecutionState.startingFailed('Unsupported Runtime'));
+const PULL_NOTE = '(the old instance runs until the image is pulled)';
+
+/**
+ * swdd~agent-create-workload~2, swdd~agent-resume-workload~2: the loop's one step. Commands come only to a
+ * settled state (the interpreter holds them while it is busy); outcomes come from the effects and follows of
+ * the state they were started in.
+ */
+export function step(state: LoopState, input: LoopInput, now: Moment, context: LoopContext): Transition {
+  const rules = new Rules(context, now);
+  if (input.kind === 'command') return rules.command(state, input.command);
+  return rules.outcome(state, input);
+}
+
+/** What a settled state follows: its workload's state, a wait, a pull. */
+export function follows(state: LoopState): Follow[] {
+  switch (state.kind) {
+    case 'created':
+      return [{ kind: 'watch', key: watchKey(state), running: state }];
+    case 'fetching':
+      return [
+        { kind: 'watch', key: watchKey(state), running: state },
+        state.retryInMs === undefined
+          ? { kind: 'pull', key: `pull ${state.tries}`, pull$: state.pull$ }
+          : { kind: 'wait', key: `pull wait ${state.tries}`, ms: state.retryInMs },
+      ];
+    case 'retrying':
+      // swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1,
+      // swdd~agent-workload-control-loop-exponential-backoff-retries~1
+      return [{ kind: 'wait', key: `retry ${state.retries}`, ms: state.delayMs }];
+    case 'backingOff':
+      return [{ kind: 'wait', key: `restart ${state.shortRuns}`, ms: state.delayMs }];
+    default:
+      return [];
+  }
+}
+
+/** A watch goes on while the state has the same container; one of a fetching loop does not restart it. */
+const watchKey = (state: LoopState & Running) => `watch ${state.kind === 'created' ? 'restarts' : 'only'}`;
+
+/** The workload a state has on its runtime (for the log requests and the metrics), if any. */
+export function managed(state: LoopState): Running | undefined {
+  switch (state.kind) {
+    case 'created':
+    case 'fetching':
+      return state;
+    case 'removing':
+    case 'startingAgain':
+      return state.running;
+    default:
+      return undefined;
+  }
+}
+
+class Rules {
+  constructor(
+    private readonly context: LoopContext,
+    private readonly now: Moment,
+  ) {}
+
+  command(state: LoopState, command: WorkloadCommand): Transition {
+    switch (command.kind) {
+      case 'create':
+        return this.create(state, command.spec, 0);
+      case 'resume':
+        return this.resume(command.spec);
+      case 'update':
+        return this.update(state, command.spec);
+      case 'delete':
+        return this.delete(state, command.instanceName);
+      case 'removeExisting':
+        return this.removeExisting(command.existing, command.final ? { kind: 'end' } : { kind: 'back', to: state });
+      case 'adopt':
+        return to({ kind: 'adopted', existing: command.existing });
+    }
+  }
+
+  outcome(state: LoopState, input: Exclude<LoopInput, { kind: 'command' }>): Transition {
+    switch (input.kind) {
+      case 'created':
+        return state.kind === 'creating' ? this.created(state.spec, this.context.runtimes.get(state.spec.runtime)!, input.id, state.shortRuns) : to(state);
+      case 'createFailed':
+        return state.kind === 'creating' ? this.createFailed(state, input.cause, input.refused) : to(state);
+      case 'startedAgain':
+        return state.kind === 'startingAgain' ? this.created(state.spec, state.runtime, state.id, state.shortRuns) : to(state);
+      case 'startAgainFailed':
+        if (state.kind !== 'startingAgain') return to(state);
+        return state.instead.kind === 'removeExisting'
+          ? this.removeExisting(state.instead.existing, { kind: 'attempt', spec: state.spec, shortRuns: state.shortRuns })
+          : this.replace({ ...state.instead.current, kind: 'created' }, state.spec, state.shortRuns);
+      case 'removed':
+        return state.kind === 'removing' ? this.removed(state, input.failure) : to(state);
+      case 'existingRemoved':
+        return state.kind === 'removingExisting' ? this.existingRemoved(state, input.failure) : to(state);
+      case 'found':
+        return state.kind === 'finding' ? this.found(state, input.id) : to(state);
+      case 'seen':
+        return state.kind === 'created' || state.kind === 'fetching' ? this.seen(state, input.state) : to(state);
+      case 'stoppedUnhealthy':
+        return state.kind === 'created' && needsRestart(state.spec.restartPolicy, input.state) ? this.exited(state, input.state) : to(state);
+      case 'watchFailed':
+        return state.kind === 'created' || state.kind === 'fetching'
+          ? to(state, [stateOf(state.spec.instanceName, ExecutionState.unknown('The state checker failed.'))])
+          : to(state);
+      case 'waited':
+        return this.waited(state);
+      case 'pullNote':
+        return state.kind === 'fetching' ? to(state, [stateOf(state.next.instanceName, ExecutionState.starting(`${input.note} ${PULL_NOTE}`))]) : to(state);
+      case 'pulled':
+        return state.kind === 'fetching' ? this.replace(state, state.next) : to(state);
+      case 'pullFailed':
+        return state.kind === 'fetching' ? this.pullFailed(state, input.cause) : to(state);
+    }
+  }
+
+  /** Created (or started again) under `id` just now. */
+  private created(spec: WorkloadSpec, runtime: RuntimeConnector, id: unknown, shortRuns: number): Transition {
+    return to({ kind: 'created', spec, runtime, id, startedAt: this.now.at, shortRuns });
+  }
+
+  /**
+   * swdd~agent-workload-control-loop-executes-create~4, swdd~agent-skips-unknown-runtime~1: a kept workload
+   * of an earlier run with the same config is started again in place (a new one is created when that
+   * fails); one of another config is deleted first.
+   */
+  private create(state: LoopState, spec: WorkloadSpec, shortRuns: number): Transition {
+    const reusable = state.kind === 'adopted' ? state.existing : undefined;
+    const runtime = this.context.runtimes.get(spec.runtime);
+    if (!reusable) return after([starting(spec)], this.attempt(spec, 0, shortRuns));
+    if (!runtime?.startAgain || !sameInstance(reusable.instanceName, spec.instanceName)) {
+      return this.removeExisting(reusable, { kind: 'attempt', spec, shortRuns });
+    }
+    return to(
+      { kind: 'startingAgain', spec, runtime, id: reusable.id, shortRuns, instead: { kind: 'removeExisting', existing: reusable } },
+      [starting(spec)],
+      [{ kind: 'startAgain', spec, runtime, id: reusable.id, prepare: true }],
+    );
+  }
+
+  /**
+   * Create attempt `retries + 1`. swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1,
+   * swdd~agent-workload-control-loop-handles-failed-workload-creation~1,
+   * swdd~agent-workload-control-loop-aborts-create-upon-workload-files-creation-error~1: whatever failed (the host
+   * side, the runtime config, the runtime), the workload's files go (the effect's part); a failure is reported
+   * Pending(Starting) "Retry <n>: <cause>" and retried; a config the runtime refuses is not.
+   */
+  private attempt(spec: WorkloadSpec, retries: number, shortRuns: number): Transition {
+    const runtime = this.context.runtimes.get(spec.runtime);
+    if (!runtime) return to({ kind: 'absent', spec }, [unknownRuntime(spec)]);
+    return to({ kind: 'creating', spec, retries, shortRuns }, [], [{ kind: 'create', spec, runtime }]);
+  }
+
+  private createFailed({ spec, retries, shortRuns }: LoopState & { kind: 'creating' }, cause: string, refused: boolean): Transition {
+    if (refused) return to({ kind: 'absent', spec }, [stateOf(spec.instanceName, ExecutionState.startingFailed(cause))]);
+    const delayMs = createBackoffMs(retries, this.now.jitter);
+    return to({ kind: 'retrying', spec, retries, shortRuns, delayMs }, [stateOf(spec.instanceName, ExecutionState.starting(`Retry ${retries + 1}: ${cause}`))]);
+  }
+
+  /** swdd~agent-workload-control-loop-executes-resume~1: a resumed workload gets a new Control Interface instance on its existing pipes. */
+  private resume(spec: WorkloadSpec): Transition {
+    const runtime = this.context.runtimes.get(spec.runtime);
+    if (!runtime) return to({ kind: 'absent', spec }, [unknownRuntime(spec)]);
+    return to({ kind: 'finding', spec, runtime }, [], [{ kind: 'find', spec, runtime }]);
+  }
+
+  private found({ spec, runtime }: LoopState & { kind: 'finding' }, id: unknown): Transition {
+    if (id === undefined) return to({ kind: 'absent', spec }, [stateOf(spec.instanceName, ExecutionState.lost('The workload to resume was not found.'))]);
+    return this.created(spec, runtime, id, 0);
+  }
+
+  /**
+   * swdd~agent-workload-control-loop-executes-update~3, swdd~agent-workload-control-loop-executes-update-delete-only~1,
+   * swdd~agent-workload-control-loop-reset-backoff-on-update~1,
+   * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2,
+   * swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there.
+   * An update starts the crash-loop back-off anew too. With pull ahead, a running workload's update has its
+   * image first (the runtime says whether there is one to pull).
+   */
+  private update(state: LoopState, next: WorkloadSpec | undefined): Transition {
+    const running = state.kind === 'created' || state.kind === 'fetching' ? state : undefined;
+    const pull$ = next && running && this.context.pullAhead ? this.context.runtimes.get(next.runtime)?.fetchImage?.(next, running.spec) : undefined;
+    const abandoned = this.abandoned(state, next);
+    if (next && running && pull$) {
+      const { spec, runtime, id, startedAt, shortRuns } = running;
+      return to({ kind: 'fetching', spec, runtime, id, startedAt, shortRuns, next, pull$, tries: 0 }, abandoned);
+    }
+    return after(abandoned, this.replace(state, next));
+  }
+
+  /**
+   * The update whose image was being pulled, given up for another update or a delete: its instance is reported
+   * Removed, as the released agent reports an update's instance it removes, so that no server keeps its state.
+   */
+  private abandoned(state: LoopState, next?: WorkloadSpec): WorkloadState[] {
+    if (state.kind !== 'fetching' || (next && sameInstance(next.instanceName, state.next.instanceName))) return [];
+    return [stateOf(state.next.instanceName, ExecutionState.removed())];
+  }
+
+  /**
+   * A pull of an update's new image that failed: logged and reported on the new instance as the released agent
+   * reports a failed create, and tried again after the create back-off.
+   */
+  private pullFailed(state: LoopState & { kind: 'fetching' }, cause: string): Transition {
+    const tries = state.tries + 1;
+    const name = state.next.instanceName.workloadName;
+    return to(
+      { ...state, tries, retryInMs: createBackoffMs(state.tries, this.now.jitter) },
+      [stateOf(state.next.instanceName, ExecutionState.starting(`Retry ${tries}: ${cause} ${PULL_NOTE}`))],
+      [{ kind: 'warn', text: `The update of '${name}' waits, its old instance running: ${cause} (try ${tries}; the next after a back-off).` }],
+    );
+  }
+
+  /** The current workload removed, then `next` (if any) created. */
+  private replace(state: LoopState, next: WorkloadSpec | undefined, shortRuns = 0): Transition {
+    return this.removeCurrent(state, next ? { kind: 'attempt', spec: next, shortRuns } : { kind: 'back', to: IDLE });
+  }
+
+  /**
+   * swdd~agent-workload-control-loop-executes-delete~3, swdd~agent-workload-control-loop-delete-broken-allowed~1:
+   * a delete that fails is reported once (Stopping(DeleteFailed)) and the loop waits for the next command.
+   */
+  private delete(state: LoopState, instanceName: WorkloadInstanceName): Transition {
+    if (state.kind === 'adopted') return this.removeExisting(state.existing, { kind: 'end' });
+    // Never created (its create was still waiting): say so, so its pending state goes away.
+    if (state.kind === 'idle') return to(state, [stateOf(instanceName, ExecutionState.removed())], [], true);
+    return after(this.abandoned(state), this.removeCurrent(state, { kind: 'end' }));
+  }
+
+  /**
+   * Deletes the managed workload (when there is one) and releases its host side, then `afterwards`. On failure the
+   * loop keeps the workload so the next command can try again
+   * (swdd~agent-workload-control-loop-delete-failed-allows-retry~1).
+   * swdd~agent-workload-control-loop-update-broken-allowed~1: with no id nothing is known on the
+   * runtime; what may run under the name all the same (a create cut short) goes by name.
+   */
+  private removeCurrent(state: LoopState, afterwards: Afterwards): Transition {
+    if (state.kind === 'idle' || state.kind === 'adopted') return this.go(state, afterwards);
+    if (!('spec' in state)) return this.go(state, afterwards);
+    const { spec } = state;
+    const id = state.kind === 'created' || state.kind === 'backingOff' || state.kind === 'fetching' || state.kind === 'deleteFailed' ? state.id : undefined;
+    return to(
+      { kind: 'removing', spec, id, afterwards, running: managed(state) },
+      [stateOf(spec.instanceName, ExecutionState.stoppingRequested())],
+      [{ kind: 'remove', spec, id }],
+    );
+  }
+
+  private removed({ spec, id, afterwards }: LoopState & { kind: 'removing' }, failure: string | undefined): Transition {
+    if (failure !== undefined) return to({ kind: 'deleteFailed', spec, id }, [stateOf(spec.instanceName, ExecutionState.deleteFailed(failure))]);
+    return after([stateOf(spec.instanceName, ExecutionState.removed())], this.go(IDLE, afterwards));
+  }
+
+  /** swdd~agent-delete-old-workload~3: a workload of an earlier run, deleted by its id, then `afterwards`. */
+  private removeExisting(existing: ExistingWorkload, afterwards: Afterwards): Transition {
+    const runtime = this.context.runtimes.get(existing.runtime);
+    const stopping = stateOf(existing.instanceName, ExecutionState.stoppingRequested());
+    if (!runtime) {
+      return after([stopping, stateOf(existing.instanceName, ExecutionState.deleteFailed(`Unknown runtime '${existing.runtime}'`))], this.go(IDLE, afterwards));
+    }
+    return to({ kind: 'removingExisting', existing, afterwards }, [stopping], [{ kind: 'removeExisting', existing, runtime }]);
+  }
+
+  private existingRemoved({ existing, afterwards }: LoopState & { kind: 'removingExisting' }, failure: string | undefined): Transition {
+    const outcome = failure === undefined ? ExecutionState.removed() : ExecutionState.deleteFailed(failure);
+    return after([stateOf(existing.instanceName, outcome)], this.go(IDLE, afterwards));
+  }
+
+  /** What follows a removal: the end, a new create, or the state it came from (`from` when there is none to go back to). */
+  private go(from: LoopState, afterwards: Afterwards): Transition {
+    switch (afterwards.kind) {
+      case 'end':
+        return to(from, [], [], true);
+      case 'attempt':
+        return this.create(from, afterwards.spec, afterwards.shortRuns);
+      case 'back':
+        return to(afterwards.to === IDLE ? from : afterwards.to);
+    }
+  }
+
+  /**
+   * swdd~workload-control-loop-receives-workload-states~1, swdd~workload-control-loop-checks-workload-state-validity~1,
+   * swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2, swdd~workload-control-loop-handles-workload-restarts~2:
+   * each state is reported; an ended one restarts by the policy (not while an update's image is pulled).
+   * rx~health-unhealthy-fails-and-stops~1: an unhealthy workload is stopped (and kept) before its restart
+   * policy acts, so that it does not serve while a restart waits: its restart comes with `stoppedUnhealthy`.
+   */
+  private seen(state: LoopState & Running & { kind: 'created' | 'fetching' }, seen: ExecutionState): Transition {
+    const reported = [stateOf(state.spec.instanceName, seen)];
+    const stopsFirst = isUnhealthy(seen.health) && state.runtime.stop !== undefined;
+    if (state.kind !== 'created' || stopsFirst || !needsRestart(state.spec.restartPolicy, seen)) return to(state, reported);
+    return after(reported, this.exited(state, seen));
+  }
+
+  /**
+   * The workload ended and its policy restarts it: at once after a long run, else after the crash-loop
+   * back-off, which the state tells while it lasts (an update or a delete ends it at once).
+   */
+  private exited(state: Running & { kind: 'created' }, exit: ExecutionState): Transition {
+    const succeeded = exit.state === 'Succeeded';
+    const { shortRuns, delayMs } = nextRestart(state.shortRuns, this.now.at - state.startedAt, this.context.backoff);
+    if (delayMs === 0) return this.restart({ ...state, shortRuns }, succeeded);
+    const last = succeeded ? "Exit code: '0'" : exit.additionalInfo || formatState(exit);
+    const info = `Restart ${shortRuns} of a workload that keeps exiting (last: ${last}), in ${Math.round(delayMs / 1000)} s (crash-loop back-off).`;
+    return to({ ...state, kind: 'backingOff', shortRuns, succeeded, delayMs }, [stateOf(state.spec.instanceName, ExecutionState.waitingToStart(info))]);
+  }
+
+  private waited(state: LoopState): Transition {
+    switch (state.kind) {
+      case 'retrying':
+        // swdd~agent-workload-control-loop-executes-retry~1: retries have no limit; only another command ends them.
+        return this.attempt(state.spec, state.retries + 1, state.shortRuns);
+      case 'backingOff':
+        return this.restart(state, state.succeeded);
+      case 'fetching':
+        return to({ ...state, retryInMs: undefined });
+      default:
+        return to(state);
+    }
+  }
+
+  /**
+   * swdd~workload-control-loop-restarts-workloads-using-update~1: a restart is an update to the same
+   * config, and reported as one (Stopping(RequestedAtRuntime), Removed, Pending(Starting), …), so a server
+   * sees it happen. A workload that succeeded is started again in place where its runtime can (as the
+   * 1.x agent does), and re-created when that fails.
+   */
+  private restart(state: Running & { kind: 'created' | 'backingOff' }, succeeded: boolean): Transition {
+    const { spec, runtime, id, shortRuns } = state;
+    const current: Running = { spec, runtime, id, startedAt: state.startedAt, shortRuns };
+    if (!succeeded || !runtime.startAgain) return this.replace({ ...current, kind: 'created' }, spec, shortRuns);
+    return to(
+      { kind: 'startingAgain', spec, runtime, id, shortRuns, instead: { kind: 'replace', current }, running: state.kind === 'created' ? state : undefined },
+      [starting(spec)],
+      [{ kind: 'startAgain', spec, runtime, id, prepare: false }],
+    );
+  }
+}
+
+const isUnhealthy = (health: HealthStatus | undefined) => health === 'unhealthy';
