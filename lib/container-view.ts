@@ -1,25 +1,27 @@
-// The rules of the container state cache (swdd~podmancli-uses-container-state-cache~1): how a poll of
-// `podman ps` and Podman's events make one picture of all containers. Pure: streams/container-cache.ts
-// keeps the timing (ticks, one poll at a time, the event stream) and feeds this reducer.
-import type { Container, ContainerEvent, Snapshot } from './ports.js';
+// The rules of a container state cache (swdd~podmancli-uses-container-state-cache~1): how the polls of an
+// engine's containers and its events (in the words of ports.ts, which each runtime translates into) make one
+// picture of all containers. The rules know what engines do: an exit told early (Podman's conmon writes exit
+// files before Podman's own event), a container shown `stopped` for a moment on its way down. Pure:
+// streams/container-cache.ts keeps the timing (ticks, one poll at a time, the event stream) and feeds this reducer.
+import type { Container, ContainerChange, ContainerEvent, Snapshot } from './ports.js';
 
 export interface ContainerView {
   /** The picture of all containers, from the last poll and the events since; none before the first poll. */
   readonly containers?: ReadonlyMap<string, Container>;
   /** The number of the poll the picture rests on. */
   readonly poll: number;
-  /** Exit codes the died events told, for containers Podman still shows as `stopped`. */
+  /** Exit codes the exits told, for containers a poll still shows as `stopped`. */
   readonly exitCodes: ReadonlyMap<string, number>;
-  /** Exits told early (conmon's exit files) that Podman's own events have not caught up with yet, with when they were heard. */
+  /** Exits told early (conmon's exit files) that the engine's own events have not caught up with yet, with when they were heard. */
   readonly early: ReadonlyMap<string, number | undefined>;
-  /** When each container's latest start that the picture applied happened (Podman's time of the start event). */
+  /** When each container's latest start that the picture applied happened (the engine's time of it). */
   readonly started: ReadonlyMap<string, number>;
   /** Events that came while a poll ran (undefined: none runs): applied again on top of its result. */
   readonly duringPoll?: readonly ContainerEvent[];
 }
 
 export type ViewInput =
-  /** Podman's event, or (`early`) an exit conmon's exit file told first; `at`: when it came (dates the snapshot when the event has no time of its own). */
+  /** The engine's event, or (`early`) what was told before it (an exit file, the agent's own start); `at`: when it came (dates the snapshot when the event has no time of its own). */
   | { readonly kind: 'event'; readonly event: ContainerEvent; readonly early?: boolean; readonly at?: number }
   | { readonly kind: 'pollStarted' }
   /** `eventsHealthy`: the event stream was up, so a change it did not announce means it missed one. */
@@ -39,7 +41,7 @@ export interface ViewStep {
  * What conmon's exit folder tells when an exit file goes: Podman took it (its own state says the container
  * exited, or it was started again), so an exit told early no longer outweighs what `podman ps` shows.
  */
-export const EXIT_FILE_TAKEN = 'exit-file-taken';
+export const EXIT_FILE_TAKEN: ContainerChange = 'exit-file-taken';
 
 export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), started: new Map() };
 
@@ -68,11 +70,11 @@ const snapshotOf = (containers: ReadonlyMap<string, Container>, poll: number, he
  */
 function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, heardAt: number | undefined): ViewStep {
   const tracked = trackedOf(view);
-  if (event.status === EXIT_FILE_TAKEN) {
+  if (event.change === EXIT_FILE_TAKEN) {
     tracked.early.delete(event.id);
     return { view: { ...view, ...tracked } };
   }
-  if (event.status === 'died' && !staleExit(event, tracked)) {
+  if (event.change === 'exited' && !staleExit(event, tracked)) {
     if (early) tracked.early.set(event.id, event.at);
     else tracked.early.delete(event.id);
   }
@@ -93,7 +95,7 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
   const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
   for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
-  // A container on its way down (`stopping`, `stopped` for a moment) has no event yet: its died event comes.
+  // A container on its way down (`stopping`, `stopped` for a moment) has no event yet: its exit comes.
   const missedEvent =
     eventsHealthy &&
     view.containers !== undefined &&
@@ -113,14 +115,14 @@ const trackedOf = (view: ContainerView): Tracked => ({
   started: new Map(view.started),
 });
 
-/** A died event of a run before the latest start applied: Podman's stream told it after a quick restart. */
+/** An exit of a run before the latest start applied: the engine's stream told it after a quick restart. */
 function staleExit(e: ContainerEvent, { started }: Tracked): boolean {
   const start = started.get(e.id);
   return e.at !== undefined && start !== undefined && e.at < start;
 }
 
 /**
- * A start event of the run whose exit conmon already told: Podman's stream is behind the exit files. A start
+ * A start of the run whose exit was told early (conmon's exit file): the engine's stream is behind. A start
  * after that exit (a restart, by Podman's time of it) is not; without the times, a start is taken for old.
  */
 function staleStart(e: ContainerEvent, { early }: Tracked): boolean {
@@ -129,11 +131,11 @@ function staleStart(e: ContainerEvent, { early }: Tracked): boolean {
   return exitAt === undefined || e.at === undefined || e.at <= exitAt;
 }
 
-/** A container's states on its way up, as Podman's events of it say them. */
-const STARTING: Readonly<Record<string, string>> = { create: 'created', init: 'initialized', start: 'running' };
+/** A container's states on its way up, by the change that tells it. */
+const STARTING: Readonly<Record<string, string>> = { created: 'created', initialized: 'initialized', started: 'running' };
 
 /** An event that shows a container the picture may not have: on its way up, with its name and labels told. */
-const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.status in STARTING;
+const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.change in STARTING;
 
 /**
  * Applies an event to a picture (and what is tracked of exits); true when it changed what the watchers
@@ -144,12 +146,12 @@ const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.status in
 function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked): boolean {
   const c = to.get(e.id);
   if (!c && learnsOf(e)) {
-    if (e.status === 'start' && staleStart(e, tracked)) return false;
-    to.set(e.id, { Id: e.id, ...e.container, State: STARTING[e.status] });
-    if (e.status === 'start' && e.at !== undefined) tracked.started.set(e.id, e.at);
+    if (e.change === 'started' && staleStart(e, tracked)) return false;
+    to.set(e.id, { Id: e.id, ...e.container, State: STARTING[e.change] });
+    if (e.change === 'started' && e.at !== undefined) tracked.started.set(e.id, e.at);
     return true;
   }
-  if (e.status === 'died' || e.status === 'cleanup') {
+  if (e.change === 'exited') {
     if (staleExit(e, tracked)) return false;
     if (e.exitCode !== undefined) tracked.exitCodes.set(e.id, e.exitCode);
     if (!c) return false;
@@ -159,7 +161,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     to.set(e.id, { ...c, State: 'exited', ExitCode: exitCode });
     return true;
   }
-  if (e.status === 'start') {
+  if (e.change === 'started') {
     if (staleStart(e, tracked)) return false;
     tracked.early.delete(e.id);
     tracked.exitCodes.delete(e.id);
@@ -168,15 +170,15 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     to.set(e.id, { ...c, State: 'running' });
     return true;
   }
-  if (e.status === 'remove') {
+  if (e.change === 'removed') {
     tracked.exitCodes.delete(e.id);
     tracked.early.delete(e.id);
     tracked.started.delete(e.id);
     return to.delete(e.id);
   }
-  if (e.status === 'pause' || e.status === 'unpause') {
+  if (e.change === 'paused' || e.change === 'resumed') {
     if (!c) return false;
-    to.set(e.id, { ...c, State: e.status === 'pause' ? 'paused' : 'running' });
+    to.set(e.id, { ...c, State: e.change === 'paused' ? 'paused' : 'running' });
     return true;
   }
   // create, init (old news for a container the picture shows) and what says nothing about a state

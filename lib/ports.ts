@@ -28,16 +28,22 @@ export interface Snapshot {
   readonly news?: string;
 }
 
-/** What Podman's event stream says of a container. */
+/**
+ * What changed of a container, in words no engine owns (each runtime translates its engine's): made, set up,
+ * started, its process ended, removed, paused, resumed; `exit-file-taken`: the engine took in an exit that was
+ * told before it (conmon's exit file, gone).
+ */
+export type ContainerChange = 'created' | 'initialized' | 'started' | 'exited' | 'removed' | 'paused' | 'resumed' | 'exit-file-taken';
+
+/** What an engine's events (or what tells before them) say of a container. */
 export interface ContainerEvent {
   readonly id: string;
-  /** `died`, `start`, `remove`, `create`, … */
-  readonly status: string;
-  /** With `died`: how the container's process ended. */
+  readonly change: ContainerChange;
+  /** With `exited`: how the container's process ended. */
   readonly exitCode?: number;
-  /** When it happened (ms, wall clock), as Podman or conmon tell it. */
+  /** When it happened (ms, wall clock), as the engine tells it. */
   readonly at?: number;
-  /** What Podman's events tell of the container besides (its name, labels and pod): enough to show one the picture does not have yet. */
+  /** What the events tell of the container besides (its name, labels and pod): enough to show one the picture does not have yet. */
   readonly container?: Pick<Container, 'Names' | 'Labels' | 'Pod'>;
 }
 

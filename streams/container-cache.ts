@@ -31,7 +31,7 @@ import {
 } from 'rxjs';
 import type { Logger } from '../lib/logger.js';
 import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../lib/container-view.js';
-import type { Container, ContainerCache, ContainerEvent, Engine, Snapshot } from '../lib/ports.js';
+import type { Container, ContainerCache, ContainerChange, ContainerEvent, Engine, Snapshot } from '../lib/ports.js';
 import { type Trace, noTrace } from './trace.js';
 
 /** swdd~podmancli-container-state-cache-refresh~1: the refresh while no event stream keeps the cache current. */
@@ -54,7 +54,7 @@ export const NEWS_WAIT_MS = 300;
 
 /**
  * swdd~podmancli-container-state-cache-all-containers~1, swdd~podmancli-container-state-cache-refresh~1:
- * while anything watches (and for KEEP_FOLLOWING_MS after the last watcher left), the cache follows `events$` (a died event carries the
+ * while anything watches (and for KEEP_FOLLOWING_MS after the last watcher left), the cache follows `events$` (an exit carries the
  * exit code; start and remove say the rest) and polls `list` to verify, every second while the stream is
  * down; every new watcher triggers one extra poll (swdd~podman-state-getter-reset-cache~1,
  * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way. Without `events$` it
@@ -117,7 +117,7 @@ export function containerCache(list: () => Observable<Container[]>, events$?: Ob
  * Events of a container's way up before its start: never news to a watcher, who names its containers only
  * once their create returned (and so started them); a lagging stream's `created` would be older than that.
  */
-const BEFORE_START: ReadonlySet<string> = new Set(['create', 'init']);
+const BEFORE_START: ReadonlySet<ContainerChange> = new Set(['created', 'initialized']);
 
 /** One run of the cache while it is watched: the reducer (lib/container-view.ts) fed by polls and events. */
 function cacheSnapshots(
@@ -141,7 +141,7 @@ function cacheSnapshots(
       restart$.next();
     }
     if (!next.snapshot) return [];
-    return [input.kind === 'event' && healthy$.value && !BEFORE_START.has(input.event.status) ? { ...next.snapshot, news: input.event.id } : next.snapshot];
+    return [input.kind === 'event' && healthy$.value && !BEFORE_START.has(input.event.change) ? { ...next.snapshot, news: input.event.id } : next.snapshot];
   };
   const poll$ = defer(() => {
     const poll = ++polls.started;
@@ -224,8 +224,8 @@ function traceChanges(trace: Trace, engine: Engine, before: ContainerView, next:
     trace.note(engine.stage, `Poll ${input.poll} failed: ${input.error}`);
     return;
   }
-  const early = input.kind === 'event' && input.early ? (input.event.status === 'start' ? "the agent's own start" : "conmon's exit file") : undefined;
-  const source = input.kind !== 'event' ? 'poll' : (early ?? `${engine.name}'s ${input.event.status} event`);
+  const early = input.kind === 'event' && input.early ? (input.event.change === 'started' ? "the agent's own start" : "conmon's exit file") : undefined;
+  const source = input.kind !== 'event' ? 'poll' : (early ?? `${engine.name}'s ${input.event.change} event`);
   for (const line of changesBetween(before, next.view)) trace.note(engine.stage, `${line} (${source})`);
 }
 

@@ -81,8 +81,8 @@ describe("container states from Podman's events (real Podman)", function () {
       await new Promise((r) => setTimeout(r, 500)); // the stream is up
       const started = Date.now();
       const id = exitingContainer(4);
-      await until(() => seen.some((e) => e.id === id && e.status === 'died'), 'the died event');
-      const died = seen.find((e) => e.id === id && e.status === 'died')!;
+      await until(() => seen.some((e) => e.id === id && e.change === 'exited'), 'the died event');
+      const died = seen.find((e) => e.id === id && e.change === 'exited')!;
       expect(died.exitCode).to.equal(4);
       expect(died.at, "Podman's time of it: after the sleep, before now").to.be.within(started + 1000, Date.now());
     } finally {
@@ -98,8 +98,8 @@ describe("container states from Podman's events (real Podman)", function () {
       await new Promise((r) => setTimeout(r, 500)); // the stream is up
       const id = execFileSync('podman', ['run', '-d', '--label=name=told.1.x', 'localhost/busybox:latest', 'sleep', '1'], { encoding: 'utf8' }).trim();
       exited.push(id);
-      await until(() => seen.some((e) => e.id === id && e.status === 'start'), 'the start event');
-      const { container } = seen.find((e) => e.id === id && e.status === 'start')!;
+      await until(() => seen.some((e) => e.id === id && e.change === 'started'), 'the start event');
+      const { container } = seen.find((e) => e.id === id && e.change === 'started')!;
       expect(container?.Labels).to.include({ name: 'told.1.x' });
       expect(container?.Names).to.deep.equal([podman('inspect', '--format', '{{.Name}}', id)]);
     } finally {
@@ -115,7 +115,7 @@ describe("container states from Podman's events (real Podman)", function () {
       const id = exitingContainer(6);
       await until(() => seen.some((e) => e.id === id), 'the exit file');
       const { at, ...event } = seen.find((e) => e.id === id)!;
-      expect(event).to.deep.equal({ id, status: 'died', exitCode: 6 });
+      expect(event).to.deep.equal({ id, change: 'exited', exitCode: 6 });
       expect(at, 'when it was heard: after the sleep, before now').to.be.within(started + 1000, Date.now());
     } finally {
       sub.unsubscribe();

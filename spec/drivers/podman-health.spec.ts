@@ -1,4 +1,4 @@
-// Health checks of podman workloads on real Podman (this agent's own requirements; README "Health checks").
+// Health checks of podman workloads on real Podman (this agent's own requirements; README "Beyond the released agent").
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { expect } from 'chai';

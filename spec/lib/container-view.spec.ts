@@ -1,4 +1,4 @@
-import type { Container } from '../../lib/ports.js';
+import type { Container, ContainerChange } from '../../lib/ports.js';
 import { expect } from 'chai';
 import { type ContainerView, EMPTY_VIEW, EXIT_FILE_TAKEN, type ViewInput, changesBetween, stepView } from '../../lib/container-view.js';
 
@@ -17,7 +17,7 @@ const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {
   };
 };
 const polled = (poll: number, containers: Container[], eventsHealthy = true): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy });
-const died = (id: string, exitCode: number, early = false): ViewInput => ({ kind: 'event', event: { id, status: 'died', exitCode }, early });
+const died = (id: string, exitCode: number, early = false): ViewInput => ({ kind: 'event', event: { id, change: 'exited', exitCode }, early });
 
 // swdd~podmancli-uses-container-state-cache~1
 describe("the container view (the cache's rules)", () => {
@@ -35,28 +35,28 @@ describe("the container view (the cache's rules)", () => {
   });
 
   it('applies a pause and a resume at once, as events tell them', () => {
-    const event = (status: string): ViewInput => ({ kind: 'event', event: { id: 'a', status } });
-    const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), event('pause')]);
+    const event = (change: ContainerChange): ViewInput => ({ kind: 'event', event: { id: 'a', change } });
+    const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), event('paused')]);
     expect(steps[2].snapshot).not.to.equal(undefined);
     expect(states()).to.deep.equal({ a: 'paused' });
-    expect(run([{ kind: 'pollStarted' }, polled(1, [{ Id: 'a', State: 'paused' }]), event('unpause')]).states()).to.deep.equal({ a: 'running' });
+    expect(run([{ kind: 'pollStarted' }, polled(1, [{ Id: 'a', State: 'paused' }]), event('resumed')]).states()).to.deep.equal({ a: 'running' });
   });
 
   it('passes over events of containers it does not show (no snapshot, no poll)', () => {
-    const { steps } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), { kind: 'event', event: { id: 'other', status: 'start' } }]);
+    const { steps } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), { kind: 'event', event: { id: 'other', change: 'started' } }]);
     expect(steps[2].snapshot).to.equal(undefined);
   });
 
   it("shows a container it did not have once Podman's create, init or start event tells its name and labels", () => {
     const told = { Names: ['web.1.agent'], Labels: { name: 'web.1.agent', agent: 'agent' }, Pod: '' };
-    const start: ViewInput = { kind: 'event', event: { id: 'new', status: 'start', at: 5, container: told } };
+    const start: ViewInput = { kind: 'event', event: { id: 'new', change: 'started', at: 5, container: told } };
     const { steps, view } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), start]);
     expect(steps[2].snapshot?.poll, 'as old as the poll it rests on').to.equal(1);
     expect(view.containers?.get('new')).to.deep.equal({ Id: 'new', ...told, State: 'running' });
-    const created = run([{ kind: 'pollStarted' }, polled(1, []), { kind: 'event', event: { id: 'new', status: 'create', container: told } }]);
+    const created = run([{ kind: 'pollStarted' }, polled(1, []), { kind: 'event', event: { id: 'new', change: 'created', container: told } }]);
     expect(created.states()).to.deep.equal({ new: 'created' });
     // A died or removed container it never showed stays unshown, told or not.
-    const died: ViewInput = { kind: 'event', event: { id: 'gone', status: 'died', exitCode: 1, container: told } };
+    const died: ViewInput = { kind: 'event', event: { id: 'gone', change: 'exited', exitCode: 1, container: told } };
     expect(run([{ kind: 'pollStarted' }, polled(1, []), died]).steps[2].snapshot).to.equal(undefined);
   });
 
@@ -77,40 +77,40 @@ describe("the container view (the cache's rules)", () => {
   });
 
   it('keeps an exit told early over a poll that still shows the container running, until a newer start', () => {
-    const early = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), died('a', 1, true), { kind: 'event', event: { id: 'a', status: 'start' } }]);
+    const early = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), died('a', 1, true), { kind: 'event', event: { id: 'a', change: 'started' } }]);
     expect(early.states()).to.deep.equal({ a: 'exited 1' });
     const polledAgain = run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], early.view);
     expect(polledAgain.states()).to.deep.equal({ a: 'exited 1' });
-    const podmanCaughtUp = run([died('a', 1), { kind: 'event', event: { id: 'a', status: 'start' } }], polledAgain.view);
+    const podmanCaughtUp = run([died('a', 1), { kind: 'event', event: { id: 'a', change: 'started' } }], polledAgain.view);
     expect(podmanCaughtUp.states()).to.deep.equal({ a: 'running' });
   });
 
   it("a restart right after an exit told early runs: Podman's start event, later than that exit, is applied; the old run's late died event is not", () => {
-    const event = (status: string, at: number, exitCode?: number, early = false): ViewInput => ({
+    const event = (change: ContainerChange, at: number, exitCode?: number, early = false): ViewInput => ({
       kind: 'event',
-      event: { id: 'a', status, exitCode, at },
+      event: { id: 'a', change, exitCode, at },
       early,
     });
     const { steps, states, view } = run([
       { kind: 'pollStarted' },
       polled(1, [running('a')]),
-      event('died', 1_000, 0, true), // conmon: run 1 ended
-      event('start', 900), // Podman's stream, behind: run 1's start
-      event('start', 1_200), // `podman start`: run 2
-      event('died', 1_050, 0), // Podman's stream: run 1's died, told after run 2 started
+      event('exited', 1_000, 0, true), // conmon: run 1 ended
+      event('started', 900), // Podman's stream, behind: run 1's start
+      event('started', 1_200), // `podman start`: run 2
+      event('exited', 1_050, 0), // Podman's stream: run 1's died, told after run 2 started
     ]);
     expect(states()).to.deep.equal({ a: 'running' });
     expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], view).states(), 'a poll after it agrees').to.deep.equal({ a: 'running' });
     // Step by step: exited at the exit file, unchanged by the old start, running at the new one, unchanged by the old died.
     expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].State)).to.deep.equal(['exited', undefined, 'running', undefined]);
     // Run 2's own exit is an exit again.
-    expect(run([event('died', 2_300, 3, true)], view).states()).to.deep.equal({ a: 'exited 3' });
+    expect(run([event('exited', 2_300, 3, true)], view).states()).to.deep.equal({ a: 'exited 3' });
   });
 
   it('once Podman took the exit file, a poll that shows the container running (started again) is believed', () => {
     const told = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), died('a', 0, true)]).view;
     expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], told).states(), 'Podman has not taken it yet').to.deep.equal({ a: 'exited 0' });
-    const taken = run([{ kind: 'event', event: { id: 'a', status: EXIT_FILE_TAKEN }, early: true }], told);
+    const taken = run([{ kind: 'event', event: { id: 'a', change: EXIT_FILE_TAKEN }, early: true }], told);
     expect(taken.steps[0].snapshot, 'nothing to tell the watchers by itself').to.equal(undefined);
     expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], taken.view).states()).to.deep.equal({ a: 'running' });
   });
@@ -127,16 +127,16 @@ describe("the container view (the cache's rules)", () => {
   it("a start in place the agent tells (its podman start returned) outweighs Podman's late died event of the run before", () => {
     // conmon's exit file at 100, the agent's `podman start` returned at 300; Podman's stream then brings the
     // old run's died event (of its time, 150), and later the start (of its time, 250).
-    const exitTold: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 0, at: 100 }, early: true };
-    const ownStart: ViewInput = { kind: 'event', event: { id: 'a', status: 'start', at: 300 }, early: true };
-    const oldDied: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 0, at: 150 } };
-    const podmanStart: ViewInput = { kind: 'event', event: { id: 'a', status: 'start', at: 250 } };
+    const exitTold: ViewInput = { kind: 'event', event: { id: 'a', change: 'exited', exitCode: 0, at: 100 }, early: true };
+    const ownStart: ViewInput = { kind: 'event', event: { id: 'a', change: 'started', at: 300 }, early: true };
+    const oldDied: ViewInput = { kind: 'event', event: { id: 'a', change: 'exited', exitCode: 0, at: 150 } };
+    const podmanStart: ViewInput = { kind: 'event', event: { id: 'a', change: 'started', at: 250 } };
     const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), exitTold, ownStart, oldDied, podmanStart]);
     expect(steps[3].snapshot, 'the own start is shown at once').not.to.equal(undefined);
     expect(steps[4].snapshot, 'the old died event changes nothing').to.equal(undefined);
     expect(states()).to.deep.equal({ a: 'running' });
     // The new run's exit ends it.
-    const newDied: ViewInput = { kind: 'event', event: { id: 'a', status: 'died', exitCode: 2, at: 400 } };
+    const newDied: ViewInput = { kind: 'event', event: { id: 'a', change: 'exited', exitCode: 2, at: 400 } };
     expect(run([{ kind: 'pollStarted' }, polled(1, [running('a')]), exitTold, ownStart, oldDied, newDied]).states()).to.deep.equal({ a: 'exited 2' });
   });
 
@@ -164,7 +164,7 @@ describe("the container view (the cache's rules)", () => {
     const { steps } = run([
       { kind: 'pollStarted' },
       { kind: 'polled', poll: 1, containers: [running('a')], eventsHealthy: true, at: 1_000 },
-      { kind: 'event', event: { id: 'a', status: 'died', exitCode: 1, at: 1_250 } },
+      { kind: 'event', event: { id: 'a', change: 'exited', exitCode: 1, at: 1_250 } },
     ]);
     expect(steps.map((s) => s.snapshot?.heardAt)).to.deep.equal([undefined, 1_000, 1_250]);
   });
@@ -177,7 +177,7 @@ describe("the container view (the cache's rules)", () => {
         { ...running('b'), Names: ['b.1.x'] },
       ]),
     ]).view;
-    const after = run([died('a', 3), { kind: 'event', event: { id: 'b', status: 'remove' } }], before).view;
+    const after = run([died('a', 3), { kind: 'event', event: { id: 'b', change: 'removed' } }], before).view;
     expect(changesBetween(before, after)).to.deep.equal(['a.1.x: running → exited (3)', 'b.1.x: removed']);
     expect(changesBetween(EMPTY_VIEW, before)).to.deep.equal(['a.1.x: running', 'b.1.x: running']);
   });

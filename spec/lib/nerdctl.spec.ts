@@ -95,20 +95,20 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
   });
 
   // swdd~containerd-nerdctlcli-uses-container-state-cache~1
-  it("takes containerd's task exits, starts, pauses and container deletions as the cache's died, start, pause and remove events", () => {
+  it("takes containerd's task exits, starts, pauses and container deletions as the cache's words: exited, started, paused, resumed, removed, created", () => {
     const id = 'e'.repeat(64);
     expect(parseEvent(event('/tasks/exit', { container_id: id, id, pid: 1, exit_status: 5 }))).to.deep.equal({
       id,
-      status: 'died',
+      change: 'exited',
       exitCode: 5,
       at: Date.parse('2026-11-25T12:56:25.654271291Z'),
       namespace: 'default',
     });
-    expect(parseEvent(event('/tasks/start', { container_id: id, pid: 1 }))?.status).to.equal('start');
-    expect(parseEvent(event('/containers/delete', { id }))?.status).to.equal('remove');
-    expect(parseEvent(event('/tasks/paused', { container_id: id }))?.status).to.equal('pause');
-    expect(parseEvent(event('/tasks/resumed', { container_id: id }))?.status).to.equal('unpause');
-    expect(parseEvent(event('/containers/create', { id, image: 'x' }))?.status).to.equal('create');
+    expect(parseEvent(event('/tasks/start', { container_id: id, pid: 1 }))?.change).to.equal('started');
+    expect(parseEvent(event('/containers/delete', { id }))?.change).to.equal('removed');
+    expect(parseEvent(event('/tasks/paused', { container_id: id }))?.change).to.equal('paused');
+    expect(parseEvent(event('/tasks/resumed', { container_id: id }))?.change).to.equal('resumed');
+    expect(parseEvent(event('/containers/create', { id, image: 'x' }))?.change).to.equal('created');
     // An exec's exit in the container is not the container's; snapshots and garbage are nothing.
     expect(parseEvent(event('/tasks/exit', { container_id: id, id: 'exec-1', exit_status: 1 }))).to.equal(undefined);
     expect(parseEvent(event('/snapshot/prepare', { key: id }))).to.equal(undefined);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { type Observable, type Subscription, defer, finalize, throwError } from 'rxjs';
-import type { Container, ContainerEvent, Snapshot } from '../../lib/ports.js';
+import type { Container, ContainerChange, ContainerEvent, Snapshot } from '../../lib/ports.js';
 import { containerCache } from '../../streams/container-cache.js';
 import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
@@ -146,7 +146,7 @@ describe("containerCache kept by Podman's events", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const { list, counter } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
-      const events$ = hot<ContainerEvent>('500ms d', { d: { id: 'a', status: 'died', exitCode: 3 } });
+      const events$ = hot<ContainerEvent>('500ms d', { d: { id: 'a', change: 'exited', exitCode: 3 } });
       const seen: Array<[number, string]> = [];
       const sub = containerCache(list, events$)
         .fresh()
@@ -187,14 +187,12 @@ describe("containerCache kept by Podman's events", () => {
       const { list, counter } = podman(cold, () => truth);
       scheduler.schedule(() => (truth = [{ Id: 'a', State: 'stopped', ExitCode: 0 }]), 999);
       // 200 containers that are not the agent's come and go while `a` dies.
-      const noise: Record<string, ContainerEvent> = { d: { id: 'a', status: 'died', exitCode: 7 } };
-      const statuses = ['create', 'init', 'start', 'died', 'cleanup', 'remove'];
+      const noise: Record<string, ContainerEvent> = { d: { id: 'a', change: 'exited', exitCode: 7 } };
+      const changes: ContainerChange[] = ['created', 'initialized', 'started', 'exited', 'exited', 'removed'];
       let marbles = '1000ms d';
       for (let i = 0; i < 200; i++) {
-        statuses.forEach(
-          (status, j) => (noise[`${String.fromCharCode(0x100 + i * 6 + j)}`] = { id: `other${i}`, status, exitCode: status === 'died' ? 0 : undefined }),
-        );
-        marbles += ` 9ms (${statuses.map((_, j) => String.fromCharCode(0x100 + i * 6 + j)).join('')})`;
+        changes.forEach((change, j) => (noise[`${String.fromCharCode(0x100 + i * 6 + j)}`] = { id: `other${i}`, change, exitCode: j === 3 ? 0 : undefined }));
+        marbles += ` 9ms (${changes.map((_, j) => String.fromCharCode(0x100 + i * 6 + j)).join('')})`;
       }
       const events$ = hot<ContainerEvent>(marbles, noise);
       const seen: string[] = [];
@@ -212,8 +210,8 @@ describe("containerCache kept by Podman's events", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
-      const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', status: 'died', exitCode: 3 } });
-      const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', status: 'died', exitCode: 3 } });
+      const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', change: 'exited', exitCode: 3 } });
+      const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', change: 'exited', exitCode: 3 } });
       const cache = containerCache(list, events$, { early$: exits$ });
       const seen: string[] = [];
       const subs = [cache.fresh().subscribe((s) => seen.push(state(s)))];
@@ -233,7 +231,7 @@ describe("containerCache kept by Podman's events", () => {
         { Id: 'b', State: 'exited', ExitCode: 0 },
       ];
       const { list } = podman(cold, () => truth);
-      const cache = containerCache(list, hot<ContainerEvent>('500ms s', { s: { id: 'b', status: 'start' } }));
+      const cache = containerCache(list, hot<ContainerEvent>('500ms s', { s: { id: 'b', change: 'started' } }));
       const subs = [cache.fresh().subscribe()];
       // `a` is started again at 495 (as a reused container is) and its checker subscribes then.
       const seen: Array<[number, string]> = [];
@@ -255,8 +253,8 @@ describe("containerCache kept by Podman's events", () => {
       let truth: Container[] = [{ Id: 'a', State: 'running' }];
       const { list, counter } = podman(cold, () => truth);
       const events$ = hot<ContainerEvent>('500ms s 49ms b', {
-        s: { id: 'new', status: 'start', container: told },
-        b: { id: 'a', status: 'died', exitCode: 0 },
+        s: { id: 'new', change: 'started', container: told },
+        b: { id: 'a', change: 'exited', exitCode: 0 },
       });
       const cache = containerCache(list, events$);
       const subs = [cache.fresh().subscribe()];
@@ -295,9 +293,9 @@ describe("containerCache kept by Podman's events", () => {
       let truth: Container[] = [{ Id: 'a', State: 'running' }];
       const { list } = podman(cold, () => truth);
       const events$ = hot<ContainerEvent>('500ms c 9ms i 9ms s', {
-        c: { id: 'new', status: 'create', container: told },
-        i: { id: 'new', status: 'init', container: told },
-        s: { id: 'new', status: 'start', container: told },
+        c: { id: 'new', change: 'created', container: told },
+        i: { id: 'new', change: 'initialized', container: told },
+        s: { id: 'new', change: 'started', container: told },
       });
       const cache = containerCache(list, events$);
       // A burst: a kube-like watcher keeps a poll under way while the workload's checker waits for its news.
@@ -319,8 +317,8 @@ describe("containerCache kept by Podman's events", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
-      const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', status: 'died', exitCode: 0 } });
-      const events$ = hot<ContainerEvent>('150ms s 50ms d', { s: { id: 'a', status: 'start' }, d: { id: 'a', status: 'died', exitCode: 0 } });
+      const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', change: 'exited', exitCode: 0 } });
+      const events$ = hot<ContainerEvent>('150ms s 50ms d', { s: { id: 'a', change: 'started' }, d: { id: 'a', change: 'exited', exitCode: 0 } });
       const seen: string[] = [];
       const sub = containerCache(list, events$, { early$: exits$ })
         .fresh()
@@ -365,7 +363,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const list = () => cold('----------(a|)', { a: [{ Id: 'a', State: 'running' }] as Container[] });
-      const events$ = hot<ContainerEvent>('500ms d 99ms s', { d: { id: 'a', status: 'died', exitCode: 3, at: 480 }, s: { id: 'a', status: 'start' } });
+      const events$ = hot<ContainerEvent>('500ms d 99ms s', { d: { id: 'a', change: 'exited', exitCode: 3, at: 480 }, s: { id: 'a', change: 'started' } });
       const heard: Array<[number, number | undefined]> = [];
       const sub = containerCache(list, events$)
         .fresh()
@@ -409,8 +407,8 @@ describe('what the containerCache tells --debug and the metrics', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const list = () => cold('----------(a|)', { a: [{ Id: 'a', Names: ['db.1234.agent_A'], State: 'running' }] as Container[] });
-      const exits$ = hot<ContainerEvent>('300ms x', { x: { id: 'a', status: 'died', exitCode: 3 } });
-      const events$ = hot<ContainerEvent>('400ms d 99ms r', { d: { id: 'a', status: 'died', exitCode: 3 }, r: { id: 'a', status: 'remove' } });
+      const exits$ = hot<ContainerEvent>('300ms x', { x: { id: 'a', change: 'exited', exitCode: 3 } });
+      const events$ = hot<ContainerEvent>('400ms d 99ms r', { d: { id: 'a', change: 'exited', exitCode: 3 }, r: { id: 'a', change: 'removed' } });
       const { notes, trace } = notesOf('podman.cache');
       const sub = containerCache(list, events$, { early$: exits$, trace }).fresh().subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 1_000);
@@ -418,7 +416,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
       expect(notes.filter((n) => n.startsWith('db.')).slice(0, 3)).to.deep.equal([
         'db.1234.agent_A: running (poll)',
         "db.1234.agent_A: running → exited (3) (conmon's exit file)",
-        "db.1234.agent_A: removed (Podman's remove event)",
+        "db.1234.agent_A: removed (Podman's removed event)",
       ]);
     });
   });
@@ -427,7 +425,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       const list = () => cold('----------(a|)', { a: [{ Id: 'a', Names: ['db.1234.agent_A'], State: 'running' }] as Container[] });
-      const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', status: 'died', exitCode: 137 } });
+      const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', change: 'exited', exitCode: 137 } });
       // Every stage enabled: what is noted, and under which stage.
       const noted: Array<[string, string]> = [];
       const trace = Object.assign(() => (x: never) => x, {
@@ -443,7 +441,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
       expect(noted.slice(0, 3).map(([, text]) => text)).to.deep.equal([
         "Following containerd's events.",
         'db.1234.agent_A: running (poll)',
-        "db.1234.agent_A: running → exited (137) (containerd's died event)",
+        "db.1234.agent_A: running → exited (137) (containerd's exited event)",
       ]);
     });
   });

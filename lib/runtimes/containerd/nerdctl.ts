@@ -1,7 +1,7 @@
 // What the agent reads of nerdctl (the containerd runtime's CLI): its container list, its events, its pulls, and the
 // state table of the released containerd connector. Pure: the driver is lib/runtimes/containerd/runtime.ts.
 import { ExecutionState, exitedWith } from '../../execution-state.js';
-import type { Container, ContainerEvent, ContainerFigures, StateReading } from '../../ports.js';
+import type { Container, ContainerChange, ContainerEvent, ContainerFigures, StateReading } from '../../ports.js';
 import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
 import type { ContainerConfig } from '../base/run-config.js';
 
@@ -48,14 +48,14 @@ export function parseContainers(output: string): Container[] {
   return containers;
 }
 
-/** containerd's event topics, as the container cache speaks of changes (Podman's words: died, start, remove). */
-const TOPICS: Record<string, string> = {
-  '/tasks/exit': 'died',
-  '/tasks/start': 'start',
-  '/tasks/paused': 'pause',
-  '/tasks/resumed': 'unpause',
-  '/containers/delete': 'remove',
-  '/containers/create': 'create',
+/** containerd's event topics, in the container cache's words of a change. */
+const TOPICS: Readonly<Record<string, ContainerChange>> = {
+  '/tasks/exit': 'exited',
+  '/tasks/start': 'started',
+  '/tasks/paused': 'paused',
+  '/tasks/resumed': 'resumed',
+  '/containers/delete': 'removed',
+  '/containers/create': 'created',
 };
 
 /**
@@ -70,8 +70,8 @@ export function parseEvent(line: string): NamespacedEvent | undefined {
   } catch {
     return undefined;
   }
-  const status = typeof event.Topic === 'string' ? TOPICS[event.Topic] : undefined;
-  if (!status || typeof event.Event !== 'string') return undefined;
+  const change = typeof event.Topic === 'string' ? TOPICS[event.Topic] : undefined;
+  if (!change || typeof event.Event !== 'string') return undefined;
   let body: { id?: unknown; container_id?: unknown; exit_status?: unknown };
   try {
     body = JSON.parse(event.Event);
@@ -81,12 +81,12 @@ export function parseEvent(line: string): NamespacedEvent | undefined {
   const id = typeof body.container_id === 'string' ? body.container_id : body.id;
   if (typeof id !== 'string' || id === '') return undefined;
   // An exec's exit names its own id beside the container's: only the container's task counts.
-  if (status === 'died' && body.id !== undefined && body.id !== id) return undefined;
+  if (change === 'exited' && body.id !== undefined && body.id !== id) return undefined;
   const at = typeof event.Timestamp === 'string' ? Date.parse(event.Timestamp) : Number.NaN;
   return {
     id,
-    status,
-    ...(status === 'died' && typeof body.exit_status === 'number' ? { exitCode: body.exit_status } : {}),
+    change,
+    ...(change === 'exited' && typeof body.exit_status === 'number' ? { exitCode: body.exit_status } : {}),
     ...(Number.isFinite(at) ? { at } : {}),
     namespace: typeof event.Namespace === 'string' ? event.Namespace : '',
   };

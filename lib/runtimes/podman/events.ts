@@ -4,8 +4,20 @@ import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
 import { Observable, mergeMap } from 'rxjs';
 import { EXIT_FILE_TAKEN } from '../../container-view.js';
-import type { ContainerEvent } from '../../ports.js';
+import type { ContainerChange, ContainerEvent } from '../../ports.js';
 import type { Cli } from '../base/cli.js';
+
+/** Podman's words of its events, as the cache's; the others say nothing of a container's state. */
+const PODMAN_CHANGES: Readonly<Record<string, ContainerChange>> = {
+  create: 'created',
+  init: 'initialized',
+  start: 'started',
+  died: 'exited',
+  cleanup: 'exited',
+  remove: 'removed',
+  pause: 'paused',
+  unpause: 'resumed',
+};
 
 /**
  * Podman's container events from one long-running `podman events` (no periodic calls): a `died` event
@@ -25,12 +37,13 @@ export function containerEvents(cli: Cli): Observable<ContainerEvent> {
           Attributes?: unknown;
           PodID?: unknown;
         };
-        if (typeof e.ID !== 'string' || typeof e.Status !== 'string') return [];
+        const change = typeof e.Status === 'string' ? PODMAN_CHANGES[e.Status] : undefined;
+        if (typeof e.ID !== 'string' || change === undefined) return [];
         const at = typeof e.Time === 'string' ? Date.parse(e.Time) : Number.NaN;
         return [
           {
             id: e.ID,
-            status: e.Status,
+            change,
             exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined,
             at: Number.isFinite(at) ? at : undefined,
             container:
@@ -54,7 +67,7 @@ function labelsOf(attributes: unknown): Record<string, string> {
 export const CONMON_EXIT_DIR = '/run/libpod/exits';
 
 /**
- * The exits conmon records in its exit folder, as died events: they come as the container exits, some
+ * The exits conmon records in its exit folder, as exits: they come as the container exits, some
  * 100–200 ms before Podman's own `died` event (which waits for `podman container cleanup`); a file that
  * goes is EXIT_FILE_TAKEN (Podman has taken the exit in). Nothing when the folder is not there.
  */
@@ -69,11 +82,11 @@ export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
           text = readFileSync(path.join(dir, name), 'utf8');
         } catch {
           // Gone: Podman took it (a cleanup, or a start of the container again).
-          subscriber.next({ id: name, status: EXIT_FILE_TAKEN });
+          subscriber.next({ id: name, change: EXIT_FILE_TAKEN });
           return;
         }
         const code = Number(text.slice(0, 16).trim());
-        if (Number.isInteger(code)) subscriber.next({ id: name, status: 'died', exitCode: code, at: Date.now() });
+        if (Number.isInteger(code)) subscriber.next({ id: name, change: 'exited', exitCode: code, at: Date.now() });
       });
     } catch {
       subscriber.complete();

@@ -32,7 +32,7 @@ export function podmanModule({ podmanTimers }: { readonly podmanTimers?: boolean
         early$: conmonExits(),
         own$: ownStarts$,
       });
-      const startedInPlace = (id: string) => ownStarts$.next({ id, status: 'start', at: Date.now() });
+      const startedInPlace = (id: string) => ownStarts$.next({ id, change: 'started', at: Date.now() });
       const pulls = new ImagePulls(cli);
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
       return {
