@@ -92,14 +92,14 @@ const STILL_UP: ReadonlySet<string> = new Set(['running', 'stopping', 'stopped']
 
 function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
   const tracked = trackedOf(view);
-  const containers = new Map(listed.map((c) => [c.Id, settled(c, tracked)]));
+  const containers = new Map(listed.map((c) => [c.id, settled(c, tracked)]));
   for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
   // A container on its way down (`stopping`, `stopped` for a moment) has no event yet: its exit comes.
   const missedEvent =
     eventsHealthy &&
     view.containers !== undefined &&
-    [...view.containers.values()].some((c) => c.State === 'running' && !STILL_UP.has(containers.get(c.Id)?.State ?? 'gone'));
+    [...view.containers.values()].some((c) => c.state === 'running' && !STILL_UP.has(containers.get(c.id)?.state ?? 'gone'));
   return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
 }
 
@@ -147,7 +147,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
   const c = to.get(e.id);
   if (!c && learnsOf(e)) {
     if (e.change === 'started' && staleStart(e, tracked)) return false;
-    to.set(e.id, { Id: e.id, ...e.container, State: STARTING[e.change] });
+    to.set(e.id, { id: e.id, ...e.container, state: STARTING[e.change] });
     if (e.change === 'started' && e.at !== undefined) tracked.started.set(e.id, e.at);
     return true;
   }
@@ -155,10 +155,10 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     if (staleExit(e, tracked)) return false;
     if (e.exitCode !== undefined) tracked.exitCodes.set(e.id, e.exitCode);
     if (!c) return false;
-    const exitCode = tracked.exitCodes.get(e.id) ?? c.ExitCode;
+    const exitCode = tracked.exitCodes.get(e.id) ?? c.exitCode;
     // Podman's own word of an exit conmon told first changes nothing the watchers see.
-    if (c.State === 'exited' && c.ExitCode === exitCode) return false;
-    to.set(e.id, { ...c, State: 'exited', ExitCode: exitCode });
+    if (c.state === 'exited' && c.exitCode === exitCode) return false;
+    to.set(e.id, { ...c, state: 'exited', exitCode: exitCode });
     return true;
   }
   if (e.change === 'started') {
@@ -167,7 +167,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     tracked.exitCodes.delete(e.id);
     if (e.at !== undefined) tracked.started.set(e.id, e.at);
     if (!c) return false;
-    to.set(e.id, { ...c, State: 'running' });
+    to.set(e.id, { ...c, state: 'running' });
     return true;
   }
   if (e.change === 'removed') {
@@ -178,7 +178,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
   }
   if (e.change === 'paused' || e.change === 'resumed') {
     if (!c) return false;
-    to.set(e.id, { ...c, State: e.change === 'paused' ? 'paused' : 'running' });
+    to.set(e.id, { ...c, state: e.change === 'paused' ? 'paused' : 'running' });
     return true;
   }
   // create, init (old news for a container the picture shows) and what says nothing about a state
@@ -191,17 +191,17 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
  * conmon already told: that exit stands (only a newer start undoes it).
  */
 function settled(c: Container, { exitCodes, early }: Tracked): Container {
-  const exitCode = exitCodes.get(c.Id);
+  const exitCode = exitCodes.get(c.id);
   if (exitCode === undefined) return c;
-  return c.State === 'stopped' || (c.State === 'running' && early.has(c.Id)) ? { ...c, State: 'exited', ExitCode: exitCode } : c;
+  return c.state === 'stopped' || (c.state === 'running' && early.has(c.id)) ? { ...c, state: 'exited', exitCode: exitCode } : c;
 }
 
 /** What changed for the watchers between two pictures, a line per container (for --debug): `name: running → exited (1)`. */
 export function changesBetween(before: ContainerView, after: ContainerView): string[] {
   const was = before.containers ?? new Map<string, Container>();
   const now = after.containers ?? new Map<string, Container>();
-  const shown = (c: Container) => (c.State === 'exited' && c.ExitCode !== undefined ? `exited (${c.ExitCode})` : (c.State ?? 'unknown'));
-  const nameOf = (c: Container) => c.Names?.[0] ?? c.Id.slice(0, 12);
+  const shown = (c: Container) => (c.state === 'exited' && c.exitCode !== undefined ? `exited (${c.exitCode})` : (c.state ?? 'unknown'));
+  const nameOf = (c: Container) => c.names?.[0] ?? c.id.slice(0, 12);
   const lines: string[] = [];
   for (const [id, c] of now) {
     const old = was.get(id);

@@ -4,15 +4,18 @@ import type { Observable } from 'rxjs';
 import type { ExecutionState } from './execution-state.js';
 import type { ControlInterfaceAccess } from './workload.js';
 
-/** A container as a runtime's CLI lists it (a row of `podman ps --format=json`; nerdctl's rows are read into it). */
+/** A container as the cache keeps it, in words no engine owns (each runtime reads its CLI's rows into it). */
 export interface Container {
-  readonly Id: string;
-  readonly Names?: readonly string[];
-  readonly State?: string;
-  readonly ExitCode?: number;
-  readonly Labels?: Readonly<Record<string, string>> | null;
-  readonly Pod?: string;
-  readonly IsInfra?: boolean;
+  readonly id: string;
+  readonly names?: readonly string[];
+  /** The engine's state word (`created`, `running`, `stopped`, `exited`, `paused`, …). */
+  readonly state?: string;
+  readonly exitCode?: number;
+  readonly labels?: Readonly<Record<string, string>> | null;
+  /** The pod it is in (Podman's). */
+  readonly pod?: string;
+  /** Whether it is its pod's infra container. */
+  readonly isInfra?: boolean;
 }
 
 /** One look at all containers of the runtime. */
@@ -44,7 +47,7 @@ export interface ContainerEvent {
   /** When it happened (ms, wall clock), as the engine tells it. */
   readonly at?: number;
   /** What the events tell of the container besides (its name, labels and pod): enough to show one the picture does not have yet. */
-  readonly container?: Pick<Container, 'Names' | 'Labels' | 'Pod'>;
+  readonly container?: Pick<Container, 'names' | 'labels' | 'pod'>;
 }
 
 /** Whose containers a cache follows: the engine's name as messages say it (`Podman`), and the --debug stage of its cache (`podman.cache`). */

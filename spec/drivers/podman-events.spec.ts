@@ -100,8 +100,8 @@ describe("container states from Podman's events (real Podman)", function () {
       exited.push(id);
       await until(() => seen.some((e) => e.id === id && e.change === 'started'), 'the start event');
       const { container } = seen.find((e) => e.id === id && e.change === 'started')!;
-      expect(container?.Labels).to.include({ name: 'told.1.x' });
-      expect(container?.Names).to.deep.equal([podman('inspect', '--format', '{{.Name}}', id)]);
+      expect(container?.labels).to.include({ name: 'told.1.x' });
+      expect(container?.names).to.deep.equal([podman('inspect', '--format', '{{.Name}}', id)]);
     } finally {
       sub.unsubscribe();
     }

@@ -2,7 +2,7 @@ import type { Container, ContainerChange } from '../../lib/ports.js';
 import { expect } from 'chai';
 import { type ContainerView, EMPTY_VIEW, EXIT_FILE_TAKEN, type ViewInput, changesBetween, stepView } from '../../lib/container-view.js';
 
-const running = (Id: string): Container => ({ Id, State: 'running' });
+const running = (id: string): Container => ({ id, state: 'running' });
 const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {
   let view = from;
   const steps = inputs.map((input) => {
@@ -13,7 +13,7 @@ const run = (inputs: ViewInput[], from: ContainerView = EMPTY_VIEW) => {
   return {
     view,
     steps,
-    states: () => Object.fromEntries([...(view.containers?.values() ?? [])].map((c) => [c.Id, `${c.State}${c.State === 'exited' ? ` ${c.ExitCode}` : ''}`])),
+    states: () => Object.fromEntries([...(view.containers?.values() ?? [])].map((c) => [c.id, `${c.state}${c.state === 'exited' ? ` ${c.exitCode}` : ''}`])),
   };
 };
 const polled = (poll: number, containers: Container[], eventsHealthy = true): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy });
@@ -39,7 +39,7 @@ describe("the container view (the cache's rules)", () => {
     const { steps, states } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), event('paused')]);
     expect(steps[2].snapshot).not.to.equal(undefined);
     expect(states()).to.deep.equal({ a: 'paused' });
-    expect(run([{ kind: 'pollStarted' }, polled(1, [{ Id: 'a', State: 'paused' }]), event('resumed')]).states()).to.deep.equal({ a: 'running' });
+    expect(run([{ kind: 'pollStarted' }, polled(1, [{ id: 'a', state: 'paused' }]), event('resumed')]).states()).to.deep.equal({ a: 'running' });
   });
 
   it('passes over events of containers it does not show (no snapshot, no poll)', () => {
@@ -48,11 +48,11 @@ describe("the container view (the cache's rules)", () => {
   });
 
   it("shows a container it did not have once Podman's create, init or start event tells its name and labels", () => {
-    const told = { Names: ['web.1.agent'], Labels: { name: 'web.1.agent', agent: 'agent' }, Pod: '' };
+    const told = { names: ['web.1.agent'], labels: { name: 'web.1.agent', agent: 'agent' }, pod: '' };
     const start: ViewInput = { kind: 'event', event: { id: 'new', change: 'started', at: 5, container: told } };
     const { steps, view } = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), start]);
     expect(steps[2].snapshot?.poll, 'as old as the poll it rests on').to.equal(1);
-    expect(view.containers?.get('new')).to.deep.equal({ Id: 'new', ...told, State: 'running' });
+    expect(view.containers?.get('new')).to.deep.equal({ id: 'new', ...told, state: 'running' });
     const created = run([{ kind: 'pollStarted' }, polled(1, []), { kind: 'event', event: { id: 'new', change: 'created', container: told } }]);
     expect(created.states()).to.deep.equal({ new: 'created' });
     // A died or removed container it never showed stays unshown, told or not.
@@ -71,7 +71,7 @@ describe("the container view (the cache's rules)", () => {
       polled(1, [running('a')]),
       died('a', 5),
       { kind: 'pollStarted' },
-      polled(2, [{ Id: 'a', State: 'stopped' }]),
+      polled(2, [{ id: 'a', state: 'stopped' }]),
     ]);
     expect(states()).to.deep.equal({ a: 'exited 5' });
   });
@@ -102,7 +102,7 @@ describe("the container view (the cache's rules)", () => {
     expect(states()).to.deep.equal({ a: 'running' });
     expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], view).states(), 'a poll after it agrees').to.deep.equal({ a: 'running' });
     // Step by step: exited at the exit file, unchanged by the old start, running at the new one, unchanged by the old died.
-    expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].State)).to.deep.equal(['exited', undefined, 'running', undefined]);
+    expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].state)).to.deep.equal(['exited', undefined, 'running', undefined]);
     // Run 2's own exit is an exit again.
     expect(run([event('exited', 2_300, 3, true)], view).states()).to.deep.equal({ a: 'exited 3' });
   });
@@ -142,10 +142,10 @@ describe("the container view (the cache's rules)", () => {
 
   it('says an event was missed when a poll finds a running container exited or gone while the stream was up; one on its way down is no miss', () => {
     const base = run([{ kind: 'pollStarted' }, polled(1, [running('a')])]).view;
-    expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], true)).missedEvent).to.equal(true);
+    expect(stepView(base, polled(2, [{ id: 'a', state: 'exited', exitCode: 0 }], true)).missedEvent).to.equal(true);
     expect(stepView(base, polled(2, [], true)).missedEvent, 'gone').to.equal(true);
-    expect(stepView(base, polled(2, [{ Id: 'a', State: 'stopping' }], true)).missedEvent, 'a podman stop under way').to.equal(false);
-    expect(stepView(base, polled(2, [{ Id: 'a', State: 'exited', ExitCode: 0 }], false)).missedEvent).to.equal(false);
+    expect(stepView(base, polled(2, [{ id: 'a', state: 'stopping' }], true)).missedEvent, 'a podman stop under way').to.equal(false);
+    expect(stepView(base, polled(2, [{ id: 'a', state: 'exited', exitCode: 0 }], false)).missedEvent).to.equal(false);
     expect(stepView(base, polled(2, [running('a')], true)).missedEvent).to.equal(false);
   });
 
@@ -157,7 +157,7 @@ describe("the container view (the cache's rules)", () => {
       { kind: 'pollFailed', poll: 2, error: 'podman hung', at: 2_000 },
     ]);
     expect(steps[3].snapshot).to.deep.equal({ poll: 2, error: 'podman hung', heardAt: 2_000 });
-    expect(view.containers?.get('a')?.State).to.equal('running');
+    expect(view.containers?.get('a')?.state).to.equal('running');
   });
 
   it("dates a snapshot by what made it: an event's own time, a poll's answer", () => {
@@ -173,8 +173,8 @@ describe("the container view (the cache's rules)", () => {
     const before = run([
       { kind: 'pollStarted' },
       polled(1, [
-        { ...running('a'), Names: ['a.1.x'] },
-        { ...running('b'), Names: ['b.1.x'] },
+        { ...running('a'), names: ['a.1.x'] },
+        { ...running('b'), names: ['b.1.x'] },
       ]),
     ]).view;
     const after = run([died('a', 3), { kind: 'event', event: { id: 'b', change: 'removed' } }], before).view;

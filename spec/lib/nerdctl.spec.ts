@@ -33,14 +33,14 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
     expect(
       ['Up', 'Exited (3) 2 seconds ago', 'Exited (0) About a minute ago', 'Restarting (1) 1 second ago', 'Created', 'Paused', 'Unknown', ''].map(parseStatus),
     ).to.deep.equal([
-      { State: 'running' },
-      { State: 'exited', ExitCode: 3 },
-      { State: 'exited', ExitCode: 0 },
-      { State: 'restarting', ExitCode: 1 },
-      { State: 'created' },
-      { State: 'paused' },
-      { State: 'unknown' },
-      { State: '' },
+      { state: 'running' },
+      { state: 'exited', exitCode: 3 },
+      { state: 'exited', exitCode: 0 },
+      { state: 'restarting', exitCode: 1 },
+      { state: 'created' },
+      { state: 'paused' },
+      { state: 'unknown' },
+      { state: '' },
     ]);
   });
 
@@ -54,15 +54,15 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
       row({ ID: 'b'.repeat(64), Names: 'other', Status: 'Up', Labels: 'agent=agent_B' }),
     ].join('\n');
     expect(parseContainers(output)).to.deep.equal([
-      { Id: 'a'.repeat(64), Names: ['app.1.agent_A'], State: 'exited', ExitCode: 3, Labels: { name: 'app.1.agent_A', agent: 'agent_A' } },
-      { Id: 'b'.repeat(64), Names: ['other'], State: 'running', Labels: { agent: 'agent_B' } },
+      { id: 'a'.repeat(64), names: ['app.1.agent_A'], state: 'exited', exitCode: 3, labels: { name: 'app.1.agent_A', agent: 'agent_A' } },
+      { id: 'b'.repeat(64), names: ['other'], state: 'running', labels: { agent: 'agent_B' } },
     ]);
     expect(parseContainers('')).to.deep.equal([]);
   });
 
   // swdd~containerd-state-getter-maps-state~1, swdd~containerd-state-getter-returns-unknown-state~1
   it("maps containerd's states as the released connector does; anything else is Unknown", () => {
-    const shown = (State: string, ExitCode?: number) => formatState(containerdState({ Id: 'x', State, ExitCode }));
+    const shown = (state: string, exitCode?: number) => formatState(containerdState({ id: 'x', state, exitCode }));
     expect([
       shown('created'),
       shown('restarting', 1),
@@ -88,7 +88,7 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
 
   // swdd~containerd-state-getter-returns-lost-state~1
   it('reads a workload by its container id, whole or cut short; a container that is gone is Lost', () => {
-    const running = [{ Id: 'c'.repeat(64), State: 'running' }];
+    const running = [{ id: 'c'.repeat(64), state: 'running' }];
     expect(formatState(containerdReading('c'.repeat(64))(running).state)).to.equal('Running(Ok)');
     expect(formatState(containerdReading('c'.repeat(12))(running).state)).to.equal('Running(Ok)');
     expect(formatState(containerdReading('d'.repeat(64))(running).state)).to.equal('Failed(Lost)');

@@ -7,7 +7,7 @@ import { parse as parseYaml } from 'yaml';
 import { RuntimeConfigError, containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
 import { NO_CONTROL_INTERFACE_TARGET, parseKubeConfig, probedContainers, withControlInterface } from '../../lib/runtimes/podman/kube-config.js';
 
-const c = (State: string, ExitCode = 0, Pod = ''): Container => ({ Id: 'x', State, ExitCode, Pod });
+const c = (state: string, exitCode = 0, pod = ''): Container => ({ id: 'x', state, exitCode, pod });
 const shown = (s: ExecutionState) => formatState(s);
 
 describe('Podman state tables', () => {
@@ -68,17 +68,17 @@ describe('Podman state tables', () => {
     expect(shown(kubeWorkloadState(['p1', 'p2'], [c('exited', 0, 'p1')]))).to.equal('Failed(Unknown): unknown container state');
     expect(shown(kubeWorkloadState(['p1', 'p2'], []))).to.equal('Failed(Unknown): unknown container state');
     expect(shown(kubeWorkloadState([], []))).to.equal('Failed(Lost)');
-    expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Running(Ok)');
-    expect(shown(kubeWorkloadState(['p1'], [{ ...c('exited', 0, 'p1'), IsInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
+    expect(shown(kubeWorkloadState(['p1'], [{ ...c('running', 0, 'p1'), isInfra: true }, c('exited', 0, 'p1')]))).to.equal('Running(Ok)');
+    expect(shown(kubeWorkloadState(['p1'], [{ ...c('exited', 0, 'p1'), isInfra: true }, c('exited', 0, 'p1')]))).to.equal('Succeeded(Ok)');
   });
 
   // swdd~podman-state-getter-uses-podmancli~1, swdd~podman-state-getter-returns-lost-state~1
   it('reads a workload out of a snapshot by its container id; a container not in it is Failed(Lost)', () => {
-    const snapshot = Array.from({ length: 1000 }, (_, i): Container => ({ Id: `id${i}`, State: i % 2 ? 'running' : 'exited', ExitCode: 0 }));
+    const snapshot = Array.from({ length: 1000 }, (_, i): Container => ({ id: `id${i}`, state: i % 2 ? 'running' : 'exited', exitCode: 0 }));
     expect(shown(podmanReading('id999')(snapshot).state)).to.equal('Running(Ok)');
     expect(shown(podmanReading('id998')(snapshot).state)).to.equal('Succeeded(Ok)');
     expect(shown(podmanReading('id1000')(snapshot).state)).to.equal('Failed(Lost)');
-    expect(shown(podmanReading('id1')([...snapshot.slice(0, 1), { Id: 'id1', State: 'exited', ExitCode: 0 }, ...snapshot.slice(1)]).state)).to.equal(
+    expect(shown(podmanReading('id1')([...snapshot.slice(0, 1), { id: 'id1', state: 'exited', exitCode: 0 }, ...snapshot.slice(1)]).state)).to.equal(
       'Succeeded(Ok)',
     );
   });

@@ -11,7 +11,7 @@ function fakePs(cold: (marbles: string, values?: Record<string, Container[]>) =>
   const list = () =>
     defer(() => {
       counter.calls += 1;
-      return cold(`${'-'.repeat(duration)}(a|)`, { a: [{ Id: `c${counter.calls}`, State: 'running' }] });
+      return cold(`${'-'.repeat(duration)}(a|)`, { a: [{ id: `c${counter.calls}`, state: 'running' }] });
     });
   return { list, counter };
 }
@@ -57,7 +57,7 @@ describe('containerCache (the Cli container state cache)', () => {
       const cache = containerCache(list);
       const first: Array<[number, string]> = [];
       const second: Array<[number, string]> = [];
-      const record = (into: Array<[number, string]>) => (s: Snapshot) => into.push([scheduler.now(), s.containers![0].Id]);
+      const record = (into: Array<[number, string]>) => (s: Snapshot) => into.push([scheduler.now(), s.containers![0].id]);
       const subs = [cache.fresh().subscribe(record(first))];
       // The second watcher comes at 500, while the cache holds c1 from 10: it must get c2, polled at once.
       scheduler.schedule(() => subs.push(cache.fresh().subscribe(record(second))), 500);
@@ -78,7 +78,7 @@ describe('containerCache (the Cli container state cache)', () => {
       const cache = containerCache(list);
       const subs = [cache.fresh().subscribe()];
       const seen: Array<[number, string]> = [];
-      scheduler.schedule(() => subs.push(cache.fresh().subscribe((s) => seen.push([scheduler.now(), s.containers![0].Id]))), 50);
+      scheduler.schedule(() => subs.push(cache.fresh().subscribe((s) => seen.push([scheduler.now(), s.containers![0].id]))), 50);
       scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 500);
       flush();
       expect(seen[0]).to.deep.equal([200, 'c2']);
@@ -116,12 +116,12 @@ describe("containerCache kept by Podman's events", () => {
     };
   };
   const state = (s: Snapshot | undefined) =>
-    s?.containers ? s.containers.map((c) => `${c.Id}:${c.State}${c.State === 'exited' ? `(${c.ExitCode})` : ''}`).join(',') : (s?.error ?? 'none');
+    s?.containers ? s.containers.map((c) => `${c.id}:${c.state}${c.state === 'exited' ? `(${c.exitCode})` : ''}`).join(',') : (s?.error ?? 'none');
 
   it("a workload's restart (its watcher leaves, the next comes) keeps the one event stream; it ends 10 s after the last watcher", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const { list } = podman(cold, () => [{ id: 'a', state: 'running' }]);
       const source$ = hot<ContainerEvent>('');
       const streams = { started: 0, ended: 0 };
       const events$ = defer(() => {
@@ -145,7 +145,7 @@ describe("containerCache kept by Podman's events", () => {
   it('a died event updates the snapshot at once with its exit code; podman ps only verifies, every 10 s', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const { list, counter } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const { list, counter } = podman(cold, () => [{ id: 'a', state: 'running' }]);
       const events$ = hot<ContainerEvent>('500ms d', { d: { id: 'a', change: 'exited', exitCode: 3 } });
       const seen: Array<[number, string]> = [];
       const sub = containerCache(list, events$)
@@ -164,7 +164,7 @@ describe("containerCache kept by Podman's events", () => {
   it('falls back to one poll a second at once when the stream ends, starts it again after a second, and returns to events', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
-      const { list, counter } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const { list, counter } = podman(cold, () => [{ id: 'a', state: 'running' }]);
       let starts = 0;
       // The first stream dies at 2 s; the second lives.
       const events$ = defer(() => (++starts === 1 ? cold<ContainerEvent>('2000ms #') : cold<ContainerEvent>('-')));
@@ -183,9 +183,9 @@ describe("containerCache kept by Podman's events", () => {
   it("events of containers it does not show (the host's other containers churning) cause no poll and no snapshot; a `stopped` container whose died event came is exited", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      let truth: Container[] = [{ id: 'a', state: 'running' }];
       const { list, counter } = podman(cold, () => truth);
-      scheduler.schedule(() => (truth = [{ Id: 'a', State: 'stopped', ExitCode: 0 }]), 999);
+      scheduler.schedule(() => (truth = [{ id: 'a', state: 'stopped', exitCode: 0 }]), 999);
       // 200 containers that are not the agent's come and go while `a` dies.
       const noise: Record<string, ContainerEvent> = { d: { id: 'a', change: 'exited', exitCode: 7 } };
       const changes: ContainerChange[] = ['created', 'initialized', 'started', 'exited', 'exited', 'removed'];
@@ -209,7 +209,7 @@ describe("containerCache kept by Podman's events", () => {
   it("a poll that still sees `running` after conmon told the exit does not undo it; Podman's own died event confirms it", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const { list } = podman(cold, () => [{ id: 'a', state: 'running' }]);
       const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', change: 'exited', exitCode: 3 } });
       const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', change: 'exited', exitCode: 3 } });
       const cache = containerCache(list, events$, { early$: exits$ });
@@ -227,8 +227,8 @@ describe("containerCache kept by Podman's events", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
       let truth: Container[] = [
-        { Id: 'a', State: 'exited', ExitCode: 0 },
-        { Id: 'b', State: 'exited', ExitCode: 0 },
+        { id: 'a', state: 'exited', exitCode: 0 },
+        { id: 'b', state: 'exited', exitCode: 0 },
       ];
       const { list } = podman(cold, () => truth);
       const cache = containerCache(list, hot<ContainerEvent>('500ms s', { s: { id: 'b', change: 'started' } }));
@@ -236,7 +236,7 @@ describe("containerCache kept by Podman's events", () => {
       // `a` is started again at 495 (as a reused container is) and its checker subscribes then.
       const seen: Array<[number, string]> = [];
       scheduler.schedule(() => {
-        truth = [{ Id: 'a', State: 'running' }, truth[1]];
+        truth = [{ id: 'a', state: 'running' }, truth[1]];
         subs.push(cache.fresh().subscribe((s) => seen.push([scheduler.now(), state(s)])));
       }, 495);
       scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 600);
@@ -249,8 +249,8 @@ describe("containerCache kept by Podman's events", () => {
   it("in a burst, a new workload's watcher hears its container's own start event instead of asking for a poll; news older than the watcher is not taken", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const told = { Names: ['n'], Labels: {}, Pod: '' };
-      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      const told = { names: ['n'], labels: {}, pod: '' };
+      let truth: Container[] = [{ id: 'a', state: 'running' }];
       const { list, counter } = podman(cold, () => truth);
       const events$ = hot<ContainerEvent>('500ms s 49ms b', {
         s: { id: 'new', change: 'started', container: told },
@@ -263,7 +263,7 @@ describe("containerCache kept by Podman's events", () => {
       let callsBefore = 0;
       scheduler.schedule(() => {
         callsBefore = counter.calls;
-        truth = [...truth, { Id: 'new', State: 'running' }];
+        truth = [...truth, { id: 'new', state: 'running' }];
         // `podman run` returned: a kube checker subscribes (without ids: its poll starts), then the workload's
         // checker with its container's id: a poll is under way, so it waits up to NEWS_WAIT_MS for its news.
         subs.push(cache.fresh().subscribe((s) => without.push([scheduler.now(), state(s)])));
@@ -289,8 +289,8 @@ describe("containerCache kept by Podman's events", () => {
   it("a watcher whose create returned does not take its container's late create and init events for news: it reports no state from before the start", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const told = { Names: ['n'], Labels: {}, Pod: '' };
-      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      const told = { names: ['n'], labels: {}, pod: '' };
+      let truth: Container[] = [{ id: 'a', state: 'running' }];
       const { list } = podman(cold, () => truth);
       const events$ = hot<ContainerEvent>('500ms c 9ms i 9ms s', {
         c: { id: 'new', change: 'created', container: told },
@@ -302,7 +302,7 @@ describe("containerCache kept by Podman's events", () => {
       const subs = [cache.fresh().subscribe()];
       const seen: Array<[number, string]> = [];
       scheduler.schedule(() => {
-        truth = [...truth, { Id: 'new', State: 'running' }];
+        truth = [...truth, { id: 'new', state: 'running' }];
         subs.push(cache.fresh().subscribe());
         subs.push(cache.fresh(['new']).subscribe((s) => seen.push([scheduler.now(), state(s)])));
       }, 495);
@@ -316,7 +316,7 @@ describe("containerCache kept by Podman's events", () => {
   it("an exit told early (conmon's exit file) is not undone by Podman's late start event of the same run", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const { list } = podman(cold, () => [{ Id: 'a', State: 'running' }]);
+      const { list } = podman(cold, () => [{ id: 'a', state: 'running' }]);
       const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', change: 'exited', exitCode: 0 } });
       const events$ = hot<ContainerEvent>('150ms s 50ms d', { s: { id: 'a', change: 'started' }, d: { id: 'a', change: 'exited', exitCode: 0 } });
       const seen: string[] = [];
@@ -332,9 +332,9 @@ describe("containerCache kept by Podman's events", () => {
   it('a verification that finds an exit no event told takes the stream for stalled and starts it again', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
-      let truth: Container[] = [{ Id: 'a', State: 'running' }];
+      let truth: Container[] = [{ id: 'a', state: 'running' }];
       const { list } = podman(cold, () => truth);
-      scheduler.schedule(() => (truth = [{ Id: 'a', State: 'exited', ExitCode: 1 }]), 5_000);
+      scheduler.schedule(() => (truth = [{ id: 'a', state: 'exited', exitCode: 1 }]), 5_000);
       let starts = 0;
       const events$ = defer(() => {
         starts += 1;
@@ -362,7 +362,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
   it("each snapshot says when the change it shows was heard: an event's own time, the arrival of one without, the poll's answer", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const list = () => cold('----------(a|)', { a: [{ Id: 'a', State: 'running' }] as Container[] });
+      const list = () => cold('----------(a|)', { a: [{ id: 'a', state: 'running' }] as Container[] });
       const events$ = hot<ContainerEvent>('500ms d 99ms s', { d: { id: 'a', change: 'exited', exitCode: 3, at: 480 }, s: { id: 'a', change: 'started' } });
       const heard: Array<[number, number | undefined]> = [];
       const sub = containerCache(list, events$)
@@ -406,7 +406,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
   it('under --debug says each change of a container the watchers see, and what told it', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const list = () => cold('----------(a|)', { a: [{ Id: 'a', Names: ['db.1234.agent_A'], State: 'running' }] as Container[] });
+      const list = () => cold('----------(a|)', { a: [{ id: 'a', names: ['db.1234.agent_A'], state: 'running' }] as Container[] });
       const exits$ = hot<ContainerEvent>('300ms x', { x: { id: 'a', change: 'exited', exitCode: 3 } });
       const events$ = hot<ContainerEvent>('400ms d 99ms r', { d: { id: 'a', change: 'exited', exitCode: 3 }, r: { id: 'a', change: 'removed' } });
       const { notes, trace } = notesOf('podman.cache');
@@ -424,7 +424,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
   it("a containerd cache speaks of containerd's events, under its own stage (containerd.cache)", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
-      const list = () => cold('----------(a|)', { a: [{ Id: 'a', Names: ['db.1234.agent_A'], State: 'running' }] as Container[] });
+      const list = () => cold('----------(a|)', { a: [{ id: 'a', names: ['db.1234.agent_A'], state: 'running' }] as Container[] });
       const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', change: 'exited', exitCode: 137 } });
       // Every stage enabled: what is noted, and under which stage.
       const noted: Array<[string, string]> = [];

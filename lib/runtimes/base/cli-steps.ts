@@ -32,14 +32,14 @@ export function labelledWorkloads(
   stateOf: (c: Container) => ExecutionState,
 ): ExistingWorkload<string>[] {
   return containers.flatMap((c) => {
-    const instanceName = parseInstanceKey(c.Labels?.name ?? '');
-    return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime, id: c.Id, state: stateOf(c) }] : [];
+    const instanceName = parseInstanceKey(c.labels?.name ?? '');
+    return instanceName && instanceName.agentName === agentName ? [{ instanceName, runtime, id: c.id, state: stateOf(c) }] : [];
   });
 }
 
 /** The containers among `containers` that carry the labels of instance `key` of `agentName`: the only ones a clean-up touches. */
 export const ownContainers = (containers: readonly Container[], key: string, agentName: string): Container[] =>
-  containers.filter((c) => c.Labels?.name === key && c.Labels?.agent === agentName);
+  containers.filter((c) => c.labels?.name === key && c.labels?.agent === agentName);
 
 /** `--follow --since … --until … --tail …` as `podman logs` and `nerdctl logs` take them. */
 export function logArgs(o: LogsOptions): string[] {

@@ -19,11 +19,11 @@ export function parseLabels(text: string): Record<string, string> {
  * The state word and exit code in nerdctl's `Status` column: `Up`, `Exited (3) 2 seconds ago`,
  * `Restarting (1) …`, `Created`, `Paused`, `Unknown`, … (nerdctl's formatter.ContainerStatus).
  */
-export function parseStatus(status: string): { readonly State: string; readonly ExitCode?: number } {
-  if (status === 'Up' || status.startsWith('Up ')) return { State: 'running' };
+export function parseStatus(status: string): { readonly state: string; readonly exitCode?: number } {
+  if (status === 'Up' || status.startsWith('Up ')) return { state: 'running' };
   const withCode = /^(Exited|Restarting) \((-?\d+)\)/.exec(status);
-  if (withCode) return { State: withCode[1].toLowerCase(), ExitCode: Number(withCode[2]) };
-  return { State: (status.split(' ')[0] ?? '').toLowerCase() };
+  if (withCode) return { state: withCode[1].toLowerCase(), exitCode: Number(withCode[2]) };
+  return { state: (status.split(' ')[0] ?? '').toLowerCase() };
 }
 
 /** The rows of `nerdctl ps --all --no-trunc --format json` (one JSON object a line) as containers; rows that are no container are passed over. */
@@ -39,10 +39,10 @@ export function parseContainers(output: string): Container[] {
     }
     if (typeof row.ID !== 'string' || row.ID === '') continue;
     containers.push({
-      Id: row.ID,
-      Names: typeof row.Names === 'string' ? [row.Names] : [],
+      id: row.ID,
+      names: typeof row.Names === 'string' ? [row.Names] : [],
       ...parseStatus(typeof row.Status === 'string' ? row.Status : ''),
-      Labels: parseLabels(typeof row.Labels === 'string' ? row.Labels : ''),
+      labels: parseLabels(typeof row.Labels === 'string' ? row.Labels : ''),
     });
   }
   return containers;
@@ -113,21 +113,21 @@ export function splitScope(scope: readonly string[], env = process.env): { reado
 
 /** swdd~containerd-state-getter-maps-state~1: the released connector's table (exit code from the container). */
 export function containerdState(c: Container): ExecutionState {
-  switch ((c.State ?? '').toLowerCase()) {
+  switch ((c.state ?? '').toLowerCase()) {
     case 'created':
     case 'restarting':
-      return ExecutionState.starting(c.State!.toLowerCase());
+      return ExecutionState.starting(c.state!.toLowerCase());
     case 'running':
       return ExecutionState.running();
     case 'exited':
-      return exitedWith(c.ExitCode ?? 0);
+      return exitedWith(c.exitCode ?? 0);
     case 'dead':
-      return { ...ExecutionState.failed(`Exit code: '${c.ExitCode ?? 0}'`), exitCode: c.ExitCode ?? 0 };
+      return { ...ExecutionState.failed(`Exit code: '${c.exitCode ?? 0}'`), exitCode: c.exitCode ?? 0 };
     case 'removing':
       return ExecutionState.stopping('removing');
     default:
       // swdd~containerd-state-getter-returns-unknown-state~1 (`paused` among them)
-      return ExecutionState.unknown(c.State ?? '');
+      return ExecutionState.unknown(c.state ?? '');
   }
 }
 
@@ -138,7 +138,7 @@ export function containerdState(c: Container): ExecutionState {
 export const containerdReading =
   (id: string) =>
   (containers: readonly Container[]): StateReading => {
-    const c = containers.find((x) => x.Id === id || x.Id.startsWith(id) || id.startsWith(x.Id));
+    const c = containers.find((x) => x.id === id || x.id.startsWith(id) || id.startsWith(x.id));
     return { state: c ? containerdState(c) : ExecutionState.lost(), transient: false };
   };
 

@@ -111,7 +111,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
           concat(
             quietly(
               listContainers(this.cli, [`label=name=${key}`], scope).pipe(
-                mergeMap((listed) => concat(...ownContainers(listed, key, agentName).map((c) => this.remove(c.Id, scope)))),
+                mergeMap((listed) => concat(...ownContainers(listed, key, agentName).map((c) => this.remove(c.id, scope)))),
               ),
             ),
             throwError(() => err),
@@ -129,7 +129,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
           found.flatMap(({ scope, containers }) =>
             this.noted(
               scope,
-              containers.map((c) => ({ id: c.Id })),
+              containers.map((c) => ({ id: c.id })),
             ),
           )[0]?.id,
       ),
@@ -154,7 +154,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
     const key = instanceKey(instanceName);
     return concat(
       this.everywhere([`label=name=${key}`]).pipe(
-        mergeMap((found) => concat(...found.flatMap(({ scope, containers }) => containers.map((c) => this.remove(c.Id, scope))))),
+        mergeMap((found) => concat(...found.flatMap(({ scope, containers }) => containers.map((c) => this.remove(c.id, scope))))),
       ),
       this.remove(key, this.defaults),
     );

@@ -2,7 +2,7 @@
 import { ExecutionState, exitedWith } from '../../execution-state.js';
 import type { Container, StateReading } from '../../ports.js';
 
-const exited = (c: Container): ExecutionState => exitedWith(c.ExitCode ?? 0);
+const exited = (c: Container): ExecutionState => exitedWith(c.exitCode ?? 0);
 
 type Kind = 'starting' | 'running' | 'exited' | 'stopping' | 'unknown';
 
@@ -28,7 +28,7 @@ function kindOf(state: string): Kind {
 
 /** swdd~podman-state-getter-maps-state~3: Podman's own state word is the additional info, as the released agent gives it. */
 export function podmanState(c: Container): ExecutionState {
-  const state = (c.State ?? '').toLowerCase();
+  const state = (c.state ?? '').toLowerCase();
   switch (kindOf(state)) {
     case 'starting':
       return ExecutionState.starting(state);
@@ -45,7 +45,7 @@ export function podmanState(c: Container): ExecutionState {
 
 /** swdd~podman-kube-state-getter-maps-state~2 */
 export function kubeContainerState(c: Container): ExecutionState {
-  switch (kindOf((c.State ?? '').toLowerCase())) {
+  switch (kindOf((c.state ?? '').toLowerCase())) {
     case 'starting':
       return ExecutionState.starting('starting container');
     case 'running':
@@ -86,10 +86,10 @@ export function kubeWorkloadState(pods: readonly string[], containers: readonly 
 
 /** The containers of the given pods. */
 export const containersOf = (pods: readonly string[], containers: readonly Container[]): Container[] =>
-  containers.filter((c) => c.Pod !== undefined && c.Pod !== '' && pods.some((pod) => pod === c.Pod || pod.startsWith(c.Pod!)));
+  containers.filter((c) => c.pod !== undefined && c.pod !== '' && pods.some((pod) => pod === c.pod || pod.startsWith(c.pod!)));
 
 /** A Podman container is `stopped` for a moment (~150 ms) on its way to `exited`. */
-const isTransient = (c: Container) => c.State === 'stopped';
+const isTransient = (c: Container) => c.state === 'stopped';
 
 /** Each snapshot's containers by id, made once however many workloads read that snapshot. */
 const indexes = new WeakMap<readonly Container[], ReadonlyMap<string, Container>>();
@@ -98,7 +98,7 @@ function containerWithId(containers: readonly Container[], id: string): Containe
   if (!index) {
     const byId = new Map<string, Container>();
     // The first of a duplicated id wins, as a search from the front would find it.
-    for (const c of containers) if (!byId.has(c.Id)) byId.set(c.Id, c);
+    for (const c of containers) if (!byId.has(c.id)) byId.set(c.id, c);
     indexes.set(containers, byId);
     index = byId;
   }

@@ -47,7 +47,7 @@ export function containerEvents(cli: Cli): Observable<ContainerEvent> {
             exitCode: typeof e.ContainerExitCode === 'number' ? e.ContainerExitCode : undefined,
             at: Number.isFinite(at) ? at : undefined,
             container:
-              typeof e.Name === 'string' ? { Names: [e.Name], Labels: labelsOf(e.Attributes), Pod: typeof e.PodID === 'string' ? e.PodID : '' } : undefined,
+              typeof e.Name === 'string' ? { names: [e.Name], labels: labelsOf(e.Attributes), pod: typeof e.PodID === 'string' ? e.PodID : '' } : undefined,
           },
         ];
       } catch {

@@ -173,16 +173,16 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
       this.cli,
       pods.map((pod) => `pod=${pod}`),
     ).pipe(
-      map((containers) => containers.filter((c) => !c.IsInfra)),
+      map((containers) => containers.filter((c) => !c.isInfra)),
       switchMap((containers) =>
         containers.length === 0
           ? of([])
-          : this.cli.run(['inspect', '--format', '{{.Id}} {{json .Config.Healthcheck}}', ...containers.map((c) => c.Id)], undefined, 'query').pipe(
+          : this.cli.run(['inspect', '--format', '{{.Id}} {{json .Config.Healthcheck}}', ...containers.map((c) => c.id)], undefined, 'query').pipe(
               map((out) =>
                 out.split('\n').flatMap((line): Probe[] => {
                   const [containerId, json] = [line.slice(0, line.indexOf(' ')), line.slice(line.indexOf(' ') + 1)];
                   const check = healthCheckOfConfig(json);
-                  const name = containers.find((c) => c.Id === containerId)?.Names?.[0] ?? containerId.slice(0, 12);
+                  const name = containers.find((c) => c.id === containerId)?.names?.[0] ?? containerId.slice(0, 12);
                   return check && containerId ? [{ id: containerId, name, check }] : [];
                 }),
               ),

@@ -8,9 +8,32 @@ export interface Volume {
   readonly Labels?: Readonly<Record<string, string>> | null;
 }
 
-/** `podman ps --all --format=json`, optionally filtered. */
+/** A row of `podman ps --format=json`, as far as the agent reads it. */
+interface PodmanRow {
+  readonly Id: string;
+  readonly Names?: readonly string[];
+  readonly State?: string;
+  readonly ExitCode?: number;
+  readonly Labels?: Readonly<Record<string, string>> | null;
+  readonly Pod?: string;
+  readonly IsInfra?: boolean;
+}
+
+/** `podman ps --all --format=json`, optionally filtered, as the cache's containers. */
 export const podmanContainers = (cli: Cli, filters: readonly string[] = []): Observable<Container[]> =>
-  cli.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseJsonList<Container>));
+  cli.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(
+    map((text) =>
+      parseJsonList<PodmanRow>(text).map((r) => ({
+        id: r.Id,
+        names: r.Names,
+        state: r.State,
+        exitCode: r.ExitCode,
+        labels: r.Labels,
+        pod: r.Pod,
+        isInfra: r.IsInfra,
+      })),
+    ),
+  );
 
 /** `podman volume ls --format=json`, optionally filtered. */
 export const podmanVolumes = (cli: Cli, filters: readonly string[] = []): Observable<Volume[]> =>

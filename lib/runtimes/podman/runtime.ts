@@ -89,14 +89,14 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       catchError(() => of([] as Container[])),
       switchMap((listed) => {
         const own = ownContainers(listed, key, agentName);
-        const running = inUse ? own.find((c) => c.State === 'running') : undefined;
-        if (running) return of(running.Id);
+        const running = inUse ? own.find((c) => c.state === 'running') : undefined;
+        if (running) return of(running.id);
         const holder$ = byKey && inUse ? podmanContainers(this.cli, [`name=^${key}$`]).pipe(catchError(() => of([] as Container[]))) : of([] as Container[]);
         return holder$.pipe(
           switchMap((holders) => {
-            const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.Id === c.Id));
+            const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.id === c.id));
             return concat(
-              quietly(concat(...own.map((c) => this.forceRemove(c.Id)), keyIsOurs ? this.forceRemove(key) : EMPTY)),
+              quietly(concat(...own.map((c) => this.forceRemove(c.id)), keyIsOurs ? this.forceRemove(key) : EMPTY)),
               throwError(() => err),
             );
           }),
@@ -107,7 +107,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** swdd~podman-get-workload-id-uses-label~1 */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined> {
-    return podmanContainers(this.cli, [`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.Id));
+    return podmanContainers(this.cli, [`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.id));
   }
 
   /**
@@ -124,7 +124,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   deleteByName(instanceName: WorkloadInstanceName): Observable<void> {
     const key = instanceKey(instanceName);
     return concat(
-      podmanContainers(this.cli, [`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.forceRemove(c.Id))))),
+      podmanContainers(this.cli, [`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.forceRemove(c.id))))),
       this.forceRemove(key),
     );
   }

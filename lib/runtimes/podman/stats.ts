@@ -24,7 +24,7 @@ export function podmanFigures(cli: Cli, agentName: string, podOwner: (pod: strin
   );
   return forkJoin([stats$, podmanContainers(cli)]).pipe(
     map(([stats, containers]) => {
-      const podOf = new Map(containers.map((c) => [c.Id, c.Pod]));
+      const podOf = new Map(containers.map((c) => [c.id, c.pod]));
       return ofWorkloads(
         stats.map((s) => ({ ...s, Pod: podOf.get(s.ContainerID ?? '') || undefined })),
         agentName,
