@@ -18,6 +18,7 @@ import type {
   WorkloadInstanceName,
   WorkloadSpec,
 } from '../workload.js';
+import { encodeAgentLoadStatus } from './hello.js';
 import { encodeLogEntries } from './log-entries.js';
 import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY } from './tables.js';
 
@@ -263,7 +264,11 @@ export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) =>
 
 /** What the agent says to the server, as the bytes of a grpc_api.ToServer (log entries, the bulk of it, without reflection). */
 export const toServerBytes = (m: ToServer): Uint8Array =>
-  m.kind === 'logEntries' ? encodeLogEntries(m.requestId, m.entries) : toBinary(grpc.ToServerSchema, toServerMessage(m));
+  m.kind === 'logEntries'
+    ? encodeLogEntries(m.requestId, m.entries)
+    : m.kind === 'agentLoadStatus'
+      ? encodeAgentLoadStatus(m.agentName, m.cpuUsage, m.freeMemory)
+      : toBinary(grpc.ToServerSchema, toServerMessage(m));
 
 export function toServerMessage(m: ToServer): grpc.ToServer {
   switch (m.kind) {

@@ -1,11 +1,13 @@
 // Reads the machine's CPU times and free memory from /proc, and finds processes there by their environment.
-import { lstatSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { closeSync, lstatSync, openSync, readFileSync, readSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineSample } from '../ports.js';
 
 /** The first line of /proc/stat: `cpu user nice system idle iowait irq softirq steal …`. */
 export function parseProcStat(text: string): { cpuBusy: number; cpuTotal: number } {
-  const fields = (text.split('\n').find((l) => l.startsWith('cpu ')) ?? '').trim().split(/\s+/).slice(1, 9).map(Number);
+  const end = text.indexOf('\n');
+  const first = !text.startsWith('cpu ') ? '' : end < 0 ? text : text.slice(0, end);
+  const fields = first.trim().split(/\s+/).slice(1, 9).map(Number);
   const total = fields.reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
   const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
   return { cpuBusy: total - idle, cpuTotal: total };
@@ -17,8 +19,40 @@ export function parseMemFree(text: string): number {
   return kib === undefined ? 0 : Number(kib) * 1024;
 }
 
+/**
+ * The start of a /proc file, read again from its beginning through a descriptor kept open: what the agent
+ * reads every 2 s is the first line or two (of /proc/stat's thousands of bytes), and opening the file anew and
+ * reading it whole each time was most of an idle agent's CPU.
+ */
+class ProcHead {
+  private fd?: number;
+  private readonly buffer: Buffer;
+
+  constructor(
+    private readonly file: string,
+    bytes: number,
+  ) {
+    this.buffer = Buffer.alloc(bytes);
+  }
+
+  read(): string {
+    try {
+      this.fd ??= openSync(this.file, 'r');
+      return this.buffer.toString('latin1', 0, readSync(this.fd, this.buffer, 0, this.buffer.length, 0));
+    } catch {
+      // A descriptor gone bad is opened again next time; a file that cannot be read reads as nothing.
+      if (this.fd !== undefined) closeSync(this.fd);
+      this.fd = undefined;
+      return '';
+    }
+  }
+}
+
+const procStat = new ProcHead('/proc/stat', 512);
+const procMeminfo = new ProcHead('/proc/meminfo', 256);
+
 export function sampleMachine(): MachineSample {
-  return { ...parseProcStat(readFileSync('/proc/stat', 'utf8')), freeMemory: parseMemFree(readFileSync('/proc/meminfo', 'utf8')) };
+  return { ...parseProcStat(procStat.read()), freeMemory: parseMemFree(procMeminfo.read()) };
 }
 
 /**

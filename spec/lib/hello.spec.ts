@@ -1,10 +1,10 @@
 import { toBinary } from '@bufbuild/protobuf';
 import { expect } from 'chai';
-import { encodeAgentHello } from '../../lib/codec/hello.js';
-import { agentHello } from '../../lib/codec/wire.js';
+import { encodeAgentHello, encodeAgentLoadStatus } from '../../lib/codec/hello.js';
+import { agentHello, toServerMessage } from '../../lib/codec/wire.js';
 import { ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
 
-describe('the hello encoded by hand (lib/codec/hello.ts)', () => {
+describe('the messages encoded by hand (lib/codec/hello.ts)', () => {
   // swdd~agent-sends-hello~1
   it('is byte for byte what the protobuf code writes: names of any length and script, with and without tags', () => {
     const cases: Array<[string, string, Record<string, string>]> = [
@@ -17,6 +17,21 @@ describe('the hello encoded by hand (lib/codec/hello.ts)', () => {
     for (const [name, version, tags] of cases)
       expect(Buffer.from(encodeAgentHello(name, version, tags)).toString('hex'), name).to.equal(
         Buffer.from(toBinary(ToServerSchema, agentHello(name, version, tags))).toString('hex'),
+      );
+  });
+
+  // swdd~agent-sends-node-resource-availability-to-server~1
+  it('the load status is byte for byte what the protobuf code writes: idle and busy, little and much memory', () => {
+    const cases: Array<[string, number, number]> = [
+      ['agent_A', 0, 0],
+      ['agent_A', 1, 1],
+      ['a'.repeat(200), 100, 24 * 2 ** 30],
+      ['agent_B', 127, 128],
+      ['agent_C', 50, 2 ** 52 + 1],
+    ];
+    for (const [agentName, cpuUsage, freeMemory] of cases)
+      expect(Buffer.from(encodeAgentLoadStatus(agentName, cpuUsage, freeMemory)).toString('hex'), `${cpuUsage} ${freeMemory}`).to.equal(
+        Buffer.from(toBinary(ToServerSchema, toServerMessage({ kind: 'agentLoadStatus', agentName, cpuUsage, freeMemory }))).toString('hex'),
       );
   });
 });
