@@ -31,6 +31,7 @@ const PARTS: readonly Part[] = [
   { name: 'ci', run: async () => (await import('./parts/control-interface.js')).benchControlInterface(quick ? 200 : 1000) },
   { name: 'framing', podman: true, run: async () => (await import('./parts/control-interface.js')).benchFraming() },
   { name: 'fleet', run: async () => (await import('./parts/fleet.js')).benchFleet(quick) },
+  { name: 'fleet-run', ankaios: true, run: async () => (await import('./parts/fleet-run.js')).benchFleetRun(quick) },
   { name: 'startup', run: async () => (await import('./parts/startup.js')).benchStartup(quick) },
   { name: 'flood', podman: true, run: async () => (await import('./parts/flood.js')).benchLogFlood(quick ? 20 : 60) },
   { name: 'released', podman: true, ankaios: true, run: async () => (await import('./parts/released.js')).benchReleased(quick ? 10 : 60) },

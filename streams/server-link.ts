@@ -5,7 +5,7 @@ import { toBinary } from '@bufbuild/protobuf';
 import * as grpc from '../proto/gen/grpc_api_pb.js';
 import { PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
 import type { ProtocolLine } from '../lib/version.js';
-import { agentHello, fromServerMessage, toServerBytes } from '../lib/codec/wire.js';
+import { agentHello, fromServerBytes, toServerBytes } from '../lib/codec/wire.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 
@@ -14,7 +14,7 @@ export const RECONNECT_INTERVAL_MS = 1000;
 export const FAILED_PRECONDITION = 9;
 
 /** One connection on a protocol line: writes `outbound$` (encoded ToServer messages), emits what the server sends, errors with a `code` on failure. */
-export type Connect = (outbound$: Observable<Uint8Array>, line: ProtocolLine) => Observable<grpc.FromServer>;
+export type Connect = (outbound$: Observable<Uint8Array>, line: ProtocolLine) => Observable<Uint8Array>;
 
 /** The server refused the agent; retrying will not help. */
 export class ServerRefused extends Error {}
@@ -80,7 +80,7 @@ function negotiate(connect: Connect, outbound$: Observable<ToServer>, options: L
             log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
             subscriber.next({ kind: 'connected', lines: [spoken] });
           }
-          const m = decode(message, log);
+          const m = fromServerBytes(message, (problem) => log.warn(problem));
           if (m) subscriber.next(m);
         },
         error: (err: unknown) => subscriber.error(err),
@@ -131,9 +131,4 @@ const MAX_REASON = 500;
 function shortened(text: string): string {
   const line = text.replace(/\s+/g, ' ');
   return line.length > MAX_REASON ? `${line.slice(0, MAX_REASON)}… (${line.length} characters)` : line;
-}
-
-/** The server's message as the core takes it; what is malformed in it is left out with a warning. */
-function decode(message: grpc.FromServer, log: Logger): FromServer | undefined {
-  return fromServerMessage(message, (problem) => log.warn(`In a ${message.FromServerEnum.case ?? 'message'} from the server, ${problem}.`));
 }

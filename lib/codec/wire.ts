@@ -1,6 +1,6 @@
 // The wire codec: protobuf-es objects ↔ the agent's domain types. The only place in the core that
 // knows the wire format of the server connection.
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import * as pb from '../../proto/gen/ank_base_pb.js';
 import * as grpc from '../../proto/gen/grpc_api_pb.js';
 import type { CompleteState } from '../complete-state.js';
@@ -20,6 +20,7 @@ import type {
 } from '../workload.js';
 import { encodeAgentLoadStatus } from './hello.js';
 import { encodeLogEntries } from './log-entries.js';
+import { type WireWorkloadState, workloadStatesOf } from './workload-states.js';
 import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY } from './tables.js';
 
 /** A message the agent cannot use; the text says why. */
@@ -31,7 +32,7 @@ const mapValues = <A, B>(record: Readonly<Record<string, A>>, f: (a: A, key: str
 // ---- instance names -----------------------------------------------------------------------------
 
 /** An instance name; the agent name may be empty where the server speaks of workloads no agent runs (NotScheduled). */
-export function instanceNameFrom(n: pb.WorkloadInstanceName | undefined, { scheduled = true } = {}): WorkloadInstanceName {
+export function instanceNameFrom(n: WireWorkloadState['instanceName'], { scheduled = true } = {}): WorkloadInstanceName {
   if (!n?.workloadName || (scheduled && !n.agentName))
     throw new MalformedMessage(`a workload instance name without ${n?.workloadName ? 'agent' : 'workload'} name`);
   return { workloadName: n.workloadName, agentName: n.agentName, id: n.id };
@@ -156,19 +157,21 @@ export function executionStateTo(s: ExecutionState): pb.ExecutionState {
   });
 }
 
-export function executionStateFrom(s: pb.ExecutionState | undefined): ExecutionState | undefined {
+/** The domain's state and substates of each state the wire names. */
+const BY_CASE = new Map(Object.entries(EXECUTION_STATE).map(([state, row]) => [row.case as string, { state, substates: row.substates }]));
+
+export function executionStateFrom(s: WireWorkloadState['executionState']): ExecutionState | undefined {
   const e = s?.ExecutionStateEnum;
-  if (!e?.case) return undefined;
-  const [state, { substates }] = Object.entries(EXECUTION_STATE).find(([, row]) => row.case === e.case)!;
-  const substate = substates[e.value];
-  return substate === undefined ? undefined : ({ state, substate, additionalInfo: s?.additionalInfo ?? '' } as ExecutionState);
+  const row = e?.case === undefined ? undefined : BY_CASE.get(e.case);
+  const substate = row?.substates[e!.value as number];
+  return substate === undefined ? undefined : ({ state: row!.state, substate, additionalInfo: s?.additionalInfo ?? '' } as ExecutionState);
 }
 
 export const workloadStateTo = (s: WorkloadState): pb.WorkloadState =>
   create(pb.WorkloadStateSchema, { instanceName: instanceNameTo(s.instanceName), executionState: executionStateTo(s.executionState) });
 
 /** A state of any workload, this agent's, another agent's or one no agent runs (an empty agent name). */
-function workloadStateFrom(s: pb.WorkloadState): WorkloadState {
+function workloadStateFrom(s: WireWorkloadState): WorkloadState {
   const executionState = executionStateFrom(s.executionState);
   if (!executionState) throw new MalformedMessage('an execution state the agent does not know');
   return { instanceName: instanceNameFrom(s.instanceName, { scheduled: false }), executionState };
@@ -223,6 +226,24 @@ export function declaredStateFrom(s: pb.CompleteState | undefined): NonNullable<
  * A FromServer message the core understands; undefined for kinds it does not handle. A malformed element
  * (a workload, a state, a name) is left out alone and `warn` hears why: never the whole message.
  */
+/**
+ * The server's message as the core takes it, from its bytes (as the protocol line reads them); what is
+ * malformed in it is left out, and `warn` told, naming the message. Workload states, which a fleet sends by the
+ * thousand, are read by hand (lib/codec/workload-states.ts); the rest by protobuf-es.
+ */
+export function fromServerBytes(bytes: Uint8Array, warn: (problem: string) => void = () => undefined): FromServer | undefined {
+  const states = workloadStatesOf(bytes);
+  if (states) return updateWorkloadStateFrom(states, (problem) => warn(`In a updateWorkloadState from the server, ${problem}.`));
+  const m = fromBinary(grpc.FromServerSchema, bytes);
+  return fromServerMessage(m, (problem) => warn(`In a ${m.FromServerEnum.case ?? 'message'} from the server, ${problem}.`));
+}
+
+/** swdd~agent-stores-workload-states-of-its-workloads~1: unreadable states are left out, one by one. */
+const updateWorkloadStateFrom = (states: readonly WireWorkloadState[], warn: (problem: string) => void): FromServer => ({
+  kind: 'updateWorkloadState',
+  states: eachOf(states, workloadStateFrom, 'a workload state', warn),
+});
+
 export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) => void = () => undefined): FromServer | undefined {
   const e = m.FromServerEnum;
   const added = (workloads: readonly grpc.AddedWorkload[]) => eachOf(workloads, workloadSpecFrom, 'a workload', warn);
@@ -236,8 +257,7 @@ export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) =>
         deleted: eachOf(e.value.deletedWorkloads, deletedWorkloadFrom, 'a deleted workload', warn),
       };
     case 'updateWorkloadState':
-      // swdd~agent-stores-workload-states-of-its-workloads~1: unreadable states are left out, one by one.
-      return { kind: 'updateWorkloadState', states: eachOf(e.value.workloadStates, workloadStateFrom, 'a workload state', warn) };
+      return updateWorkloadStateFrom(e.value.workloadStates, warn);
     case 'response':
       return { kind: 'response', response: e.value as WireResponse };
     case 'logsRequest': {

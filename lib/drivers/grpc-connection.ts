@@ -1,11 +1,9 @@
-// The gRPC driver: one ConnectAgent stream per subscription (lib/drivers/grpc-call.ts speaks it), its messages
-// decoded as the protocol line writes them.
-import { fromBinary } from '@bufbuild/protobuf';
+// The gRPC driver: one ConnectAgent stream per subscription (lib/drivers/grpc-call.ts speaks it), its messages'
+// bytes read as the protocol line writes them (the link decodes them: lib/codec/wire.ts).
 import { Observable } from 'rxjs';
 import { LINE_1 } from '../codec/lines.js';
 import type { ProtocolLine } from '../version.js';
 import { type CallOptions, ConnectionError, GrpcCall, Status, takeEarly } from './grpc-call.js';
-import { type FromServer, FromServerSchema } from '../../proto/gen/grpc_api_pb.js';
 
 export { CONNECT_AGENT_PATH, CONNECT_TIMEOUT_MS, ConnectionError, SERVER_CERT_NAME, type Security, Status, grpcTarget } from './grpc-call.js';
 
@@ -20,21 +18,21 @@ const sameBytes = (a: Uint8Array, b: Uint8Array) => a.byteLength === b.byteLengt
 
 /**
  * Opens the bidirectional ConnectAgent stream when subscribed: writes every message of `outbound$`
- * (half-closing when it completes), emits every message from the server, completes when the server
+ * (half-closing when it completes), emits every message from the server (a FromServer's bytes), completes when the server
  * ends the stream and errors with a ConnectionError when it fails. Unsubscribing cancels the call (the
  * server sees the stream reset: swdd~grpc-agent-connection-sends-agent-gone~1).
  * `outbound$`: encoded grpc_api.ToServer messages (lib/codec/wire.ts). The first connection to a server
  * takes over the call the agent opened with its hello before it was loaded, when its first message is that
  * very hello; one whose first message differs is not what the server was told, and fails (the link connects again).
  */
-export function connectAgent(options: ConnectionOptions, outbound$: Observable<Uint8Array>): Observable<FromServer> {
-  return new Observable<FromServer>((subscriber) => {
+export function connectAgent(options: ConnectionOptions, outbound$: Observable<Uint8Array>): Observable<Uint8Array> {
+  return new Observable<Uint8Array>((subscriber) => {
     const line = options.line ?? LINE_1;
     const opened = takeEarly(options.serverUrl);
     let sentHello = opened?.hello;
     const call = opened?.call ?? new GrpcCall(options);
     call.listen({
-      message: (bytes) => subscriber.next(fromBinary(FromServerSchema, line.read(bytes))),
+      message: (bytes) => subscriber.next(line.read(bytes)),
       end: () => subscriber.complete(),
       failed: (error) => subscriber.error(error),
       full: options.onBackpressure,

@@ -1,0 +1,108 @@
+// Bench part: a fleet under the released server. N agents on one machine, each with 5 workloads, all on the
+// file-backed fake podman (bench/fake-podman.mjs: what shows is the agents' own cost, not Podman's), driven by
+// the released `ank` CLI. Ours and the released agents alternate: all started at once → all connected, the
+// fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
+// /proc/<pid>/schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
+import { BIN } from '../../scripts/harness/agent.js';
+import { record } from '../report.js';
+
+const PER_AGENT = 5;
+const cpuMs = (pid: number) => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+const cpuOf = (agents: readonly ChildProcess[]) => agents.reduce((sum, a) => sum + cpuMs(a.pid!), 0);
+
+interface FleetFigures {
+  readonly connectedMs: number;
+  readonly applyMs: number;
+  readonly applyCpuMs: number;
+  readonly deleteMs: number;
+  readonly deleteCpuMs: number;
+}
+
+/** One fleet of `n` agents of one kind, from start to all gone. */
+async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures> {
+  const cluster = new Cluster();
+  const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-podman-'));
+  symlinkSync(path.resolve('bench/fake-podman.mjs'), path.join(fake, 'podman'));
+  const containers = path.join(fake, 'containers');
+  execFileSync('mkdir', [containers]);
+  const env = { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: containers, RUST_LOG: 'warn' };
+  const names = Array.from({ length: n }, (_, i) => `fleet_${kind}_${i}`);
+  const agents: ChildProcess[] = [];
+  try {
+    await cluster.startServer();
+    const t0 = performance.now();
+    for (const name of names) {
+      const run = mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-run-'));
+      const args = ['-n', name, '-s', cluster.url, '-k', '-r', run];
+      agents.push(
+        kind === 'ours'
+          ? spawn(process.execPath, [BIN, ...args], { stdio: 'ignore', env })
+          : spawn(path.join(ANKAIOS_BIN, 'ank-agent'), args, { stdio: 'ignore', env }),
+      );
+    }
+    await cluster.until(async () => (await cluster.agents()).length === n, 'every agent connected', 120_000);
+    const connectedMs = performance.now() - t0;
+
+    const workloads = names.flatMap((agent, i) => Array.from({ length: PER_AGENT }, (_, j) => workloadYaml(`w${i}x${j}`, agent, 'sleep 3600')));
+    let cpu = cpuOf(agents);
+    const t1 = performance.now();
+    await cluster.apply(manifest(...workloads));
+    const all = n * PER_AGENT;
+    await cluster.until(
+      async () => (await cluster.states()).filter((s) => s.state === 'Running' && s.subState === 'Ok').length === all,
+      'every workload Running(Ok)',
+      300_000,
+    );
+    const applyMs = performance.now() - t1;
+    const applyCpuMs = cpuOf(agents) - cpu;
+
+    cpu = cpuOf(agents);
+    const t2 = performance.now();
+    const deleted = names.flatMap((_, i) => Array.from({ length: PER_AGENT }, (_, j) => `w${i}x${j}`));
+    await cluster.ank('--no-wait', 'delete', 'workload', ...deleted);
+    await cluster.until(async () => (await cluster.states()).length === 0, 'every workload gone', 300_000);
+    return { connectedMs, applyMs, applyCpuMs, deleteMs: performance.now() - t2, deleteCpuMs: cpuOf(agents) - cpu };
+  } finally {
+    for (const agent of agents) agent.kill('SIGKILL');
+    await cluster.stopAll();
+  }
+}
+
+const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+export async function benchFleetRun(quick: boolean): Promise<void> {
+  if (!ANKAIOS_BIN) {
+    console.log('\nfleet-run needs ANKAIOS_BIN (the released ank-server, ank and ank-agent): skipped.');
+    return;
+  }
+  const rounds = quick ? 1 : 3;
+  for (const n of [10, 30]) {
+    console.log(`\nA fleet of ${n} agents × ${PER_AGENT} workloads under the released server (fake podman; ${rounds} round(s), alternating)`);
+    const runs: Record<'ours' | 'released', FleetFigures[]> = { ours: [], released: [] };
+    for (let round = 0; round < rounds; round++) {
+      runs.ours.push(await fleet('ours', n));
+      runs.released.push(await fleet('released', n));
+    }
+    const of = (kind: 'ours' | 'released', key: keyof FleetFigures) => median(runs[kind].map((r) => r[key]));
+    const ratio = (key: keyof FleetFigures) => of('ours', key) / of('released', key);
+    for (const kind of ['ours', 'released'] as const) {
+      record({
+        name: `${n} × ${kind}: all started at once → all connected`,
+        value: of(kind, 'connectedMs'),
+        unit: 'ms',
+        target: kind === 'ours' && n === 30 ? '≤1500' : undefined,
+      });
+      record({ name: `${n} × ${kind}: apply → all Running(Ok)`, value: of(kind, 'applyMs'), unit: 'ms' });
+      record({ name: `${n} × ${kind}: the agents' CPU in the apply`, value: of(kind, 'applyCpuMs'), unit: 'ms' });
+      record({ name: `${n} × ${kind}: delete → all gone`, value: of(kind, 'deleteMs'), unit: 'ms' });
+      record({ name: `${n} × ${kind}: the agents' CPU in the delete`, value: of(kind, 'deleteCpuMs'), unit: 'ms' });
+    }
+    record({ name: `${n} agents: apply → all Running(Ok), ours / released`, value: ratio('applyMs'), unit: '×', target: n === 30 ? '≤1.5' : undefined });
+    record({ name: `${n} agents: the agents' CPU in the apply, ours / released`, value: ratio('applyCpuMs'), unit: '×' });
+  }
+}
