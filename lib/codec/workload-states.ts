@@ -4,7 +4,7 @@
 // executionState = 2 { additionalInfo = 1, oneof: agentDisconnected = 2 … removed = 9 (each an enum) } } } }.
 // The fields come out as protobuf-es would give them (spec/lib/workload-states.spec.ts), for the one conversion
 // to the domain that every message takes (lib/codec/wire.ts). Pure.
-import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
+import { WireType } from '@bufbuild/protobuf/wire';
 import type { ExecutionState } from '../../proto/gen/ank_base_pb.js';
 
 type StateCase = Pick<ExecutionState['ExecutionStateEnum'], 'case' | 'value'>;
@@ -19,9 +19,79 @@ const CASES = ['agentDisconnected', 'pending', 'running', 'stopping', 'succeeded
 
 /** A known field in a wire type it does not have: the usual reader decides what that is. */
 class NotForHand extends Error {}
-const expect = (type: WireType, wanted: WireType) => {
+const expect = (type: number, wanted: WireType) => {
   if (type !== wanted) throw new NotForHand();
 };
+
+/** Strings of ASCII decoded without TextDecoder (names and ids are); others as protobuf-es decodes them. */
+const decoder = new TextDecoder();
+function text(bytes: Uint8Array, from: number, to: number): string {
+  if (to - from > 64) return decoder.decode(bytes.subarray(from, to));
+  let ascii = '';
+  for (let i = from; i < to; i++) {
+    const b = bytes[i];
+    if (b >= 0x80) return decoder.decode(bytes.subarray(from, to));
+    ascii += String.fromCharCode(b);
+  }
+  return ascii;
+}
+
+/**
+ * Reads one buffer from start to end: a message's fields are read up to its end, never copied out; a field of
+ * a known number in another wire type, or bytes that end too soon, stop the hand reader.
+ */
+class Walk {
+  pos = 0;
+  constructor(readonly bytes: Uint8Array) {}
+
+  varint(): number {
+    let value = 0;
+    for (let shift = 0; shift < 64; shift += 7) {
+      if (this.pos >= this.bytes.length) throw new NotForHand();
+      const b = this.bytes[this.pos++];
+      value += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return value;
+    }
+    throw new NotForHand();
+  }
+
+  /** An int32 (an enum): the low 32 bits of its varint, signed, as protobuf reads it. */
+  int32(): number {
+    let low = 0;
+    for (let shift = 0; shift < 70; shift += 7) {
+      if (this.pos >= this.bytes.length) throw new NotForHand();
+      const b = this.bytes[this.pos++];
+      if (shift < 32) low |= (b & 0x7f) << shift;
+      if (b < 0x80) return low | 0;
+    }
+    throw new NotForHand();
+  }
+
+  /** The end of the length-delimited field that starts here. */
+  end(): number {
+    const length = this.varint();
+    const end = this.pos + length;
+    if (end > this.bytes.length) throw new NotForHand();
+    return end;
+  }
+
+  string(): string {
+    const end = this.end();
+    const value = text(this.bytes, this.pos, end);
+    this.pos = end;
+    return value;
+  }
+
+  /** Passes over a field of wire type `type`. */
+  skip(type: number): void {
+    if (type === WireType.Varint) this.varint();
+    else if (type === WireType.Bit64) this.pos += 8;
+    else if (type === WireType.LengthDelimited) this.pos = this.end();
+    else if (type === WireType.Bit32) this.pos += 4;
+    else throw new NotForHand();
+    if (this.pos > this.bytes.length) throw new NotForHand();
+  }
+}
 
 /**
  * The workload states of a FromServer that is an updateWorkloadState and nothing else; undefined for any other
@@ -29,79 +99,84 @@ const expect = (type: WireType, wanted: WireType) => {
  */
 export function workloadStatesOf(bytes: Uint8Array): WireWorkloadState[] | undefined {
   try {
-    const reader = new BinaryReader(bytes);
-    if (reader.len === 0) return undefined;
-    const [field, type] = reader.tag();
-    if (field !== 2 || type !== WireType.LengthDelimited) return undefined;
-    const update = reader.bytes();
+    const walk = new Walk(bytes);
+    if (bytes.length === 0 || walk.varint() !== ((2 << 3) | WireType.LengthDelimited)) return undefined;
+    const end = walk.end();
     // A oneof given twice (the last wins) is for the usual reader.
-    if (reader.pos < reader.len) return undefined;
-    return statesOf(new BinaryReader(update));
-  } catch {
-    return undefined;
-  }
-}
-
-function statesOf(reader: BinaryReader): WireWorkloadState[] {
-  const states: WireWorkloadState[] = [];
-  while (reader.pos < reader.len) {
-    const [field, type] = reader.tag();
-    if (field !== 1) reader.skip(type, field);
-    else {
-      expect(type, WireType.LengthDelimited);
-      states.push(stateOf(new BinaryReader(reader.bytes())));
+    if (end !== bytes.length) return undefined;
+    const states: WireWorkloadState[] = [];
+    while (walk.pos < end) {
+      const [field, type] = tag(walk);
+      if (field !== 1) walk.skip(type);
+      else {
+        expect(type, WireType.LengthDelimited);
+        states.push(stateOf(walk, walk.end()));
+      }
     }
+    return states;
+  } catch (err) {
+    if (err instanceof NotForHand) return undefined;
+    throw err;
   }
-  return states;
 }
 
-function stateOf(reader: BinaryReader): WireWorkloadState {
+function tag(walk: Walk): [field: number, type: number] {
+  const t = walk.varint();
+  const field = Math.floor(t / 8);
+  if (field === 0) throw new NotForHand();
+  return [field, t & 7];
+}
+
+function stateOf(walk: Walk, end: number): WireWorkloadState {
   let instanceName: WireWorkloadState['instanceName'];
   let executionState: WireWorkloadState['executionState'];
-  while (reader.pos < reader.len) {
-    const [field, type] = reader.tag();
+  while (walk.pos < end) {
+    const [field, type] = tag(walk);
     if (field !== 1 && field !== 2) {
-      reader.skip(type, field);
+      walk.skip(type);
       continue;
     }
     expect(type, WireType.LengthDelimited);
     // A message field given twice merges, as protobuf-es merges it.
-    if (field === 1) instanceName = nameOf(new BinaryReader(reader.bytes()), instanceName);
-    else executionState = executionOf(new BinaryReader(reader.bytes()), executionState);
+    if (field === 1) instanceName = nameOf(walk, walk.end(), instanceName);
+    else executionState = executionOf(walk, walk.end(), executionState);
   }
+  if (walk.pos !== end) throw new NotForHand();
   return { instanceName, executionState };
 }
 
-function nameOf(reader: BinaryReader, before: WireWorkloadState['instanceName']): WireWorkloadState['instanceName'] {
+function nameOf(walk: Walk, end: number, before: WireWorkloadState['instanceName']): WireWorkloadState['instanceName'] {
   let { workloadName, agentName, id } = before ?? { workloadName: '', agentName: '', id: '' };
-  while (reader.pos < reader.len) {
-    const [field, type] = reader.tag();
+  while (walk.pos < end) {
+    const [field, type] = tag(walk);
     if (field < 1 || field > 3) {
-      reader.skip(type, field);
+      walk.skip(type);
       continue;
     }
     expect(type, WireType.LengthDelimited);
-    if (field === 1) workloadName = reader.string();
-    else if (field === 2) agentName = reader.string();
-    else id = reader.string();
+    if (field === 1) workloadName = walk.string();
+    else if (field === 2) agentName = walk.string();
+    else id = walk.string();
   }
+  if (walk.pos !== end) throw new NotForHand();
   return { workloadName, agentName, id };
 }
 
-function executionOf(reader: BinaryReader, before: WireWorkloadState['executionState']): WireWorkloadState['executionState'] {
+function executionOf(walk: Walk, end: number, before: WireWorkloadState['executionState']): WireWorkloadState['executionState'] {
   let additionalInfo = before?.additionalInfo;
   let state: StateCase = before?.ExecutionStateEnum ?? { case: undefined, value: undefined };
-  while (reader.pos < reader.len) {
-    const [field, type] = reader.tag();
-    if (field < 1 || field > 9) {
-      reader.skip(type, field);
+  while (walk.pos < end) {
+    const [field, type] = tag(walk);
+    if (field > 9) {
+      walk.skip(type);
     } else if (field === 1) {
       expect(type, WireType.LengthDelimited);
-      additionalInfo = reader.string();
+      additionalInfo = walk.string();
     } else {
       expect(type, WireType.Varint);
-      state = { case: CASES[field - 2], value: reader.int32() } as typeof state;
+      state = { case: CASES[field - 2], value: walk.int32() } as StateCase;
     }
   }
+  if (walk.pos !== end) throw new NotForHand();
   return { additionalInfo, ExecutionStateEnum: state };
 }

@@ -26,6 +26,8 @@ function random(seed: number) {
 }
 
 const CASES = ['agentDisconnected', 'pending', 'running', 'stopping', 'succeeded', 'failed', 'notScheduled', 'removed'] as const;
+/** Enum values a server could send that the agent does not know, the negative ones 10 bytes long on the wire. */
+const ODD_VALUES = [-1, -2147483648, 2147483647, 128, 300];
 const WORDS = ['', 'web', 'agent_A', 'ключ', '✓ done', 'a'.repeat(300), '0123456789abcdef'];
 
 describe('workload states read by hand (lib/codec/workload-states.ts)', () => {
@@ -40,7 +42,8 @@ describe('workload states read by hand (lib/codec/workload-states.ts)', () => {
           next() < 0.9
             ? {
                 additionalInfo: next() < 0.7 ? pick(WORDS) : undefined,
-                ExecutionStateEnum: next() < 0.95 ? { case: pick(CASES), value: Math.floor(next() * 10) } : { case: undefined },
+                ExecutionStateEnum:
+                  next() < 0.95 ? { case: pick(CASES), value: next() < 0.9 ? Math.floor(next() * 10) : pick(ODD_VALUES) } : { case: undefined },
               }
             : undefined,
       }));
