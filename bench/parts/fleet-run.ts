@@ -4,7 +4,7 @@
 // fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
 // /proc/<pid>/schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
@@ -39,11 +39,10 @@ async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures
     for (const name of names) {
       const run = mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-run-'));
       const args = ['-n', name, '-s', cluster.url, '-k', '-r', run];
-      agents.push(
-        kind === 'ours'
-          ? spawn(process.execPath, [BIN, ...args], { stdio: 'ignore', env })
-          : spawn(path.join(ANKAIOS_BIN, 'ank-agent'), args, { stdio: 'ignore', env }),
-      );
+      // What each agent said stays in the cluster's folder.
+      const log = openSync(path.join(cluster.folder, `${name}.log`), 'w');
+      const stdio: ['ignore', number, number] = ['ignore', log, log];
+      agents.push(kind === 'ours' ? spawn(process.execPath, [BIN, ...args], { stdio, env }) : spawn(path.join(ANKAIOS_BIN, 'ank-agent'), args, { stdio, env }));
     }
     await cluster.until(async () => (await cluster.agents()).length === n, 'every agent connected', 120_000);
     const connectedMs = performance.now() - t0;

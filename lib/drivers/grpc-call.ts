@@ -16,7 +16,8 @@ export type Security = { readonly insecure: true } | { readonly insecure: false;
 /** gRPC's status codes the agent tells apart (the rest pass through as numbers). */
 export const Status = { OK: 0, UNKNOWN: 2, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
-export const CONNECT_TIMEOUT_MS = 10_000;
+/** How long a connection may take to come up: gRPC's least connect timeout (a busy node answers late; a blackholed server never). */
+export const CONNECT_TIMEOUT_MS = 20_000;
 /** The largest message taken from the server (gRPC's default receive limit). */
 export const MAX_MESSAGE_BYTES = 4 * 2 ** 20;
 
@@ -24,8 +25,13 @@ export interface CallOptions {
   /** `http://host:port` or `https://host:port`. */
   readonly serverUrl: string;
   readonly security: Security;
-  /** HTTP/2 keepalive ping interval: a half-open connection is noticed after about twice this. */
+  /** HTTP/2 keepalive ping interval (10 s unless given). */
   readonly keepaliveMs?: number;
+  /**
+   * How long a ping may wait for its answer before the connection counts as half-open (gRPC's 20 s unless
+   * given): a busy node (a fleet's agents starting on two cores) answers late, and is no lost connection.
+   */
+  readonly keepaliveTimeoutMs?: number;
   /** How long a connection may take to come up (a server that is blackholed never answers). */
   readonly connectTimeoutMs?: number;
 }
@@ -140,7 +146,8 @@ export class GrpcCall {
   private readonly timers: { connecting?: NodeJS.Timeout; pinging?: NodeJS.Timeout; unanswered?: NodeJS.Timeout; alive?: NodeJS.Timeout } = {};
 
   constructor(readonly options: CallOptions) {
-    const keepaliveMs = options.keepaliveMs ?? 5000;
+    const keepaliveMs = options.keepaliveMs ?? 10_000;
+    const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
     const target = grpcTarget(options.serverUrl);
     const at = target.lastIndexOf(':');
     const [host, port] = [target.slice(0, at).replace(/^\[|\]$/g, ''), Number(target.slice(at + 1))];
@@ -162,13 +169,13 @@ export class GrpcCall {
     session.once('remoteSettings', () => {
       clearTimeout(this.timers.connecting);
       if (this.over) return;
-      // Keepalive: a ping not answered within its interval means the connection is half-open.
+      // Keepalive: a ping not answered within its timeout means the connection is half-open.
       this.timers.pinging = setInterval(() => {
         if (this.timers.unanswered !== undefined || session.destroyed || this.over) return;
         this.timers.unanswered = setTimeout(() => {
           this.fail('the server did not answer a keepalive ping: the connection is lost');
           session.destroy();
-        }, keepaliveMs);
+        }, keepaliveTimeoutMs);
         session.ping(() => {
           clearTimeout(this.timers.unanswered);
           this.timers.unanswered = undefined;

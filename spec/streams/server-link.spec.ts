@@ -27,11 +27,15 @@ function link(url: string, options: { security?: Security; stop$?: Subject<void>
   /** The lines of each connection the server accepted. */
   const connected: string[][] = [];
   let completed = false;
-  const subscription = serverLink((o$) => connectAgent({ serverUrl: url, security: options.security ?? insecure, keepaliveMs: 2000 }, o$), out$, {
-    agentName: AGENT,
-    log: options.log ?? silentLogger,
-    stop$: options.stop$,
-  }).subscribe({
+  const subscription = serverLink(
+    (o$) => connectAgent({ serverUrl: url, security: options.security ?? insecure, keepaliveMs: 2000, keepaliveTimeoutMs: 2000 }, o$),
+    out$,
+    {
+      agentName: AGENT,
+      log: options.log ?? silentLogger,
+      stop$: options.stop$,
+    },
+  ).subscribe({
     next: (m) => (m.kind === 'connected' ? connected.push(m.lines.map((l) => l.name)) : m.kind !== 'disconnected' && in$.next(m)),
     error: (e) => errors.push(e),
     complete: () => (completed = true),
@@ -226,10 +230,14 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     const sockets: net.Socket[] = [];
     proxy.on('connected', (s: net.Socket) => sockets.push(s));
     const out$ = new Subject<ToServer>();
-    const sub = serverLink((o$) => connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure, keepaliveMs: 1000 }, o$), out$, {
-      agentName: AGENT,
-      log: silentLogger,
-    }).subscribe();
+    const sub = serverLink(
+      (o$) => connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure, keepaliveMs: 1000, keepaliveTimeoutMs: 1000 }, o$),
+      out$,
+      {
+        agentName: AGENT,
+        log: silentLogger,
+      },
+    ).subscribe();
     subscriptions.push(sub);
     try {
       await (await server.nextStream()).waitFor((m) => m.ToServerEnum.case === 'agentHello');
