@@ -2,17 +2,18 @@
 // file-backed fake podman (bench/fake-podman.mjs: what shows is the agents' own cost, not Podman's), driven by
 // the released `ank` CLI. Ours and the released agents alternate: all started at once → all connected, the
 // fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
-// /proc/<pid>/schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
+// each thread's schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, openSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
 import { BIN } from '../../scripts/harness/agent.js';
+import { processCpuMs } from '../measure.js';
 import { record } from '../report.js';
 
 const PER_AGENT = 5;
-const cpuMs = (pid: number) => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+const cpuMs = processCpuMs;
 const cpuOf = (agents: readonly ChildProcess[]) => agents.reduce((sum, a) => sum + cpuMs(a.pid!), 0);
 
 interface FleetFigures {

@@ -1,19 +1,19 @@
 // Bench part: A fleet's states. A server fans every workload's state out to every agent: a fake server sends
 // one agent the states of other agents' workloads (in messages of 1 and of 100, as a server does on an apply
-// and on a start), then their removal; the agent's CPU per state (from /proc/<pid>/schedstat, in ns, precise
+// and on a start), then their removal; the agent's CPU per state (from each thread's /proc/<pid>/task/<tid>/schedstat, in ns, precise
 // where tick counters are not), its RSS after the removal, and its CPU a minute while idle with no workload.
 // Ours beside the released agent (ANKAIOS_BIN).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { type AgentStream, FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { record, sleep } from '../report.js';
-import { rssKiB } from '../measure.js';
+import { processCpuMs, rssKiB } from '../measure.js';
 
 /** A process's CPU so far, in ms, to the nanosecond. */
-const cpuMs = (pid: number) => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+const cpuMs = processCpuMs;
 
 /** Resolves once the process has used less than 1 ms of CPU in 300 ms: it has taken what was sent. */
 async function settled(pid: number): Promise<void> {
