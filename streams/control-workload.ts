@@ -177,8 +177,10 @@ class Interpreter {
       this.noteRunning(before, t.state);
     }
     for (const effect of t.effects) this.start(effect);
-    // A settled state follows its workload once no command waits; a busy one follows nothing.
-    if (t.state !== before && (isBusy(t.state) || this.commands.length === 0)) this.follow(isBusy(t.state) ? [] : follows(t.state));
+    // A settled state follows its workload once no command waits (a command ended what it followed, even one
+    // that left the state as it was); a busy one follows nothing.
+    const changed = t.state !== before || input.kind === 'command';
+    if (changed && (isBusy(t.state) || this.commands.length === 0)) this.follow(isBusy(t.state) ? [] : follows(t.state));
   }
 
   /** Keeps what runs in step with `wanted`: a follow whose key stays goes on, the others end, new ones start. */

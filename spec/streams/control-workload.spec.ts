@@ -540,10 +540,30 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
           [1000, 'Removed'],
         ]);
         // One create attempt of the first config (no retry after the update); the new one is watched until the delete.
-        // One create attempt of the first config (no retry after the update); the new one is watched until the delete.
         const frames = (logs: typeof failing.subscriptions) => logs.map((l) => [l.subscribedFrame, l.unsubscribedFrame]);
         expect(frames(failing.subscriptions)).to.deep.equal([[0, 1]]);
         expect(frames(watched.subscriptions)).to.deep.equal([[100, 1000]]);
+      });
+    });
+
+    // swdd~workload-control-loop-receives-workload-states~1
+    it('a command that leaves the state as it was (an old workload of a runtime the agent lacks) goes on watching after it', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const runtime = new FakeRuntime({ states: () => cold('-r 99ms x', { r: ExecutionState.running(), x: ExecutionState.failed("Exit code: '1'") }) });
+        const old = { instanceName: workload('old').instanceName, runtime: 'gone', id: 'x', state: ExecutionState.succeeded() };
+        const commands = cold<WorkloadCommand>('a 49ms e', { a: create(), e: { kind: 'removeExisting', existing: old, final: false } });
+        const out = record(controlWorkload(commands, depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        expect(out.values.map(([t, v]) => `${t} ${v}`)).to.deep.equal([
+          `0 ${at(nginx, ExecutionState.starting('Triggered at runtime.'))}`,
+          `1 ${at(nginx, ExecutionState.running())}`,
+          `50 ${show(stateOf(workload('old'), ExecutionState.stoppingRequested()))}`,
+          `50 ${show(stateOf(workload('old'), ExecutionState.deleteFailed("Unknown runtime 'gone'")))}`,
+          // The watch begins again after the command, as after any command: the state, then the exit.
+          `51 ${at(nginx, ExecutionState.running())}`,
+          `151 ${at(nginx, ExecutionState.failed("Exit code: '1'"))}`,
+        ]);
       });
     });
 
