@@ -458,13 +458,13 @@ describe('ank-agent (the command line)', () => {
     }
 
     it('never ends silently on a refusal too long for HTTP/2 to read (100 000 characters): it says the connection dropped and tries again', async function () {
-      this.timeout(30_000);
+      this.timeout(60_000);
       const agent = await startUntil(['-n', 'agent_A', '-s', server.url, '-k', '-r', RUN], /connecting/);
       const stream = await server.nextStream();
       await stream.waitFor(() => true);
       stream.close(grpc.status.FAILED_PRECONDITION, 'x'.repeat(100_000));
-      // Keepalive (5 s, then 5 s for the answer) notices the connection nghttp2 closed under the call.
-      await server.nextStream(20_000, 1);
+      // Keepalive (a ping every 10 s, then 20 s for its answer, as gRPC's) notices the connection nghttp2 closed under the call.
+      await server.nextStream(45_000, 1);
       expect(agent.child.exitCode, 'still running').to.equal(null);
       expect(agent.stderr()).to.match(/No connection to the server \(.*\); retrying every second\./);
       agent.child.kill('SIGTERM');
