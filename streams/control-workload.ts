@@ -107,6 +107,8 @@ class Interpreter {
   /** The busy state's work, and the settled state's follows by key. */
   private work?: { readonly token: object; readonly subscription: Subscription };
   private readonly following = new Map<string, { readonly token: object; subscription?: Subscription }>();
+  /** The tokens of the follows under way: an outcome of one is taken, of one that ended dropped. */
+  private readonly liveFollows = new Set<object>();
   private stepping = false;
   private ended = false;
   private readonly context: LoopContext;
@@ -132,6 +134,7 @@ class Interpreter {
     this.work?.subscription.unsubscribe();
     for (const { subscription } of this.following.values()) subscription?.unsubscribe();
     this.following.clear();
+    this.liveFollows.clear();
   }
 
   /** Steps through what is there to take, one input at a time (an outcome that comes during a step waits its turn). */
@@ -149,8 +152,7 @@ class Interpreter {
   private next(): LoopInput | undefined {
     while (this.inputs.length > 0) {
       const { input, from } = this.inputs.shift()!;
-      const live = from === undefined || from === this.work?.token || [...this.following.values()].some((f) => f.token === from);
-      if (live) return input;
+      if (from === undefined || from === this.work?.token || this.liveFollows.has(from)) return input;
     }
     if (isBusy(this.state) || this.commands.length === 0) return undefined;
     this.follow([]);
@@ -186,16 +188,18 @@ class Interpreter {
   /** Keeps what runs in step with `wanted`: a follow whose key stays goes on, the others end, new ones start. */
   private follow(wanted: readonly Follow[]): void {
     const keys = new Set(wanted.map((f) => f.key));
-    for (const [key, { subscription }] of this.following) {
+    for (const [key, { token, subscription }] of this.following) {
       if (keys.has(key)) continue;
       subscription?.unsubscribe();
       this.following.delete(key);
+      this.liveFollows.delete(token);
     }
     for (const f of wanted) {
       if (this.following.has(f.key)) continue;
       // Known before it is subscribed: an outcome it gives at once is one of a live follow.
       const entry: { readonly token: object; subscription?: Subscription } = { token: {} };
       this.following.set(f.key, entry);
+      this.liveFollows.add(entry.token);
       entry.subscription = this.outcomes(this.followed(f), entry.token);
     }
   }
