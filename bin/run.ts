@@ -54,7 +54,7 @@ interface Setting {
   readonly name: string;
   readonly ioFolder: string;
   /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
-  readonly runtimes: { readonly wanted?: readonly string[]; readonly health: boolean; readonly containerdScope: readonly string[] };
+  readonly runtimes: Pick<RuntimeWiring, 'health' | 'containerdScope' | 'podmanService' | 'maxCreates'> & { readonly wanted?: readonly string[] };
   readonly backoff?: CrashLoopBackoff;
   /** Images are pulled ahead: an update's before its old instance stops, a waiting workload's while it waits. */
   readonly pullAhead: boolean;
@@ -88,6 +88,7 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
   launcher.warn = (text) => log.warn(text);
   const runtimes = userErrors(() =>
     enabledRuntimes(log, setting.runtimes, {
+      folder: setting.ioFolder,
       launcher,
       trace,
       observeCall: (call) => metrics?.apply({ kind: 'cliCall', call }),
@@ -219,15 +220,15 @@ function connected({ config, security, ioFolder }: EarlyStart, log: Logger): Set
 
 /** What both modes take alike from the config: the runtimes, the back-off, the pull ahead, the metrics. */
 const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 'pullAhead' | 'metrics'> => ({
-  runtimes: { wanted: c.runtimes, health: c.healthChecks, containerdScope: c.containerdScope },
+  runtimes: { wanted: c.runtimes, health: c.healthChecks, containerdScope: c.containerdScope, podmanService: c.podmanService, maxCreates: c.maxCreates },
   backoff: c.crashLoopBackoff,
   pullAhead: c.pullAhead,
   metrics: c.metrics,
 });
 
 /** The runtimes the config enables (all by default); names it does not know are warned about. */
-function enabledRuntimes(log: Logger, { wanted, health, containerdScope }: Setting['runtimes'], wiring: RuntimeWiring): MadeRuntimes {
-  const all = makeRuntimes(log, { health, containerdScope, ...wiring });
+function enabledRuntimes(log: Logger, { wanted, ...settings }: Setting['runtimes'], wiring: RuntimeWiring): MadeRuntimes {
+  const all = makeRuntimes(log, { ...settings, ...wiring });
   const { enabled, unknown } = selectRuntimes([...all.connectors.keys()], wanted);
   for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
   return { ...all, connectors: new Map(enabled.map((name) => [name, all.connectors.get(name)!])) };

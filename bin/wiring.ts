@@ -8,6 +8,7 @@ import type { CliCall, WorkloadContainerFigures } from '../lib/metrics.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { Cli } from '../lib/runtimes/base/cli.js';
+import { DEFAULT_MAX_CREATES } from '../lib/defaults.js';
 import type { ContainerSource, RuntimeContext, RuntimeModule } from '../lib/runtimes/base/module.js';
 import { containerdModule } from '../lib/runtimes/containerd/index.js';
 import { podmanModule } from '../lib/runtimes/podman/index.js';
@@ -31,6 +32,12 @@ export interface RuntimeWiring {
   readonly health?: boolean;
   /** nerdctl's general options for every containerd workload (agent config `containerd`). */
   readonly containerdScope?: readonly string[];
+  /** The agent's io folder: Podman's service gets its socket there (without one, only the system's service is used). */
+  readonly folder?: string;
+  /** Podman is asked through its service (agent config `podman_service`; true unless said). */
+  readonly podmanService?: boolean;
+  /** Creates at once, by engine (DEFAULT_MAX_CREATES unless given). */
+  readonly maxCreates?: Readonly<Record<string, number>>;
   /** --debug: the caches' stages (`podman.cache`) and each CLI's calls (stage: its name). */
   readonly trace?: Trace;
   /** The metrics: each CLI call, and each restart of an engine's event stream. */
@@ -57,7 +64,8 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
         launcher: wiring.launcher ?? agentLauncher,
         observe: (call) => {
           wiring.observeCall?.({ cli: binary, ...call });
-          if (trace.enabled(binary)) trace.note(binary, `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s`);
+          if (trace.enabled(binary))
+            trace.note(binary, `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s${call.via ? ` via ${call.via}` : ''}`);
         },
       }),
     watch: ({ engine, list, events$, early$ = EMPTY, own$ = EMPTY }: ContainerSource) =>
@@ -72,7 +80,14 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
         }),
         engine.name,
       ),
-    config: { health: wiring.health ?? true, containerdScope: wiring.containerdScope ?? [] },
+    config: {
+      health: wiring.health ?? true,
+      containerdScope: wiring.containerdScope ?? [],
+      folder: wiring.folder,
+      podmanService: wiring.podmanService ?? true,
+      maxCreates: (engine) => wiring.maxCreates?.[engine] ?? DEFAULT_MAX_CREATES,
+    },
+    note: (stage, text) => trace.enabled(stage) && trace.note(stage, text),
   };
   const made = (wiring.modules ?? RUNTIME_MODULES).map((module) => module.make(context));
   return {

@@ -1,6 +1,6 @@
 // The agent's settings: command-line flags over environment variables over the config file over defaults.
 import { parse as parseToml } from 'smol-toml';
-import { DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL } from './defaults.js';
+import { DEFAULT_CONFIG_PATH, DEFAULT_MAX_CREATES, DEFAULT_SERVER_URL } from './defaults.js';
 import { type CrashLoopBackoff, KUBELET_BACKOFF } from './restart-policy.js';
 import { agentNameProblem } from './workload.js';
 
@@ -41,6 +41,10 @@ export interface RunConfig {
   readonly pullAhead: boolean;
   /** nerdctl's general options for every containerd workload, from `containerd = { namespace, address }`. */
   readonly containerdScope: readonly string[];
+  /** Podman is asked through its running service (`podman_service = false`: a Podman process for every call). */
+  readonly podmanService: boolean;
+  /** How many creates each engine runs at once (`ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES`), by engine (`podman`, `containerd`). */
+  readonly maxCreates: Readonly<Record<string, number>>;
   /** Where the metrics endpoint listens, if it is wanted. */
   readonly metrics?: string;
 }
@@ -80,6 +84,7 @@ export interface ConfigFile {
   readonly crash_loop_backoff?: Readonly<Record<string, number>>;
   readonly health_checks?: boolean;
   readonly pull_ahead?: boolean;
+  readonly podman_service?: boolean;
   /** nerdctl's namespace and address for every containerd workload (a workload's own generalOptions win). */
   readonly containerd?: Readonly<Record<string, string>>;
   readonly metrics?: string;
@@ -103,6 +108,7 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   crash_loop_backoff: 'a table of seconds',
   health_checks: 'boolean',
   pull_ahead: 'boolean',
+  podman_service: 'boolean',
   containerd: 'a table of strings',
   metrics: 'string',
 };
@@ -213,6 +219,15 @@ export function selectRuntimes(available: readonly string[], wanted: readonly st
   return { enabled, unknown };
 }
 
+/** `ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES`: a whole number from 1; throws ConfigError naming a value that is not. */
+function maxCreates(env: Readonly<Record<string, string | undefined>>, engine: string): number {
+  const variable = `ANKAIOS_${engine}_MAX_CONCURRENT_CREATES`;
+  const given = env[variable];
+  if (given === undefined || given === '') return DEFAULT_MAX_CREATES;
+  if (!/^\d{1,4}$/.test(given) || Number(given) < 1) throw new ConfigError(`${variable} is '${given}': give a whole number from 1 to 9999.`);
+  return Number(given);
+}
+
 /** The part of the config both modes read; `name` already chosen. Throws ConfigError on anything wrong. */
 function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile): RunConfig {
   if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
@@ -235,6 +250,8 @@ function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<
     healthChecks: file.health_checks ?? true,
     pullAhead: file.pull_ahead ?? true,
     containerdScope: Object.entries(file.containerd ?? {}).flatMap(([key, value]) => [CONTAINERD_KEYS[key as keyof typeof CONTAINERD_KEYS], value]),
+    podmanService: file.podman_service ?? true,
+    maxCreates: { podman: maxCreates(env, 'PODMAN'), containerd: maxCreates(env, 'CONTAINERD') },
     metrics,
   };
 }

@@ -2,5 +2,7 @@
 // answer without loading the agent.
 export const DEFAULT_SERVER_URL = 'https://127.0.0.1:25551';
 export const DEFAULT_CONFIG_PATH = '/etc/ankaios/ank-agent.conf';
+/** Creates an engine runs at once unless `ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES` says otherwise (the next Ankaios agent's default). */
+export const DEFAULT_MAX_CREATES = 4;
 /** The version the agent says on each protocol line, by the name a server gives the line. */
 export const LINE_VERSIONS = { '1': '1.0.1', '0.8': '0.8.0' } as const;

@@ -2,6 +2,9 @@
 import type { CrashLoopBackoff } from '../../lib/restart-policy.js';
 import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
@@ -11,6 +14,7 @@ import { Cli } from '../../lib/runtimes/base/cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { containerdModule } from '../../lib/runtimes/containerd/index.js';
 import { podmanModule } from '../../lib/runtimes/podman/index.js';
+import { PodmanService } from '../../lib/runtimes/podman/service.js';
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
@@ -26,6 +30,21 @@ export function requirePodman(): void {
     throw new Error(`Podman or the image ${IMAGE} is missing: run 'bash scripts/setup-podman.sh' (as root) first.`);
   }
 }
+
+let shared: PodmanService | undefined;
+
+/**
+ * The Podman service the specs' agents share, as the agents of a node share it; none with
+ * ANKAGENT_PODMAN_SERVICE=false (the agent config's `podman_service = false`: a Podman process for every call).
+ */
+export function specService(): PodmanService | undefined {
+  if (process.env.ANKAGENT_PODMAN_SERVICE === 'false') return undefined;
+  shared ??= new PodmanService({ binary: 'podman', folder: mkdtempSync(path.join(os.tmpdir(), 'ank-spec-podman-')), log: silentLogger });
+  return shared;
+}
+
+/** The Podman CLI of a node's agent: through the specs' service where there is one. */
+export const agentPodman = (): Cli => new Cli({ binary: 'podman', route: specService() });
 
 export const uniqueAgent = (prefix = 'spec') => `${prefix}_${randomBytes(4).toString('hex')}`;
 
@@ -130,11 +149,11 @@ export class PodmanAgent {
   private readonly subscription: Subscription;
   private waiters: Array<() => void> = [];
 
-  /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one). */
+  /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one; through the specs' service unless given). */
   constructor(
     readonly agentName: string,
     ioFolder?: string,
-    readonly cli = new Cli({ binary: 'podman' }),
+    readonly cli = agentPodman(),
     /** The container caches' and health checks' options, the crash-loop back-off (kubelet's unless given), the nerdctl CLI. */
     cache: {
       verifyMs?: number;

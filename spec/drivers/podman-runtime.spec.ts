@@ -6,7 +6,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
+import { type CallRoute, Cli } from '../../lib/runtimes/base/cli.js';
 import { type KubeId, podsPlayed } from '../../lib/runtimes/podman/kube.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
@@ -14,7 +14,7 @@ import { silentLogger } from '../../lib/logger.js';
 import { containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
 import { instanceKey } from '../../lib/workload.js';
 import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
-import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, specService, uniqueAgent } from '../../scripts/harness/podman.js';
 
 describe('Podman runtimes (real Podman)', function () {
   this.timeout(60_000);
@@ -260,19 +260,26 @@ describe('Podman runtimes (real Podman)', function () {
     // swdd~podmancli-uses-container-state-cache~1, swdd~podmancli-container-state-cache-refresh~1
     it('50 sleeping workloads cost one podman ps per 10 s in total on events, one per second with events off', async function () {
       this.timeout(150_000);
-      /** The podman calls of `watcher` over `seconds`, once its 50 workloads run. */
+      /** The podman calls of `watcher` over `seconds` (through the service or not), once its 50 workloads run. */
+      let calls = 0;
+      const counted = (route?: CallRoute) => new Cli({ binary: 'podman', route, observe: () => calls++ });
       const callsOver = async (watcher: PodmanAgent, seconds: number) => {
         const workloads = Array.from({ length: 50 }, (_, i) => busybox(`sleeper${i}`, watcher.agentName));
         watcher.send({ kind: 'serverHello', added: workloads });
         await waitUntil(() => workloads.every((w) => watcher.history(w.instanceName.workloadName).includes('Running(Ok)')), 90_000);
         await new Promise((r) => setTimeout(r, 1500));
-        const before = watcher.cli.calls;
+        const before = calls;
         await new Promise((r) => setTimeout(r, seconds * 1000));
-        return watcher.cli.calls - before;
+        return calls - before;
       };
       // 20 s on events: two verifications, a third where the window cuts across their period.
-      expect(await callsOver(agent, 20)).to.be.within(1, 3);
-      const polling = new PodmanAgent(uniqueAgent(), undefined, new Cli({ binary: 'podman' }), { events: false });
+      const onEvents = new PodmanAgent(uniqueAgent(), undefined, counted(specService()));
+      try {
+        expect(await callsOver(onEvents, 20)).to.be.within(1, 3);
+      } finally {
+        onEvents.stop();
+      }
+      const polling = new PodmanAgent(uniqueAgent(), undefined, counted(), { events: false });
       try {
         expect((await callsOver(polling, 5)) / 5).to.be.within(0.6, 1.4);
       } finally {

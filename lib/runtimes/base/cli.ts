@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { Observable, type Subscription, of } from 'rxjs';
+import { Observable, type Subscription, catchError, defer, of, throwError } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { bytesRead, downloadFoldersOf, killMarkedProcesses, removeDownloadFolders } from '../../drivers/machine.js';
@@ -12,6 +12,9 @@ import { Kept, type Launcher, launcher } from '../../drivers/launcher.js';
 
 /** A CLI call that failed; the message is what the CLI said on stderr. */
 export class CliError extends Error {
+  /** True when the call was made again locally after its route was lost: a first try may have done part of it. */
+  retried = false;
+
   /** The CLI's exit code, when it ran and failed. */
   constructor(
     message: string,
@@ -102,6 +105,33 @@ export class Slots {
   }
 }
 
+/**
+ * How a call goes other than by starting the CLI anew: through an engine's running service (Podman's:
+ * lib/runtimes/podman/service.ts), answered by it (`answer`, its text as the CLI prints it) or by the CLI's
+ * client of it (`args`); or locally, with the reason (`why`).
+ */
+export type Plan =
+  | { readonly via: 'service'; readonly args: readonly string[]; readonly progressPid?: number }
+  | { readonly via: 'service'; readonly answer: (deadlineMs: number) => Promise<string> }
+  | { readonly via: 'cli'; readonly why: string };
+
+/** A way to the engine that a call may take instead of a process of its own (the CLI's `route`). */
+export interface CallRoute {
+  plan(args: readonly string[], kind: CallKind): Plan;
+  /** Whether a routed call's failure says the way is gone (not the engine's answer): the call then runs locally. */
+  lost(message: string): boolean;
+  /** Told of a routed call that failed by `lost` words or ran long: it decides whether the way is down and mends it. */
+  failed(why: string): void;
+  /** Whether the way still answers within `withinMs` (asked of a routed call that runs long). */
+  alive(withinMs: number): Promise<boolean>;
+}
+
+/** A routed call's way went: the call is run again locally. */
+export class RouteLost extends Error {}
+
+/** How often a routed call still running asks whether its way answers (a stalled service ends it at once, not at its deadline). */
+const ROUTE_PROBE_MS = 2000;
+
 export interface CliOptions {
   /** The CLI (`podman`, `nerdctl`), by name on the PATH or by path. */
   readonly binary: string;
@@ -120,7 +150,11 @@ export interface CliOptions {
     readonly args: readonly string[];
     readonly outcome: 'ok' | 'failed' | 'deadline';
     readonly seconds: number;
+    /** The way it took, when the CLI has a route: the service, or the CLI and why. */
+    readonly via?: string;
   }) => void;
+  /** Another way to its calls (an engine's service); without one every call starts the CLI. */
+  readonly route?: CallRoute;
 }
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
@@ -157,77 +191,150 @@ export class Cli {
    * Runs the CLI with `args` (input on stdin when given) and emits its stdout. Cold; unsubscribing kills it.
    * It waits for one of the limited slots, and is killed when it outlives its deadline, or, with `stallMs`
    * (a call that downloads: a pull, a create that may pull), when it has read nothing for that long. A killed
-   * call's partial downloads are removed once it has ended (Podman leaves them when it is killed).
+   * call's partial downloads are removed once it has ended (Podman leaves them when it is killed). With a
+   * route, the call goes its way where it can; a call whose way is lost under it runs again locally.
    */
   run(args: readonly string[], input?: string, kind: CallKind = 'command', deadlineMs?: number, stallMs?: number): Observable<string> {
     const deadline = deadlineMs ?? this.deadlines[kind === 'check' ? 'command' : kind];
-    return (kind === 'check' ? this.checkSlots : this.slots).run(
-      new Observable<string>((subscriber) =>
-        startSoon(() => {
-          this.calls += 1;
-          const started = performance.now();
-          const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
-          let over = false;
-          let leftovers: string[] = [];
-          const end = (outcome: 'ok' | 'failed' | 'deadline', result: () => void) => {
-            if (over) return;
+    const slots = kind === 'check' ? this.checkSlots : this.slots;
+    const route = this.options.route;
+    if (!route) return slots.run(this.launched(args, args, input, deadline, stallMs));
+    return defer(() => {
+      const plan = route.plan(args, kind);
+      if (plan.via === 'cli') return slots.run(this.launched(args, args, input, deadline, stallMs, `CLI (${plan.why})`));
+      const routed$ =
+        'answer' in plan
+          ? this.answered(args, plan.answer, deadline)
+          : this.launched(args, plan.args, input, deadline, stallMs, 'service', plan.progressPid, route);
+      return slots.run(routed$).pipe(
+        catchError((err: unknown) => {
+          const lost = err instanceof RouteLost || (err instanceof CliError && route.lost(err.message));
+          if (!lost) return throwError(() => err);
+          route.failed((err as Error).message);
+          return slots.run(this.launched(args, args, input, deadline, stallMs, `CLI (the service was lost: ${(err as Error).message})`)).pipe(
+            catchError((again: unknown) => {
+              if (again instanceof CliError) again.retried = true;
+              return throwError(() => again);
+            }),
+          );
+        }),
+      );
+    });
+  }
+
+  /** A call the route answers itself, within the deadline; a failure of the way is a RouteLost. */
+  private answered(args: readonly string[], answer: (deadlineMs: number) => Promise<string>, deadline: number): Observable<string> {
+    return new Observable<string>((subscriber) => {
+      const started = performance.now();
+      const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
+      const observed = (outcome: 'ok' | 'failed') =>
+        this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000, via: 'service (REST)' });
+      answer(deadline).then(
+        (text) => {
+          observed('ok');
+          subscriber.next(text);
+          subscriber.complete();
+        },
+        (err: unknown) => {
+          observed('failed');
+          subscriber.error(err);
+        },
+      );
+    });
+  }
+
+  /**
+   * The CLI started with `argv` (`args` as the call was asked, for what is told of it). A routed call (`route`)
+   * asks its way every ROUTE_PROBE_MS whether it answers, and is ended as a RouteLost when it does not;
+   * `progressPid`: whose reads count as a download's progress (the service's, which downloads for its client).
+   */
+  private launched(
+    args: readonly string[],
+    argv: readonly string[],
+    input: string | undefined,
+    deadline: number,
+    stallMs?: number,
+    via?: string,
+    progressPid?: number,
+    route?: CallRoute,
+  ): Observable<string> {
+    return new Observable<string>((subscriber) =>
+      startSoon(() => {
+        this.calls += 1;
+        const started = performance.now();
+        const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
+        let over = false;
+        let leftovers: string[] = [];
+        const end = (outcome: 'ok' | 'failed' | 'deadline', result: () => void) => {
+          if (over) return;
+          over = true;
+          clearTimeout(timer);
+          clearInterval(watch);
+          clearInterval(probe);
+          this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000, via });
+          result();
+        };
+        const kill = (this.options.launcher ?? launcher).launch(
+          { binary: this.binary, args: argv, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES },
+          (ending) => {
+            removeDownloadFolders(leftovers);
+            if (ending.kind === 'not-run') {
+              end('failed', () => subscriber.error(new CliError(`Cannot run ${this.command}: ${ending.message}`)));
+            } else if (ending.kind === 'output-lost') {
+              end('failed', () =>
+                subscriber.error(new CliError(`${this.command} ${subcommand} exited with ${ending.code}, but ${ending.message}`, ending.code)),
+              );
+            } else if (ending.kind === 'too-much') {
+              end('failed', () => subscriber.error(new CliError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
+            } else if (ending.code === 0) {
+              end('ok', () => {
+                subscriber.next(ending.stdout.toString().replace(/\r?\n$/, ''));
+                subscriber.complete();
+              });
+            } else {
+              const said = ending.stderr
+                .toString()
+                .trim()
+                .replace(/^Error: /, '');
+              end('failed', () => subscriber.error(new CliError(said || `${this.command} ${subcommand} failed with exit code ${ending.code}.`, ending.code)));
+            }
+          },
+        );
+        /** Kills it, noting first the partial downloads it holds open, to be removed once it has ended. */
+        const stop = (signal?: NodeJS.Signals) => {
+          const pid = kill.pid();
+          if (pid !== undefined) leftovers = [...new Set([...leftovers, ...downloadFoldersOf(pid)])];
+          kill(signal);
+        };
+        // At the deadline the call is over for the agent, whatever the CLI (or what it started) still holds.
+        const killed = (why: string) => {
+          const message = `${this.command} ${subcommand} ${why} and was killed.`;
+          this.options.log?.warn(message);
+          stop('SIGKILL');
+          end('deadline', () => subscriber.error(new CliError(message)));
+        };
+        const timer = setTimeout(() => killed(`did not finish within ${deadline / 1000} s`), deadline);
+        const progressOf = progressPid === undefined ? kill.pid : () => progressPid;
+        const watch = stallMs === undefined ? undefined : this.watchProgress(progressOf, stallMs, () => killed(`made no progress for ${stallMs / 1000} s`));
+        const probe =
+          route &&
+          setInterval(() => {
+            route.alive(ROUTE_PROBE_MS / 2).then((alive) => {
+              if (alive || over) return;
+              stop('SIGKILL');
+              end('failed', () => subscriber.error(new RouteLost(`the service did not answer within ${ROUTE_PROBE_MS / 2000} s`)));
+            });
+          }, ROUTE_PROBE_MS);
+        return {
+          kill: () => {
             over = true;
             clearTimeout(timer);
             clearInterval(watch);
-            this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000 });
-            result();
-          };
-          const kill = (this.options.launcher ?? launcher).launch(
-            { binary: this.binary, args, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES },
-            (ending) => {
-              removeDownloadFolders(leftovers);
-              if (ending.kind === 'not-run') {
-                end('failed', () => subscriber.error(new CliError(`Cannot run ${this.command}: ${ending.message}`)));
-              } else if (ending.kind === 'output-lost') {
-                end('failed', () =>
-                  subscriber.error(new CliError(`${this.command} ${subcommand} exited with ${ending.code}, but ${ending.message}`, ending.code)),
-                );
-              } else if (ending.kind === 'too-much') {
-                end('failed', () => subscriber.error(new CliError(`${this.command} ${subcommand} wrote more than ${MAX_OUTPUT_BYTES} bytes.`)));
-              } else if (ending.code === 0) {
-                end('ok', () => {
-                  subscriber.next(ending.stdout.toString().replace(/\r?\n$/, ''));
-                  subscriber.complete();
-                });
-              } else {
-                const said = ending.stderr
-                  .toString()
-                  .trim()
-                  .replace(/^Error: /, '');
-                end('failed', () => subscriber.error(new CliError(said || `${this.command} ${subcommand} failed with exit code ${ending.code}.`, ending.code)));
-              }
-            },
-          );
-          /** Kills it, noting first the partial downloads it holds open, to be removed once it has ended. */
-          const stop = (signal?: NodeJS.Signals) => {
-            const pid = kill.pid();
-            if (pid !== undefined) leftovers = [...new Set([...leftovers, ...downloadFoldersOf(pid)])];
-            kill(signal);
-          };
-          // At the deadline the call is over for the agent, whatever the CLI (or what it started) still holds.
-          const killed = (why: string) => {
-            const message = `${this.command} ${subcommand} ${why} and was killed.`;
-            this.options.log?.warn(message);
-            stop('SIGKILL');
-            end('deadline', () => subscriber.error(new CliError(message)));
-          };
-          const timer = setTimeout(() => killed(`did not finish within ${deadline / 1000} s`), deadline);
-          const watch = stallMs === undefined ? undefined : this.watchProgress(kill.pid, stallMs, () => killed(`made no progress for ${stallMs / 1000} s`));
-          return {
-            kill: () => {
-              over = true;
-              clearTimeout(timer);
-              clearInterval(watch);
-              stop();
-            },
-          };
-        }),
-      ),
+            clearInterval(probe);
+            stop();
+          },
+        };
+      }),
     );
   }
 
@@ -320,7 +427,10 @@ export class Cli {
         const teardown = startSoon(() => {
           this.calls += 1;
           const started = performance.now();
-          const child = spawn(this.binary, ['exec', '--env', marker, container, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+          const args = ['exec', '--env', marker, container, ...argv];
+          const plan = this.options.route?.plan(args, 'check');
+          const routed = plan?.via === 'service' && 'args' in plan;
+          const child = spawn(this.binary, routed ? plan.args : args, { stdio: ['ignore', 'pipe', 'pipe'] });
           const kept = new Kept(MAX_CHECK_OUTPUT_BYTES);
           const keep = (chunk: Buffer) => kept.add(chunk);
           child.stdout.on('data', keep);
@@ -330,7 +440,13 @@ export class Cli {
             if (over) return;
             over = true;
             clearTimeout(deadline);
-            this.options.observe?.({ subcommand: 'exec', args: ['exec', container], outcome: observed, seconds: (performance.now() - started) / 1000 });
+            this.options.observe?.({
+              subcommand: 'exec',
+              args: ['exec', container],
+              outcome: observed,
+              seconds: (performance.now() - started) / 1000,
+              via: plan && (plan.via === 'cli' ? `CLI (${plan.why})` : 'service'),
+            });
             subscriber.next(outcome);
             subscriber.complete();
           };
@@ -343,7 +459,11 @@ export class Cli {
           }, timeoutMs);
           child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run ${this.command}: ${err.message}` }, 'failed'));
           child.on('close', (code) => {
-            if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
+            // The service went under it: the check says nothing, and the route hears of it.
+            if (routed && code !== 0 && this.options.route?.lost(output())) {
+              this.options.route.failed(output());
+              end({ kind: 'not-run', output: output() }, 'failed');
+            } else if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
             else end({ kind: code === CLI_FAILED ? 'not-run' : 'failed', output: output() }, 'failed');
           });
           return {

@@ -26,6 +26,8 @@ export interface RuntimeContext {
   readonly watch: (source: ContainerSource) => WatchState;
   /** The agent config's settings for runtimes. */
   readonly config: RuntimeSettings;
+  /** --debug: tells `text` under `stage` when that stage is traced. */
+  readonly note: (stage: string, text: string) => void;
 }
 
 export interface RuntimeSettings {
@@ -33,6 +35,12 @@ export interface RuntimeSettings {
   readonly health: boolean;
   /** The containerd namespace and address as nerdctl's general options (`containerd = { namespace, address }`). */
   readonly containerdScope: readonly string[];
+  /** The agent's own folder (its io folder), where a runtime may keep what it runs (Podman's service socket). */
+  readonly folder?: string;
+  /** Podman is asked through its running service (`podman_service`). */
+  readonly podmanService: boolean;
+  /** How many creates an engine runs at once, by engine (`podman`, `containerd`). */
+  readonly maxCreates: (engine: string) => number;
 }
 
 /** Where a runtime's container cache learns of its containers. */

@@ -1,5 +1,6 @@
 // The containerd module: the `containerd` runtime on nerdctl, with a container cache a scope (namespace and
 // address), kept by containerd's events.
+import { Slots } from '../base/cli.js';
 import { type Observable, catchError, defer, filter, map, of, share } from 'rxjs';
 import type { WatchState } from '../../ports.js';
 import { parseInstanceKey } from '../../workload.js';
@@ -47,7 +48,9 @@ export const containerdModule: RuntimeModule = {
       return watchState;
     };
     return {
-      connectors: new Map([['containerd', new ContainerdRuntime(nerdctl, watchIn, config.containerdScope)]]),
+      connectors: new Map([
+        ['containerd', new ContainerdRuntime(nerdctl, watchIn, config.containerdScope, undefined, new Slots(config.maxCreates('containerd')))],
+      ]),
       // Asked only while a containerd workload runs (a host without nerdctl is not asked at all).
       figures: (agentName, running) =>
         defer(() =>

@@ -8,7 +8,8 @@ import { RuntimeConfigError, parseContainerConfig, containerRunArgs } from '../b
 import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import type { Cli } from '../base/cli.js';
+import { type Cli, Slots } from '../base/cli.js';
+import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
 import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
 import type { ImagePull } from '../base/images.js';
@@ -50,6 +51,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
     private readonly watchIn: (scope: Scope) => WatchState,
     private readonly defaults: Scope = [],
     private readonly pulls = new ImagePulls(cli),
+    private readonly creates = new Slots(DEFAULT_MAX_CREATES),
   ) {}
 
   /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */
@@ -93,11 +95,13 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = nerdctlImagePull(config, scope);
-      const run$ = this.cli.run(
-        containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
-        undefined,
-        'command',
-        ...createDeadlines([pull], this.cli),
+      const run$ = this.creates.run(
+        this.cli.run(
+          containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
+          undefined,
+          'command',
+          ...createDeadlines([pull], this.cli),
+        ),
       );
       return concat(this.pulls.under([pull]), run$).pipe(
         map((stdout) => {

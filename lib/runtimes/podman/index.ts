@@ -10,18 +10,25 @@ import { conmonExits, containerEvents } from './events.js';
 import { PodmanKubeRuntime, runsInPod } from './kube.js';
 import { podmanContainers } from './queries.js';
 import { PodmanRuntime } from './runtime.js';
+import { PodmanService } from './service.js';
 import { podmanFigures } from './stats.js';
+import { Slots } from '../base/cli.js';
 
 /**
  * swdd~agent-supports-multiple-runtime-connectors~1. `podmanTimers`: whether Podman runs its own health-check
  * timers (a podman-kube container's livenessProbe then runs by Podman, which the agent cannot turn off); the
- * host tells unless given.
+ * host tells unless given. `systemSocket`: where the system's Podman service listens (SYSTEM_SOCKET unless given).
  */
-export function podmanModule({ podmanTimers }: { readonly podmanTimers?: boolean } = {}): RuntimeModule {
+export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTimers?: boolean; readonly systemSocket?: string } = {}): RuntimeModule {
   return {
     names: ['podman', 'podman-kube'],
-    make({ cli: cliOf, watch, config, log }) {
-      const cli = cliOf('podman');
+    make({ cli: cliOf, watch, config, log, note }) {
+      const service = config.podmanService
+        ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
+        : undefined;
+      const cli = cliOf('podman', { route: service });
+      // Started now, so that it answers by the time the agent asks for its workloads.
+      service?.warm();
       // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run
       // before in between): the cache hears it from the agent at once.
       const ownStarts$ = new Subject<ContainerEvent>();
@@ -34,11 +41,12 @@ export function podmanModule({ podmanTimers }: { readonly podmanTimers?: boolean
       });
       const startedInPlace = (id: string) => ownStarts$.next({ id, change: 'started', at: Date.now() });
       const pulls = new ImagePulls(cli);
+      const creates = new Slots(config.maxCreates('podman'));
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
       return {
         connectors: new Map<string, RuntimeConnector>([
-          ['podman', new PodmanRuntime(cli, watchState, config.health, startedInPlace, pulls)],
-          ['podman-kube', new PodmanKubeRuntime(cli, watchState, log, health, pulls)],
+          ['podman', new PodmanRuntime(cli, watchState, config.health, startedInPlace, pulls, creates)],
+          ['podman-kube', new PodmanKubeRuntime(cli, watchState, log, health, pulls, creates)],
         ]),
         figures: (agentName, running) => podmanFigures(cli, agentName, (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName),
       };

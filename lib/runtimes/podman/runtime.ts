@@ -11,7 +11,8 @@ import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
-import { type Cli, CliError } from '../base/cli.js';
+import { type Cli, CliError, Slots } from '../base/cli.js';
+import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 import { healthChecks, withHealth } from './health-checks.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
 
@@ -28,6 +29,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     /** Told of each container the runtime started again in place, once `podman start` returned. */
     private readonly startedInPlace?: (id: string) => void,
     private readonly pulls = new ImagePulls(cli),
+    /** The creates that may run at once (shared with podman-kube: one engine). */
+    private readonly creates = new Slots(DEFAULT_MAX_CREATES),
   ) {}
 
   /**
@@ -67,10 +70,12 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = podmanImagePull(given);
-      const run$ = this.cli.run(containerRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli));
+      const run$ = this.creates.run(
+        this.cli.run(containerRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli)),
+      );
       return concat(this.pulls.under([pull]), run$).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
-        catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined)),
+        catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined, run$)),
       );
     });
   }
@@ -83,7 +88,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * instance, as the released agent cleans up; that name also goes (a container left only in storage after a
    * crash mid-create is listed by no `ps`), unless a container that is not this instance's holds it.
    */
-  private afterFailedCreate(err: unknown, key: string, agentName: string, byKey: boolean): Observable<string> {
+  private afterFailedCreate(err: unknown, key: string, agentName: string, byKey: boolean, again$: Observable<string>): Observable<string> {
     const inUse = err instanceof CliError && /already in use/.test(err.message);
     return podmanContainers(this.cli, [`label=name=${key}`]).pipe(
       catchError(() => of([] as Container[])),
@@ -97,7 +102,10 @@ export class PodmanRuntime implements RuntimeConnector<string> {
             const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.id === c.id));
             return concat(
               quietly(concat(...own.map((c) => this.forceRemove(c.id)), keyIsOurs ? this.forceRemove(key) : EMPTY)),
-              throwError(() => err),
+              // A create made again after Podman's service went under it found what the first try left: gone now, it is made once more.
+              err instanceof CliError && err.retried && inUse && keyIsOurs
+                ? again$.pipe(map((stdout) => stdout.trim().split('\n').at(-1)!))
+                : throwError(() => err),
             );
           }),
         );

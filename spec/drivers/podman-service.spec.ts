@@ -1,0 +1,187 @@
+// Podman asked through its running service (lib/runtimes/podman/service.ts), on real Podman: the calls that
+// take it, the containers it makes, and what happens when the service is killed, stalls or is not Podman's.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { silentLogger } from '../../lib/logger.js';
+import { Cli } from '../../lib/runtimes/base/cli.js';
+import { PodmanService } from '../../lib/runtimes/podman/service.js';
+import { podmanFigures } from '../../lib/runtimes/podman/stats.js';
+import { lastValueFrom } from 'rxjs';
+import { IMAGE, PodmanAgent, busybox, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { until } from '../../scripts/harness/wait.js';
+
+/** A call of the CLI as it was told: its subcommand and the way it took. */
+interface Call {
+  readonly subcommand: string;
+  readonly via?: string;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('Podman through its service (real Podman)', function () {
+  this.timeout(90_000);
+  before(requirePodman);
+  const folders: string[] = [];
+  const pids: number[] = [];
+  let agent: PodmanAgent | undefined;
+  afterEach(() => {
+    agent?.stop();
+    agent = undefined;
+    for (const pid of pids.splice(0)) {
+      try {
+        process.kill(pid, 'SIGCONT');
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+    for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+  });
+
+  /** A service of its own in a new folder, a CLI through it that notes each call's way, and the agent on them. */
+  function servedAgent(prefix: string, systemSocket?: string) {
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-service-'));
+    folders.push(folder);
+    const notes: string[] = [];
+    const service = new PodmanService({ binary: 'podman', folder, log: silentLogger, systemSocket, note: (text) => notes.push(text) });
+    const calls: Call[] = [];
+    const cli = new Cli({ binary: 'podman', route: service, observe: ({ subcommand, via }) => calls.push({ subcommand, via }) });
+    const pid = () => {
+      const socket = service.socket;
+      return socket && existsSync(`${socket}.pid`) ? Number(readFileSync(`${socket}.pid`, 'utf8')) : undefined;
+    };
+    service.warm();
+    agent = new PodmanAgent(uniqueAgent(prefix), undefined, cli);
+    return { agent, service, cli, calls, notes, folder, pid };
+  }
+
+  /** The agent's containers as `<name> <state>`, by the local CLI. */
+  const containersOf = (agentName: string) =>
+    (JSON.parse(podman('ps', '--all', '--format=json', `--filter=label=agent=${agentName}`) || '[]') as { Names: string[]; State: string }[]).map(
+      (c) => `${c.Names[0]} ${c.State}`,
+    );
+
+  it("creates go by the remote client and lists by REST once the service is up, and the containers are Podman's own (the local CLI sees them)", async () => {
+    const { agent, service, calls, pid } = servedAgent('served');
+    await until(() => service.socket !== undefined, 'the service is up');
+    pids.push(pid()!);
+    const workloads = ['a', 'b', 'c'].map((name) => busybox(name, agent.agentName));
+    agent.send({ kind: 'serverHello', added: workloads });
+    for (const w of workloads) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/);
+    expect(calls.filter((c) => c.subcommand === 'run').map((c) => c.via)).to.deep.equal(['service', 'service', 'service']);
+    expect(calls.filter((c) => c.subcommand === 'ps').every((c) => c.via === 'service (REST)')).to.equal(true);
+    expect(containersOf(agent.agentName).sort()).to.have.length(3);
+    agent.send({ kind: 'updateWorkload', added: [], deleted: workloads.map((w) => ({ instanceName: w.instanceName, dependencies: {} })) });
+    await until(() => containersOf(agent.agentName).length === 0, 'all removed');
+    expect(calls.filter((c) => c.subcommand === 'rm').every((c) => c.via === 'service')).to.equal(true);
+  });
+
+  it('a run with an option the remote client lacks goes to the local CLI and says why', async () => {
+    const { agent, service, calls, pid, folder } = servedAgent('local');
+    await until(() => service.socket !== undefined, 'the service is up');
+    pids.push(pid()!);
+    const w = spec(
+      'pidfile',
+      agent.agentName,
+      'podman',
+      `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--pidfile", "${folder}/c.pid"]\ncommandArgs: ["sleep", "3600"]\n`,
+    );
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('pidfile', /^Running\(Ok\)$/);
+    expect(calls.find((c) => c.subcommand === 'run')?.via).to.equal('CLI (the remote client has no --pidfile)');
+  });
+
+  it('the service killed in a burst of creates and deletes: every workload ends as asked, none made twice, and a new service takes over', async () => {
+    const { agent, service, calls, notes, pid } = servedAgent('killed');
+    await until(() => service.socket !== undefined, 'the service is up');
+    const first = pid()!;
+    const workloads = Array.from({ length: 12 }, (_, i) => busybox(`w${i}`, agent.agentName));
+    agent.send({ kind: 'serverHello', added: workloads });
+    await until(() => calls.some((c) => c.subcommand === 'run' && c.via === 'service'), 'a create through the service');
+    process.kill(first, 'SIGKILL');
+    for (const w of workloads) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 60_000);
+    const names = containersOf(agent.agentName);
+    expect(names, 'one running container per workload').to.have.length(12);
+    expect(names.every((n) => n.endsWith(' running'))).to.equal(true);
+    expect(
+      notes.some((n) => n.startsWith('service down')),
+      notes.join('; '),
+    ).to.equal(true);
+    await until(() => service.socket !== undefined && pid() !== first, 'a new service', 20_000);
+    pids.push(pid()!);
+    agent.send({ kind: 'updateWorkload', added: [], deleted: workloads.slice(0, 6).map((w) => ({ instanceName: w.instanceName, dependencies: {} })) });
+    process.kill(pid()!, 'SIGKILL');
+    await until(() => containersOf(agent.agentName).length === 6, 'the six deleted are gone', 60_000);
+  });
+
+  it('a stalled service (SIGSTOP) is found out by its ping, killed and replaced; the create goes to the local CLI meanwhile', async () => {
+    const { agent, service, calls, pid } = servedAgent('stalled');
+    await until(() => service.socket !== undefined, 'the service is up');
+    const stalled = pid()!;
+    pids.push(stalled);
+    process.kill(stalled, 'SIGSTOP');
+    const w = busybox('late', agent.agentName);
+    agent.send({ kind: 'serverHello', added: [w] });
+    // The probe asks every 2 s; the CLI's deadline (120 s) is never waited for.
+    await agent.waitFor('late', /^Running\(Ok\)$/, 20_000);
+    await until(() => !alive(stalled), 'the stalled service is killed');
+    expect(calls.some((c) => c.via?.startsWith('CLI (the service was lost'))).to.equal(true);
+    expect(containersOf(agent.agentName)).to.deep.equal([`late.${w.instanceName.id}.${agent.agentName} running`]);
+  });
+
+  it("a socket that answers but is not Podman's is not taken for the system's service: the agent starts its own", async () => {
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-notpodman-'));
+    folders.push(folder);
+    const socket = path.join(folder, 'fake.sock');
+    const server = net.createServer((c) => c.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK'));
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    try {
+      const { service, notes, pid } = servedAgent('notpodman', socket);
+      await until(() => service.socket !== undefined, 'a service is up');
+      pids.push(pid()!);
+      expect(service.socket).to.not.equal(socket);
+      expect(notes.at(-1)).to.match(/^service up: a service of its own/);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('health checks run by the remote client, and the figures of a scrape come through the service', async () => {
+    const { agent, service, calls, pid } = servedAgent('health');
+    await until(() => service.socket !== undefined, 'the service is up');
+    pids.push(pid()!);
+    const w = spec(
+      'checked',
+      agent.agentName,
+      'podman',
+      `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--health-cmd", "true", "--health-interval", "1s"]\ncommandArgs: ["sleep", "3600"]\n`,
+    );
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('checked', /^Running\(Ok\)$/);
+    await until(() => calls.some((c) => c.subcommand === 'exec'), 'a health check ran');
+    expect(calls.filter((c) => c.subcommand === 'exec').map((c) => c.via)).to.include('service');
+    const figures = await lastValueFrom(podmanFigures(new Cli({ binary: 'podman', route: service }), agent.agentName, () => undefined));
+    expect(figures.map((f) => f.workload)).to.include('checked');
+  });
+
+  it('with the switch off (no route) no service is started and every call is a Podman process of its own', async () => {
+    const before = execFileSync('sh', ['-c', 'pgrep -fc "podman system service" || true'], { encoding: 'utf8' }).trim();
+    agent = new PodmanAgent(uniqueAgent('off'), undefined, new Cli({ binary: 'podman' }));
+    const w = busybox('plain', agent.agentName);
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('plain', /^Running\(Ok\)$/);
+    expect(agent.cli.calls, 'Podman processes for the start').to.be.greaterThan(1);
+    expect(execFileSync('sh', ['-c', 'pgrep -fc "podman system service" || true'], { encoding: 'utf8' }).trim()).to.equal(before);
+  });
+});
