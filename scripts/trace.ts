@@ -94,6 +94,18 @@ const OWN: Requirement[] = [
     'rx~pull-ahead-registry~1',
     "Pulls use the workload's registry options (--tls-verify, --authfile, --creds, --cert-dir, --platform, …; nerdctl's and kube play's own) and its --pull policy or imagePullPolicy",
   ],
+  [
+    'rx~podman-service~1',
+    "Podman is asked through its running service (the system's, else the agent's own): creates by the remote client with the workload's options as given, lists and image checks by REST; what the remote client lacks goes to the local CLI",
+  ],
+  [
+    'rx~podman-service-fallback~1',
+    'A service that is killed, stalls or is not Podman is replaced, its calls made by the local CLI meanwhile, nothing lost or made twice; podman_service = false keeps a Podman process per call',
+  ],
+  [
+    'rx~max-concurrent-creates~1',
+    'ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES and ANKAIOS_CONTAINERD_MAX_CONCURRENT_CREATES cap the creates an engine runs at once (4 unless said)',
+  ],
 ].map(([id, title]) => ({ id, title, design: 'ank-agent-rx', needs: ['utest'] }));
 
 const baseOf = (id: string) => id.replace(/~\d+$/, '');

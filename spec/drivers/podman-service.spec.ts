@@ -72,6 +72,7 @@ describe('Podman through its service (real Podman)', function () {
       (c) => `${c.Names[0]} ${c.State}`,
     );
 
+  // rx~podman-service~1
   it("creates go by the remote client and lists by REST once the service is up, and the containers are Podman's own (the local CLI sees them)", async () => {
     const { agent, service, calls, pid } = servedAgent('served');
     await until(() => service.socket !== undefined, 'the service is up');
@@ -87,6 +88,7 @@ describe('Podman through its service (real Podman)', function () {
     expect(calls.filter((c) => c.subcommand === 'rm').every((c) => c.via === 'service')).to.equal(true);
   });
 
+  // rx~podman-service~1
   it('a run with an option the remote client lacks goes to the local CLI and says why', async () => {
     const { agent, service, calls, pid, folder } = servedAgent('local');
     await until(() => service.socket !== undefined, 'the service is up');
@@ -102,6 +104,7 @@ describe('Podman through its service (real Podman)', function () {
     expect(calls.find((c) => c.subcommand === 'run')?.via).to.equal('CLI (the remote client has no --pidfile)');
   });
 
+  // rx~podman-service-fallback~1
   it('the service killed in a burst of creates and deletes: every workload ends as asked, none made twice, and a new service takes over', async () => {
     const { agent, service, calls, notes, pid } = servedAgent('killed');
     await until(() => service.socket !== undefined, 'the service is up');
@@ -125,6 +128,7 @@ describe('Podman through its service (real Podman)', function () {
     await until(() => containersOf(agent.agentName).length === 6, 'the six deleted are gone', 60_000);
   });
 
+  // rx~podman-service-fallback~1
   it('a stalled service (SIGSTOP) is found out by its ping, killed and replaced; the create goes to the local CLI meanwhile', async () => {
     const { agent, service, calls, pid } = servedAgent('stalled');
     await until(() => service.socket !== undefined, 'the service is up');
@@ -140,6 +144,7 @@ describe('Podman through its service (real Podman)', function () {
     expect(containersOf(agent.agentName)).to.deep.equal([`late.${w.instanceName.id}.${agent.agentName} running`]);
   });
 
+  // rx~podman-service-fallback~1
   it("a socket that answers but is not Podman's is not taken for the system's service: the agent starts its own", async () => {
     const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-notpodman-'));
     folders.push(folder);
@@ -157,6 +162,7 @@ describe('Podman through its service (real Podman)', function () {
     }
   });
 
+  // rx~podman-service~1
   it('health checks run by the remote client, and the figures of a scrape come through the service', async () => {
     const { agent, service, calls, pid } = servedAgent('health');
     await until(() => service.socket !== undefined, 'the service is up');
@@ -175,6 +181,7 @@ describe('Podman through its service (real Podman)', function () {
     expect(figures.map((f) => f.workload)).to.include('checked');
   });
 
+  // rx~podman-service-fallback~1
   it('with the switch off (no route) no service is started and every call is a Podman process of its own', async () => {
     const before = execFileSync('sh', ['-c', 'pgrep -fc "podman system service" || true'], { encoding: 'utf8' }).trim();
     agent = new PodmanAgent(uniqueAgent('off'), undefined, new Cli({ binary: 'podman' }));

@@ -51,4 +51,26 @@ describe('the agent config: containerd and pull_ahead', () => {
     expect(resolved('').pullAhead).to.equal(true);
     expect(resolved('pull_ahead = false').pullAhead).to.equal(false);
   });
+
+  // rx~podman-service-fallback~1
+  it('asks Podman through its service unless podman_service = false', () => {
+    expect(resolved('').podmanService).to.equal(true);
+    expect(resolved('podman_service = false').podmanService).to.equal(false);
+  });
+
+  // rx~max-concurrent-creates~1
+  it('runs 4 creates at once per engine unless ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES says a whole number from 1', () => {
+    const withEnv = (env: Record<string, string>) => resolveConfig({ name: 'a', insecure: true }, env, {});
+    expect(withEnv({}).maxCreates).to.deep.equal({ podman: 4, containerd: 4 });
+    expect(withEnv({ ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES: '1', ANKAIOS_CONTAINERD_MAX_CONCURRENT_CREATES: '12' }).maxCreates).to.deep.equal({
+      podman: 1,
+      containerd: 12,
+    });
+    for (const bad of ['0', '-1', 'four', '2.5']) {
+      expect(() => withEnv({ ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES: bad }), bad).to.throw(
+        ConfigError,
+        `ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES is '${bad}': give a whole number from 1 to 9999.`,
+      );
+    }
+  });
 });
