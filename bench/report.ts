@@ -1,6 +1,7 @@
 // What every bench part shares: the figures it records (printed as they come, written to bench/results.json at
 // the end) and the few statistics the parts take of their samples.
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 
 export interface Figure {
   readonly name: string;
@@ -52,6 +53,19 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** CPU time of an agent so far, in ms: its own (with its launcher shell's), and that of the processes waited for (the runtime's). */
 export function cpuMs(pid: number): { own: number; children: number } {
   return [pid, ...launcherShells(pid)].map(processCpuMs).reduce((sum, cpu) => ({ own: sum.own + cpu.own, children: sum.children + cpu.children }));
+}
+
+/**
+ * The CPU of the Podman service an agent of ours started in its io folder (lib/runtimes/podman/service.ts), with
+ * what it waited for: the runtime's CPU that is no child of the agent's while the service runs. 0 without one.
+ */
+export function podmanServiceCpuMs(ioFolder: string): number {
+  try {
+    const cpu = processCpuMs(Number(readFileSync(path.join(ioFolder, 'podman.sock.pid'), 'utf8')));
+    return cpu.own + cpu.children;
+  } catch {
+    return 0;
+  }
 }
 
 function processCpuMs(pid: number): { own: number; children: number } {
