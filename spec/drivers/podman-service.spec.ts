@@ -73,7 +73,7 @@ describe('Podman through its service (real Podman)', function () {
     );
 
   // rx~podman-service~1
-  it("creates go by the remote client and lists by REST once the service is up, and the containers are Podman's own (the local CLI sees them)", async () => {
+  it("creates go by the remote client, lists and removes by REST once the service is up, and the containers are Podman's own (the local CLI sees them)", async () => {
     const { agent, service, calls, pid } = servedAgent('served');
     await until(() => service.socket !== undefined, 'the service is up');
     pids.push(pid()!);
@@ -85,7 +85,8 @@ describe('Podman through its service (real Podman)', function () {
     expect(containersOf(agent.agentName).sort()).to.have.length(3);
     agent.send({ kind: 'updateWorkload', added: [], deleted: workloads.map((w) => ({ instanceName: w.instanceName, dependencies: {} })) });
     await until(() => containersOf(agent.agentName).length === 0, 'all removed');
-    expect(calls.filter((c) => c.subcommand === 'rm').every((c) => c.via === 'service')).to.equal(true);
+    await until(() => calls.filter((c) => c.subcommand === 'rm').length === 3, 'three removes told');
+    expect(calls.filter((c) => c.subcommand === 'rm').map((c) => c.via)).to.deep.equal(['service (REST)', 'service (REST)', 'service (REST)']);
   });
 
   // rx~podman-service~1
@@ -163,7 +164,7 @@ describe('Podman through its service (real Podman)', function () {
   });
 
   // rx~podman-service~1
-  it('health checks run by the remote client, and the figures of a scrape come through the service', async () => {
+  it('health checks stay with the local CLI (the service would keep every exec session), and the figures of a scrape come by REST', async () => {
     const { agent, service, calls, pid } = servedAgent('health');
     await until(() => service.socket !== undefined, 'the service is up');
     pids.push(pid()!);
@@ -176,9 +177,13 @@ describe('Podman through its service (real Podman)', function () {
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('checked', /^Running\(Ok\)$/);
     await until(() => calls.some((c) => c.subcommand === 'exec'), 'a health check ran');
-    expect(calls.filter((c) => c.subcommand === 'exec').map((c) => c.via)).to.include('service');
-    const figures = await lastValueFrom(podmanFigures(new Cli({ binary: 'podman', route: service }), agent.agentName, () => undefined));
-    expect(figures.map((f) => f.workload)).to.include('checked');
+    expect(calls.filter((c) => c.subcommand === 'exec').map((c) => c.via)).to.include('CLI (the service keeps every exec session)');
+    expect(podman('inspect', '--format={{len .ExecIDs}}', `checked.${w.instanceName.id}.${agent.agentName}`), 'exec sessions kept').to.equal('0');
+    const scraped: Call[] = [];
+    const scraper = new Cli({ binary: 'podman', route: service, observe: ({ subcommand, via }) => scraped.push({ subcommand, via }) });
+    const figures = await lastValueFrom(podmanFigures(scraper, agent.agentName, () => undefined));
+    expect(figures.find((f) => f.workload === 'checked')?.PIDs).to.be.greaterThan(0);
+    expect(scraped.map((c) => `${c.subcommand} ${c.via}`).sort()).to.deep.equal(['ps service (REST)', 'stats service (REST)']);
   });
 
   // rx~podman-service-fallback~1

@@ -204,7 +204,7 @@ export class Cli {
       if (plan.via === 'cli') return slots.run(this.launched(args, args, input, deadline, stallMs, `CLI (${plan.why})`));
       const routed$ =
         'answer' in plan
-          ? this.answered(args, plan.answer, deadline)
+          ? this.answered(args, plan.answer, deadline, route)
           : this.launched(args, plan.args, input, deadline, stallMs, 'service', plan.progressPid, route);
       return slots.run(routed$).pipe(
         catchError((err: unknown) => {
@@ -222,24 +222,34 @@ export class Cli {
     });
   }
 
-  /** A call the route answers itself, within the deadline; a failure of the way is a RouteLost. */
-  private answered(args: readonly string[], answer: (deadlineMs: number) => Promise<string>, deadline: number): Observable<string> {
+  /**
+   * A call the route answers itself, within the deadline; a failure of the way is a RouteLost, and so is a
+   * way that stops answering its ping meanwhile (the answer is not waited for).
+   */
+  private answered(args: readonly string[], answer: (deadlineMs: number) => Promise<string>, deadline: number, route: CallRoute): Observable<string> {
     return new Observable<string>((subscriber) => {
       const started = performance.now();
       const subcommand = args.find((a) => !a.startsWith('-')) ?? '';
-      const observed = (outcome: 'ok' | 'failed') =>
+      const end = (outcome: 'ok' | 'failed', result: () => void) => {
+        if (subscriber.closed) return;
+        clearInterval(probe);
         this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000, via: 'service (REST)' });
+        result();
+      };
+      const probe = setInterval(() => {
+        route.alive(ROUTE_PROBE_MS / 2).then((alive) => {
+          if (!alive) end('failed', () => subscriber.error(new RouteLost(`the service did not answer within ${ROUTE_PROBE_MS / 2000} s`)));
+        });
+      }, ROUTE_PROBE_MS);
       answer(deadline).then(
-        (text) => {
-          observed('ok');
-          subscriber.next(text);
-          subscriber.complete();
-        },
-        (err: unknown) => {
-          observed('failed');
-          subscriber.error(err);
-        },
+        (text) =>
+          end('ok', () => {
+            subscriber.next(text);
+            subscriber.complete();
+          }),
+        (err: unknown) => end('failed', () => subscriber.error(err)),
       );
+      return () => clearInterval(probe);
     });
   }
 
