@@ -100,10 +100,10 @@ export class Cluster {
     return this.ourAgent;
   }
 
-  /** Starts the released agent beside ours. */
-  startTheirs(): Proc {
+  /** Starts the released agent beside ours (under `name`: the released agent's own unless given). */
+  startTheirs(name = this.theirs): Proc {
     this.theirAgent = new Proc(
-      spawn(bin('ank-agent'), ['-n', this.theirs, '-s', this.url, ...this.securityArgs, '-r', this.runFolder('theirs')], {
+      spawn(bin('ank-agent'), ['-n', name, '-s', this.url, ...this.securityArgs, '-r', this.runFolder('theirs')], {
         env: { ...process.env, RUST_LOG: 'info' },
       }),
     );

@@ -159,6 +159,30 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     });
   }
 
+  // rx~podman-service~1
+  it("the released agent started under our agent's name resumes the containers ours made through the Podman service, and ours resumes the released agent's", async () => {
+    await cluster.startServer();
+    cluster.startOurs();
+    await cluster.apply(manifest(workloadYaml('handed', cluster.ours, 'sleep 1000')));
+    await cluster.waitFor('handed', 'Running(Ok)');
+    const made = containers(cluster.ours).get('handed');
+    expect(readdirSync(path.join(cluster.runFolder('ours'), `${cluster.ours}_io`)), 'our agent has its Podman service').to.include('podman.sock');
+    await cluster.ourAgent!.stop('SIGTERM');
+    await cluster.waitFor('handed', 'AgentDisconnected(AgentDisconnected)', 20_000);
+    cluster.startTheirs(cluster.ours);
+    await cluster.waitFor('handed', 'Running(Ok)');
+    await cluster.apply(manifest(workloadYaml('handed', cluster.ours, 'sleep 1000'), workloadYaml('theirs_made', cluster.ours, 'sleep 1000')));
+    await cluster.waitFor('theirs_made', 'Running(Ok)');
+    const madeByTheirs = containers(cluster.ours).get('theirs_made');
+    expect(containers(cluster.ours).get('handed'), 'the released agent resumed it').to.equal(made);
+    await cluster.theirAgent!.stop('SIGTERM');
+    await cluster.waitFor('theirs_made', 'AgentDisconnected(AgentDisconnected)', 20_000);
+    cluster.startOurs();
+    await cluster.waitFor('handed', 'Running(Ok)');
+    await cluster.waitFor('theirs_made', 'Running(Ok)');
+    expect([containers(cluster.ours).get('handed'), containers(cluster.ours).get('theirs_made')], 'ours resumed both').to.deep.equal([made, madeByTheirs]);
+  });
+
   it('the server restarted with its start-up manifest: both agents reconnect, nothing running is recreated', async () => {
     const text = (c: Cluster) => manifest(workloadYaml('kept', c.ours, 'sleep 1000'), workloadYaml('kept_theirs', c.theirs, 'sleep 1000'));
     await cluster.startServer({ manifest: text(cluster) });
