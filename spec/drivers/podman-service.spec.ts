@@ -187,6 +187,36 @@ describe('Podman through its service (real Podman)', function () {
   });
 
   // rx~podman-service-fallback~1
+  it('a Podman whose service cannot start leaves every call to the local CLI, and is tried again after 1 s, then after 2 s', async () => {
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-noservice-'));
+    folders.push(folder);
+    const notes: string[] = [];
+    const service = new PodmanService({
+      binary: '/bin/false',
+      folder,
+      systemSocket: path.join(folder, 'none.sock'),
+      log: silentLogger,
+      note: (n) => notes.push(n),
+    });
+    expect(service.plan(['ps'])).to.deep.equal({ via: 'cli', why: 'the service is not started yet' });
+    await until(() => notes.length === 1, 'the first start to fail');
+    expect(notes).to.deep.equal(['service down: it ended (exit code 1)']);
+    expect(service.plan(['rm', '--force', 'x'])).to.deep.equal({ via: 'cli', why: 'the service is down: it ended (exit code 1)' });
+    const failedAt = Date.now();
+    await until(() => {
+      service.plan(['ps']);
+      return notes.length === 2;
+    }, 'the second start to fail');
+    expect(Date.now() - failedAt, 'the first wait').to.be.within(900, 1500);
+    const again = Date.now();
+    await until(() => {
+      service.plan(['ps']);
+      return notes.length === 3;
+    }, 'the third start to fail');
+    expect(Date.now() - again, 'the second wait, doubled').to.be.within(1900, 2600);
+  });
+
+  // rx~podman-service-fallback~1
   it('with the switch off (no route) no service is started and every call is a Podman process of its own', async () => {
     const before = execFileSync('sh', ['-c', 'pgrep -fc "podman system service" || true'], { encoding: 'utf8' }).trim();
     agent = new PodmanAgent(uniqueAgent('off'), undefined, new Cli({ binary: 'podman' }));

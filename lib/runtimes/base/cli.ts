@@ -117,7 +117,7 @@ export type Plan =
 
 /** A way to the engine that a call may take instead of a process of its own (the CLI's `route`). */
 export interface CallRoute {
-  plan(args: readonly string[], kind: CallKind): Plan;
+  plan(args: readonly string[]): Plan;
   /** Whether a routed call's failure says the way is gone (not the engine's answer): the call then runs locally. */
   lost(message: string): boolean;
   /** Told of a routed call that failed by `lost` words or ran long: it decides whether the way is down and mends it. */
@@ -131,6 +131,12 @@ export class RouteLost extends Error {}
 
 /** How often a routed call still running asks whether its way answers (a stalled service ends it at once, not at its deadline). */
 const ROUTE_PROBE_MS = 2000;
+
+/** Asks `route` every ROUTE_PROBE_MS whether it answers; `lost` hears of the first time it does not. Returns the timer. */
+const probeRoute = (route: CallRoute, lost: (err: RouteLost) => void): NodeJS.Timeout =>
+  setInterval(() => {
+    route.alive(ROUTE_PROBE_MS / 2).then((alive) => alive || lost(new RouteLost(`the service did not answer within ${ROUTE_PROBE_MS / 2000} s`)));
+  }, ROUTE_PROBE_MS);
 
 export interface CliOptions {
   /** The CLI (`podman`, `nerdctl`), by name on the PATH or by path. */
@@ -200,7 +206,7 @@ export class Cli {
     const route = this.options.route;
     if (!route) return slots.run(this.launched(args, args, input, deadline, stallMs));
     return defer(() => {
-      const plan = route.plan(args, kind);
+      const plan = route.plan(args);
       if (plan.via === 'cli') return slots.run(this.launched(args, args, input, deadline, stallMs, `CLI (${plan.why})`));
       const routed$ =
         'answer' in plan
@@ -236,11 +242,7 @@ export class Cli {
         this.options.observe?.({ subcommand, args, outcome, seconds: (performance.now() - started) / 1000, via: 'service (REST)' });
         result();
       };
-      const probe = setInterval(() => {
-        route.alive(ROUTE_PROBE_MS / 2).then((alive) => {
-          if (!alive) end('failed', () => subscriber.error(new RouteLost(`the service did not answer within ${ROUTE_PROBE_MS / 2000} s`)));
-        });
-      }, ROUTE_PROBE_MS);
+      const probe = probeRoute(route, (lost) => end('failed', () => subscriber.error(lost)));
       answer(deadline).then(
         (text) =>
           end('ok', () => {
@@ -328,13 +330,11 @@ export class Cli {
         const watch = stallMs === undefined ? undefined : this.watchProgress(progressOf, stallMs, () => killed(`made no progress for ${stallMs / 1000} s`));
         const probe =
           route &&
-          setInterval(() => {
-            route.alive(ROUTE_PROBE_MS / 2).then((alive) => {
-              if (alive || over) return;
-              stop('SIGKILL');
-              end('failed', () => subscriber.error(new RouteLost(`the service did not answer within ${ROUTE_PROBE_MS / 2000} s`)));
-            });
-          }, ROUTE_PROBE_MS);
+          probeRoute(route, (lost) => {
+            if (over) return;
+            stop('SIGKILL');
+            end('failed', () => subscriber.error(lost));
+          });
         return {
           kill: () => {
             over = true;
@@ -438,9 +438,9 @@ export class Cli {
           this.calls += 1;
           const started = performance.now();
           const args = ['exec', '--env', marker, container, ...argv];
-          const plan = this.options.route?.plan(args, 'check');
-          const routed = plan?.via === 'service' && 'args' in plan;
-          const child = spawn(this.binary, routed ? plan.args : args, { stdio: ['ignore', 'pipe', 'pipe'] });
+          // Checks run locally whatever the route (Podman's service keeps every exec session); it says why.
+          const plan = this.options.route?.plan(args);
+          const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
           const kept = new Kept(MAX_CHECK_OUTPUT_BYTES);
           const keep = (chunk: Buffer) => kept.add(chunk);
           child.stdout.on('data', keep);
@@ -455,7 +455,7 @@ export class Cli {
               args: ['exec', container],
               outcome: observed,
               seconds: (performance.now() - started) / 1000,
-              via: plan && (plan.via === 'cli' ? `CLI (${plan.why})` : 'service'),
+              via: plan?.via === 'cli' ? `CLI (${plan.why})` : undefined,
             });
             subscriber.next(outcome);
             subscriber.complete();
@@ -469,11 +469,7 @@ export class Cli {
           }, timeoutMs);
           child.on('error', (err) => end({ kind: 'not-run', output: `Cannot run ${this.command}: ${err.message}` }, 'failed'));
           child.on('close', (code) => {
-            // The service went under it: the check says nothing, and the route hears of it.
-            if (routed && code !== 0 && this.options.route?.lost(output())) {
-              this.options.route.failed(output());
-              end({ kind: 'not-run', output: output() }, 'failed');
-            } else if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
+            if (code === 0) end({ kind: 'passed', output: output() }, 'ok');
             else end({ kind: code === CLI_FAILED ? 'not-run' : 'failed', output: output() }, 'failed');
           });
           return {

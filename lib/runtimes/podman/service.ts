@@ -8,7 +8,7 @@ import { lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { Logger } from '../../logger.js';
-import { type CallKind, type CallRoute, CliError, type Plan, RouteLost } from '../base/cli.js';
+import { type CallRoute, CliError, type Plan, RouteLost } from '../base/cli.js';
 
 /** Where a Podman run by the system (its socket unit) listens, as root. */
 export const SYSTEM_SOCKET = '/run/podman/podman.sock';
@@ -47,14 +47,16 @@ export interface ServiceOptions {
 }
 
 type State =
-  | { readonly kind: 'off'; readonly retryAt: number; readonly retryMs: number; readonly why: string }
+  | { readonly kind: 'off'; readonly retryAt: number; readonly why: string }
   | { readonly kind: 'starting' }
   | { readonly kind: 'up'; readonly socket: string; readonly pid?: number }
   /** No service can be had here (the socket's path is too long): every call goes locally. */
   | { readonly kind: 'never'; readonly why: string };
 
 export class PodmanService implements CallRoute {
-  private state: State = { kind: 'off', retryAt: 0, retryMs: RETRY_MS.first, why: 'the service is not started yet' };
+  private state: State = { kind: 'off', retryAt: 0, why: 'the service is not started yet' };
+  /** The wait before the next start after a failure: doubled by each failure in a row, set back when it is up. */
+  private retryMs = RETRY_MS.first;
   private child?: ChildProcess;
   private readonly ownSocket?: string;
 
@@ -75,7 +77,7 @@ export class PodmanService implements CallRoute {
     if (this.state.kind === 'off' && Date.now() >= this.state.retryAt) this.start();
   }
 
-  plan(args: readonly string[], kind: CallKind): Plan {
+  plan(args: readonly string[]): Plan {
     const state = this.state;
     if (state.kind !== 'up') {
       this.warm();
@@ -85,7 +87,7 @@ export class PodmanService implements CallRoute {
     if (why) return { via: 'cli', why };
     const answer = restAnswer(state.socket, args);
     if (answer) return { via: 'service', answer };
-    return { via: 'service', args: ['--remote', '--url', `unix://${state.socket}`, ...args], progressPid: kind === 'check' ? undefined : state.pid };
+    return { via: 'service', args: ['--remote', '--url', `unix://${state.socket}`, ...args], progressPid: state.pid };
   }
 
   lost(message: string): boolean {
@@ -121,9 +123,9 @@ export class PodmanService implements CallRoute {
   }
 
   private off(why: string, failed: boolean): void {
-    const last = this.state.kind === 'off' ? this.state.retryMs : RETRY_MS.first / 2;
-    const retryMs = failed ? Math.min(RETRY_MS.most, last * 2) : RETRY_MS.first;
-    this.state = { kind: 'off', retryAt: failed ? Date.now() + retryMs : 0, retryMs, why: `the service is down: ${why}` };
+    const retryAt = failed ? Date.now() + this.retryMs : 0;
+    if (failed) this.retryMs = Math.min(RETRY_MS.most, this.retryMs * 2);
+    this.state = { kind: 'off', retryAt, why: `the service is down: ${why}` };
     this.options.note?.(`service down: ${why}`);
   }
 
@@ -132,12 +134,12 @@ export class PodmanService implements CallRoute {
     this.state = { kind: 'starting' };
     const system = this.options.systemSocket ?? SYSTEM_SOCKET;
     const own = this.ownSocket;
-    void (async () => {
+    (async () => {
       if (isSocket(system) && (await ping(system, 1000))) return this.up(system, undefined, 'the system service');
       if (!own) return this.off(`no system service answers at '${system}'`, true);
       if (isSocket(own) && (await ping(own, 1000))) return this.up(own, servicePid(own), 'a service started earlier');
       this.launch(own);
-    })();
+    })().catch((err: unknown) => this.off(`it could not be started: ${(err as Error).message}`, true));
   }
 
   private launch(socket: string): void {
@@ -178,6 +180,7 @@ export class PodmanService implements CallRoute {
   private up(socket: string, pid: number | undefined, what: string): void {
     if (this.state.kind !== 'starting') return;
     this.state = { kind: 'up', socket, pid };
+    this.retryMs = RETRY_MS.first;
     this.options.note?.(`service up: ${what} at '${socket}'${pid === undefined ? '' : ` (pid ${pid})`}`);
   }
 }
