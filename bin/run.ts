@@ -54,7 +54,7 @@ interface Setting {
   readonly name: string;
   readonly ioFolder: string;
   /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
-  readonly runtimes: Pick<RuntimeWiring, 'health' | 'containerdScope' | 'podmanService' | 'maxCreates'> & { readonly wanted?: readonly string[] };
+  readonly runtimes: Pick<RuntimeWiring, 'health' | 'containerdScope' | 'podmanService' | 'maxCreates' | 'imageGc'> & { readonly wanted?: readonly string[] };
   readonly backoff?: CrashLoopBackoff;
   /** Images are pulled ahead: an update's before its old instance stops, a waiting workload's while it waits. */
   readonly pullAhead: boolean;
@@ -220,7 +220,14 @@ function connected({ config, security, ioFolder }: EarlyStart, log: Logger): Set
 
 /** What both modes take alike from the config: the runtimes, the back-off, the pull ahead, the metrics. */
 const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 'pullAhead' | 'metrics'> => ({
-  runtimes: { wanted: c.runtimes, health: c.healthChecks, containerdScope: c.containerdScope, podmanService: c.podmanService, maxCreates: c.maxCreates },
+  runtimes: {
+    wanted: c.runtimes,
+    health: c.healthChecks,
+    containerdScope: c.containerdScope,
+    podmanService: c.podmanService,
+    maxCreates: c.maxCreates,
+    imageGc: c.imageGc,
+  },
   backoff: c.crashLoopBackoff,
   pullAhead: c.pullAhead,
   metrics: c.metrics,

@@ -8,6 +8,7 @@ import type { CliCall, WorkloadContainerFigures } from '../lib/metrics.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { Cli } from '../lib/runtimes/base/cli.js';
+import type { ImageGcSettings } from '../lib/config.js';
 import { DEFAULT_MAX_CREATES } from '../lib/defaults.js';
 import type { ContainerSource, RuntimeContext, RuntimeModule } from '../lib/runtimes/base/module.js';
 import { containerdModule } from '../lib/runtimes/containerd/index.js';
@@ -36,6 +37,8 @@ export interface RuntimeWiring {
   readonly folder?: string;
   /** Podman is asked through its service (agent config `podman_service`; true unless said). */
   readonly podmanService?: boolean;
+  /** When the images the agent pulled are collected (agent config `image_gc`; none unless given). */
+  readonly imageGc?: ImageGcSettings;
   /** Creates at once, by engine (DEFAULT_MAX_CREATES unless given). */
   readonly maxCreates?: Readonly<Record<string, number>>;
   /** --debug: the caches' stages (`podman.cache`) and each CLI's calls (stage: its name). */
@@ -86,6 +89,7 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
       folder: wiring.folder,
       podmanService: wiring.podmanService ?? true,
       maxCreates: (engine) => wiring.maxCreates?.[engine] ?? DEFAULT_MAX_CREATES,
+      imageGc: wiring.imageGc,
     },
     note: (stage, text) => trace.enabled(stage) && trace.note(stage, text),
   };

@@ -1,6 +1,6 @@
 // The agent's settings: command-line flags over environment variables over the config file over defaults.
 import { parse as parseToml } from 'smol-toml';
-import { DEFAULT_CONFIG_PATH, DEFAULT_MAX_CREATES, DEFAULT_SERVER_URL } from './defaults.js';
+import { DEFAULT_CONFIG_PATH, DEFAULT_MAX_CREATES, DEFAULT_SERVER_URL, KUBELET_IMAGE_GC } from './defaults.js';
 import { type CrashLoopBackoff, KUBELET_BACKOFF } from './restart-policy.js';
 import { agentNameProblem } from './workload.js';
 
@@ -43,6 +43,8 @@ export interface RunConfig {
   readonly containerdScope: readonly string[];
   /** Podman is asked through its running service (`podman_service = false`: a Podman process for every call). */
   readonly podmanService: boolean;
+  /** When the agent collects the images it pulled (`image_gc`; false: never). */
+  readonly imageGc?: ImageGcSettings;
   /** How many creates each engine runs at once (`ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES`), by engine (`podman`, `containerd`). */
   readonly maxCreates: Readonly<Record<string, number>>;
   /** Where the metrics endpoint listens, if it is wanted. */
@@ -85,12 +87,19 @@ export interface ConfigFile {
   readonly health_checks?: boolean;
   readonly pull_ahead?: boolean;
   readonly podman_service?: boolean;
+  readonly image_gc?: boolean | Readonly<Record<string, number>>;
   /** nerdctl's namespace and address for every containerd workload (a workload's own generalOptions win). */
   readonly containerd?: Readonly<Record<string, string>>;
   readonly metrics?: string;
 }
 
-type KeyType = 'string' | 'boolean' | 'a table of strings' | 'a list of strings' | 'a table of seconds';
+type KeyType =
+  | 'string'
+  | 'boolean'
+  | 'a table of strings'
+  | 'a list of strings'
+  | 'a table of seconds'
+  | 'a table of high, low (percent) and min_age (seconds), or false';
 const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   version: 'string',
   name: 'string',
@@ -109,6 +118,7 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   health_checks: 'boolean',
   pull_ahead: 'boolean',
   podman_service: 'boolean',
+  image_gc: 'a table of high, low (percent) and min_age (seconds), or false',
   containerd: 'a table of strings',
   metrics: 'string',
 };
@@ -125,6 +135,17 @@ function hasType(value: unknown, type: KeyType): boolean {
       return value !== null && typeof value === 'object' && !Array.isArray(value) && Object.values(value).every((v) => typeof v === 'string');
     case 'a list of strings':
       return Array.isArray(value) && value.every((v) => typeof v === 'string');
+    case 'a table of high, low (percent) and min_age (seconds), or false':
+      return (
+        value === false ||
+        (value !== null &&
+          typeof value === 'object' &&
+          !Array.isArray(value) &&
+          Object.entries(value).every(
+            ([k, v]) =>
+              typeof v === 'number' && Number.isFinite(v) && v >= 0 && ((k === 'min_age' && v <= 86_400 * 365) || ((k === 'high' || k === 'low') && v <= 100)),
+          ))
+      );
     case 'a table of seconds':
       return (
         value !== null &&
@@ -219,6 +240,26 @@ export function selectRuntimes(available: readonly string[], wanted: readonly st
   return { enabled, unknown };
 }
 
+/** When the agent collects the images it pulled: above `high` % used, down to `low` %; never one younger than `minAgeMs`. */
+export interface ImageGcSettings {
+  readonly high: number;
+  readonly low: number;
+  readonly minAgeMs: number;
+}
+
+/** `image_gc`: kubelet's thresholds and minimum age unless the table says otherwise; false: no collection. */
+function imageGcOf(given: ConfigFile['image_gc']): ImageGcSettings | undefined {
+  if (given === false) return undefined;
+  const table = given === true || given === undefined ? {} : given;
+  const settings = {
+    high: table.high ?? KUBELET_IMAGE_GC.high,
+    low: table.low ?? KUBELET_IMAGE_GC.low,
+    minAgeMs: table.min_age === undefined ? KUBELET_IMAGE_GC.minAgeMs : table.min_age * 1000,
+  };
+  if (settings.low > settings.high) throw new ConfigError(`image_gc.low (${settings.low} %) is above image_gc.high (${settings.high} %).`);
+  return settings;
+}
+
 /** `ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES`: a whole number from 1; throws ConfigError naming a value that is not. */
 function maxCreates(env: Readonly<Record<string, string | undefined>>, engine: string): number {
   const variable = `ANKAIOS_${engine}_MAX_CONCURRENT_CREATES`;
@@ -251,6 +292,7 @@ function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<
     pullAhead: file.pull_ahead ?? true,
     containerdScope: Object.entries(file.containerd ?? {}).flatMap(([key, value]) => [CONTAINERD_KEYS[key as keyof typeof CONTAINERD_KEYS], value]),
     podmanService: file.podman_service ?? true,
+    imageGc: imageGcOf(file.image_gc),
     maxCreates: { podman: maxCreates(env, 'PODMAN'), containerd: maxCreates(env, 'CONTAINERD') },
     metrics,
   };

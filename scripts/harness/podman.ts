@@ -15,6 +15,7 @@ import { builtInRuntimes } from '../../bin/wiring.js';
 import { containerdModule } from '../../lib/runtimes/containerd/index.js';
 import { podmanModule } from '../../lib/runtimes/podman/index.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
+import type { ImageGcSettings } from '../../lib/config.js';
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
@@ -164,6 +165,9 @@ export class PodmanAgent {
       nerdctl?: Cli;
       pullAhead?: boolean;
       containerdScope?: readonly string[];
+      /** The images the agent pulled are recorded in `folder` and collected so. */
+      imageGc?: ImageGcSettings;
+      folder?: string;
     } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;

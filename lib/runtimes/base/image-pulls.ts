@@ -2,7 +2,25 @@
 // workload's while it waits), for the runtimes on a container CLI: the CLI's query whether an image is
 // there, then its pull when it is not or the workload asks for a pull every time. One pull per image and
 // options at a time, shared by all who need it; at most MAX_PULLS at once; each with its own deadline.
-import { EMPTY, type Observable, catchError, concat, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, throwError } from 'rxjs';
+import {
+  EMPTY,
+  type Observable,
+  catchError,
+  concat,
+  defer,
+  finalize,
+  forkJoin,
+  ignoreElements,
+  map,
+  merge,
+  mergeMap,
+  of,
+  share,
+  switchMap,
+  tap,
+  throwError,
+} from 'rxjs';
+import type { ImageCollector } from './image-gc.js';
 import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../../workload.js';
 import { lastWords } from '../../cli-words.js';
@@ -33,6 +51,8 @@ export class ImagePulls {
     private readonly deadlineMs = PULL_DEADLINE_MS,
     private readonly flush = new Cli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } }),
     private readonly stallMs = PULL_STALL_MS,
+    /** Records the images the agent pulls, and holds a pull back while the disk is full (agent config `image_gc`). */
+    private readonly gc?: ImageCollector,
   ) {}
 
   private slotsOf(image: string): Slots {
@@ -89,7 +109,16 @@ export class ImagePulls {
             catchError(() => EMPTY),
           ),
         );
-        const had$ = pull.policy === 'always' ? pull$ : this.present(pull).pipe(mergeMap((there) => (there ? EMPTY : pull$)));
+        // With a collector, an image that was not there before its pull is the agent's; a pull waits for room first.
+        const gc = this.gc;
+        const had$ =
+          pull.policy === 'always' && !gc
+            ? pull$
+            : this.present(pull).pipe(
+                mergeMap((there) =>
+                  there && pull.policy !== 'always' ? EMPTY : concat(gc?.room(pull) ?? EMPTY, pull$).pipe(tap({ complete: () => there || gc?.pulled(pull) })),
+                ),
+              );
         shared = had$.pipe(
           finalize(() => this.inFlight.delete(key)),
           share(),
@@ -105,6 +134,19 @@ export class ImagePulls {
     return merge(...pulls.map((pull) => this.inFlight.get(pull.args.join('\0')) ?? EMPTY)).pipe(
       ignoreElements(),
       catchError(() => EMPTY),
+    );
+  }
+
+  /**
+   * A create that may pull its images (`run`, `kube play`): with a collector, those that were not there before it
+   * are the agent's once it has succeeded.
+   */
+  recording<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
+    const gc = this.gc;
+    const candidates = pulls.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-'));
+    if (!gc || candidates.length === 0) return create$;
+    return forkJoin(candidates.map((pull) => this.present(pull).pipe(catchError(() => of(true))))).pipe(
+      switchMap((there) => create$.pipe(tap({ complete: () => candidates.forEach((pull, i) => there[i] || gc.pulled(pull)) }))),
     );
   }
 

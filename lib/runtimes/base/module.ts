@@ -7,6 +7,7 @@ import type { Container, ContainerEvent, Engine, WatchState } from '../../ports.
 import type { RuntimeConnector } from '../../runtime-connector.js';
 import type { RunningWorkloads } from '../../running-workloads.js';
 import type { Cli, CliOptions } from './cli.js';
+import type { ImageGcSettings } from '../../config.js';
 
 export interface RuntimeModule {
   /** The runtimes it makes, as workloads name them (`podman`, `podman-kube`). */
@@ -41,6 +42,8 @@ export interface RuntimeSettings {
   readonly podmanService: boolean;
   /** How many creates an engine runs at once, by engine (`podman`, `containerd`). */
   readonly maxCreates: (engine: string) => number;
+  /** When the agent collects the images it pulled (agent config `image_gc`); undefined: never. */
+  readonly imageGc?: ImageGcSettings;
 }
 
 /** Where a runtime's container cache learns of its containers. */

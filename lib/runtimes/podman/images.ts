@@ -1,7 +1,10 @@
 // The images a Podman workload runs, and how each is pulled ahead of its create as Podman would pull it:
 // `podman run` (image, `--pull` and the run options that concern a pull) and `podman kube play` (each
 // container's image and imagePullPolicy, the play options that concern a pull). Pure.
+import { type Observable, map, shareReplay } from 'rxjs';
 import { parseAllDocuments } from 'yaml';
+import type { Cli } from '../base/cli.js';
+import type { ImageEngine } from '../base/image-gc.js';
 import { isRecord } from '../../record.js';
 import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
 import type { ContainerConfig } from '../base/run-config.js';
@@ -65,4 +68,36 @@ export function kubeImagePulls(config: KubeConfig): ImagePull[] {
     }
   }
   return [...pulls.values()];
+}
+
+/**
+ * Podman's images for the collector: what its containers use (`ps` rows' image and image id), `rmi` without
+ * force (Podman refuses an image a container uses; of an image with other tags only the tag goes), and the
+ * storage's graph root.
+ */
+export function podmanImageEngine(cli: Cli): ImageEngine {
+  const folders = new Map<string, Observable<string>>();
+  return {
+    name: 'podman',
+    imagesInUse: (storage) =>
+      cli.run([...storage, 'ps', '--all', '--format=json'], undefined, 'query').pipe(
+        map((text) => {
+          const rows = (text.trim() === '' ? [] : (JSON.parse(text) as { Image?: unknown; ImageID?: unknown }[] | null)) ?? [];
+          return new Set(rows.flatMap((r) => [r.Image, r.ImageID].filter((x): x is string => typeof x === 'string' && x !== '')));
+        }),
+      ),
+    remove: (storage, image) => cli.run([...storage, 'rmi', image]),
+    storeFolder: (storage) => {
+      const key = storage.join('\0');
+      let folder = folders.get(key);
+      if (!folder) {
+        folder = cli.run([...storage, 'info', '--format', '{{.Store.GraphRoot}}'], undefined, 'query').pipe(
+          map((text) => text.trim()),
+          shareReplay(1),
+        );
+        folders.set(key, folder);
+      }
+      return folder;
+    },
+  };
 }

@@ -13,6 +13,8 @@ import { PodmanRuntime } from './runtime.js';
 import { PodmanService } from './service.js';
 import { podmanFigures } from './stats.js';
 import { Slots } from '../base/cli.js';
+import { ImageCollector, ImageRecord } from '../base/image-gc.js';
+import { podmanImageEngine } from './images.js';
 
 /**
  * swdd~agent-supports-multiple-runtime-connectors~1. `podmanTimers`: whether Podman runs its own health-check
@@ -40,7 +42,10 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
         own$: ownStarts$,
       });
       const startedInPlace = (id: string) => ownStarts$.next({ id, change: 'started', at: Date.now() });
-      const pulls = new ImagePulls(cli);
+      // The images the agent pulls are recorded in its folder and collected when no container uses them.
+      const gc =
+        config.imageGc && new ImageCollector(podmanImageEngine(cli), new ImageRecord(config.folder), config.imageGc, { note: (text) => note('images', text) });
+      const pulls = new ImagePulls(cli, undefined, undefined, undefined, gc);
       const creates = new Slots(config.maxCreates('podman'));
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
       return {

@@ -116,7 +116,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         this.pulls.under(pulls),
         defer(() => {
           const started = Date.now();
-          return this.creates.run(this.cli.run(play, manifest, 'command', ...createDeadlines(pulls, this.cli))).pipe(
+          return this.pulls.recording(pulls, this.creates.run(this.cli.run(play, manifest, 'command', ...createDeadlines(pulls, this.cli)))).pipe(
             // What a failed play left behind goes, so that a retry starts clean: only pods it made, never one of
             // the manifest's names that was there before (another agent's or program's pod; `kube down` would take it).
             catchError((err: unknown) =>

@@ -73,7 +73,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const run$ = this.creates.run(
         this.cli.run(containerRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli)),
       );
-      return concat(this.pulls.under([pull]), run$).pipe(
+      return concat(this.pulls.under([pull]), this.pulls.recording([pull], run$)).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined, run$)),
       );

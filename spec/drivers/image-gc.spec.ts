@@ -1,0 +1,108 @@
+// The images the agent pulled, collected once no container uses them (lib/runtimes/base/image-gc.ts), against a
+// real registry and real Podman; a user's image and one a stopped container uses are never removed.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import type { WorkloadSpec } from '../../lib/workload.js';
+import { IMAGE, PodmanAgent, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
+import { until } from '../../scripts/harness/wait.js';
+
+const fromRegistry = (name: string, agentName: string, image: string) =>
+  spec(
+    name,
+    agentName,
+    'podman',
+    `image: ${image}\ncommandOptions: ["--stop-timeout", "1", "--tls-verify=false"]\ncommandArgs: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]\n`,
+  );
+
+const exists = (image: string) => spawnSync('podman', ['image', 'exists', image]).status === 0;
+
+describe('images the agent pulled, collected (real registry, real Podman)', function () {
+  this.timeout(180_000);
+  const registry = new Registry();
+  const images: string[] = [];
+  let user = '';
+  before(async () => {
+    requirePodman();
+    if (!hasRegistry()) throw new Error('docker-registry is missing: run scripts/setup-registry.sh (scripts/setup-podman.sh runs it)');
+    await registry.start();
+    for (let i = 1; i <= 4; i++) images.push(registry.pushBig(`gc:v${i}`, 1, IMAGE));
+    user = registry.pushBig('gc:user', 1, IMAGE);
+  });
+  after(async () => {
+    spawnSync('podman', ['rmi', '--force', ...images, user], { stdio: 'ignore' });
+    await registry.stop();
+    registry.remove();
+  });
+  let agent: PodmanAgent | undefined;
+  const folders: string[] = [];
+  const kept: string[] = [];
+  afterEach(() => {
+    agent?.stop();
+    agent = undefined;
+    if (kept.length > 0) spawnSync('podman', ['rm', '--force', ...kept.splice(0)], { stdio: 'ignore' });
+    spawnSync('podman', ['rmi', '--force', ...images, user], { stdio: 'ignore' });
+    for (const f of folders.splice(0)) rmSync(f, { recursive: true, force: true });
+  });
+
+  const newFolder = () => {
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-gc-'));
+    folders.push(folder);
+    return folder;
+  };
+
+  /** Updates `current` to a workload of `image` and resolves once the new instance runs. */
+  async function updateTo(a: PodmanAgent, current: WorkloadSpec, image: string): Promise<WorkloadSpec> {
+    const next = fromRegistry(current.instanceName.workloadName, a.agentName, image);
+    a.send({ kind: 'updateWorkload', added: [next], deleted: [{ instanceName: current.instanceName, dependencies: {} }] });
+    await until(() => a.states.some((s) => s.instanceName.id === next.instanceName.id && s.executionState.state === 'Running'), 'the new one to run', 60_000);
+    return next;
+  }
+
+  // rx~image-gc~1
+  it("updates through four images leave only the one in use: the agent's old images go, a user's image and one a stopped container uses stay", async () => {
+    const folder = newFolder();
+    podman('pull', '--quiet', '--tls-verify=false', user);
+    agent = new PodmanAgent(uniqueAgent('gc'), undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder });
+    const first = fromRegistry('app', agent.agentName, images[0]);
+    const users = fromRegistry('users', agent.agentName, user);
+    agent.send({ kind: 'serverHello', added: [first, users] });
+    await agent.waitFor('app', /^Running\(Ok\)$/);
+    await agent.waitFor('users', /^Running\(Ok\)$/);
+    let current = first;
+    for (const image of images.slice(1)) {
+      current = await updateTo(agent, current, image);
+      // A container of someone else's, stopped, on the second image: that image stays.
+      if (image === images[1]) {
+        const name = `keep-${agent.agentName}`.replace(/_/g, '-');
+        podman('create', '--name', name, image, 'true');
+        kept.push(name);
+      }
+    }
+    agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: users.instanceName, dependencies: {} }] });
+    await until(() => !exists(images[0]) && !exists(images[2]), "the agent's unused images to go", 30_000);
+    expect(exists(images[1]), 'the image a stopped container uses').to.equal(true);
+    expect(exists(images[3]), 'the image in use').to.equal(true);
+    expect(exists(user), "the user's image, though the agent's workload used it and is gone").to.equal(true);
+    const record = JSON.parse(readFileSync(path.join(folder, 'images.json'), 'utf8')) as { images: { image: string }[] };
+    expect(record.images.map((r) => r.image).sort()).to.deep.equal([images[1], images[3]].sort());
+  });
+
+  // rx~image-gc~1
+  it('the record survives a restart: the next agent removes what the earlier one pulled, once nothing uses it', async () => {
+    const folder = newFolder();
+    const name = uniqueAgent('gcre');
+    const before = new PodmanAgent(name, undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 3_600_000 }, folder });
+    agent = before;
+    const w = fromRegistry('app', name, images[0]);
+    before.send({ kind: 'serverHello', added: [w] });
+    await before.waitFor('app', /^Running\(Ok\)$/);
+    expect(existsSync(path.join(folder, 'images.json')), 'the record').to.equal(true);
+    before.stop();
+    agent = new PodmanAgent(name, undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder });
+    await until(() => !exists(images[0]), 'the image the earlier agent pulled to go', 30_000);
+  });
+});
