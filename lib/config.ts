@@ -138,7 +138,8 @@ function hasType(value: unknown, type: KeyType): boolean {
     case 'a table of high, low (percent) and min_age (seconds), or false':
       return (
         value === false ||
-        (value !== null &&
+        (typeof value === 'object' &&
+          value !== null &&
           typeof value === 'object' &&
           !Array.isArray(value) &&
           Object.entries(value).every(

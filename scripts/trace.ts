@@ -103,6 +103,14 @@ const OWN: Requirement[] = [
     'A service that is killed, stalls or is not Podman is replaced, its calls made by the local CLI meanwhile, nothing lost or made twice; podman_service = false keeps a Podman process per call',
   ],
   [
+    'rx~image-gc~1',
+    "The images the agent pulled itself (recorded in its folder, across restarts) are removed once no container uses them and they are older than image_gc.min_age; a user's image and one any container uses are never removed",
+  ],
+  [
+    'rx~image-gc-disk-guard~1',
+    "A pull ahead waits while the image store's filesystem is above image_gc.high after a collection, reported as a failed pull with the filesystem and how full it is, and goes on once there is room",
+  ],
+  [
     'rx~max-concurrent-creates~1',
     'ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES and ANKAIOS_CONTAINERD_MAX_CONCURRENT_CREATES cap the creates an engine runs at once (4 unless said)',
   ],

@@ -1,7 +1,7 @@
 // The images the agent pulled, collected once no container uses them (lib/runtimes/base/image-gc.ts), against a
 // real registry and real Podman; a user's image and one a stopped container uses are never removed.
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -10,12 +10,13 @@ import { IMAGE, PodmanAgent, podman, requirePodman, spec, uniqueAgent } from '..
 import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
 
-const fromRegistry = (name: string, agentName: string, image: string) =>
+/** A workload of `image` from the registry, in the storage that `generalOptions` choose (Podman's own unless given). */
+const fromRegistry = (name: string, agentName: string, image: string, generalOptions: readonly string[] = []) =>
   spec(
     name,
     agentName,
     'podman',
-    `image: ${image}\ncommandOptions: ["--stop-timeout", "1", "--tls-verify=false"]\ncommandArgs: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]\n`,
+    `generalOptions: ${JSON.stringify(generalOptions)}\nimage: ${image}\ncommandOptions: ["--stop-timeout", "1", "--tls-verify=false"]\ncommandArgs: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]\n`,
   );
 
 const exists = (image: string) => spawnSync('podman', ['image', 'exists', image]).status === 0;
@@ -104,5 +105,44 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
     before.stop();
     agent = new PodmanAgent(name, undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder });
     await until(() => !exists(images[0]), 'the image the earlier agent pulled to go', 30_000);
+  });
+
+  // rx~image-gc-disk-guard~1
+  it("a pull ahead waits while the image store's filesystem is above image_gc.high, says so on the new instance with the old one running, and goes on once there is room", async () => {
+    // The threshold just above how full the store's filesystem is now; a file allocated beside the store crosses it.
+    const root = podman('info', '--format', '{{.Store.GraphRoot}}');
+    const { blocks, bavail, bfree, bsize } = statfsSync(root);
+    const used = blocks - bfree;
+    const percent = (u: number) => (100 * u) / (u + bavail);
+    const high = Math.round((percent(used) + 0.3) * 100) / 100;
+    const filler = path.join(path.dirname(root), `ank-gc-filler-${process.pid}`);
+    const name = uniqueAgent('gcfull');
+    try {
+      agent = new PodmanAgent(name, undefined, undefined, { imageGc: { high, low: high - 1, minAgeMs: 0 }, folder: newFolder(), pullAhead: true });
+      const old = fromRegistry('app', name, images[0]);
+      agent.send({ kind: 'serverHello', added: [old] });
+      await agent.waitFor('app', /^Running\(Ok\)$/, 60_000);
+      execFileSync('fallocate', ['-l', String(Math.ceil(((high + 0.3) / 100) * (used + bavail) - used) * bsize), filler]);
+      const next = fromRegistry('app', name, images[1]);
+      agent.send({ kind: 'updateWorkload', added: [next], deleted: [{ instanceName: old.instanceName, dependencies: {} }] });
+      const waiting = () =>
+        agent!.states.find((s) => s.instanceName.id === next.instanceName.id && /Waiting for disk space/.test(s.executionState.additionalInfo))?.executionState;
+      await until(() => waiting() !== undefined, 'the new instance to say it waits for room', 30_000);
+      expect(waiting()?.additionalInfo).to.match(
+        new RegExp(`^Retry \\d+: Waiting for disk space: the image store's filesystem \\(${root}\\) is \\d+ % full, above ${high} % \\(image_gc.high\\)`),
+      );
+      expect(
+        agent.history('app').some((h) => h.startsWith('Stopping')),
+        'the old instance runs on',
+      ).to.equal(false);
+      rmSync(filler);
+      await until(
+        () => agent!.states.some((s) => s.instanceName.id === next.instanceName.id && s.executionState.state === 'Running'),
+        'the new one to run',
+        60_000,
+      );
+    } finally {
+      rmSync(filler, { force: true });
+    }
   });
 });

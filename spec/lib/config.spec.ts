@@ -58,6 +58,20 @@ describe('the agent config: containerd and pull_ahead', () => {
     expect(resolved('podman_service = false').podmanService).to.equal(false);
   });
 
+  // rx~image-gc~1
+  it("collects the agent's images by kubelet's rule unless image_gc says otherwise; image_gc = false never", () => {
+    expect(resolved('').imageGc).to.deep.equal({ high: 85, low: 80, minAgeMs: 120_000 });
+    expect(resolved('image_gc = { high = 90, min_age = 30 }').imageGc).to.deep.equal({ high: 90, low: 80, minAgeMs: 30_000 });
+    expect(resolved('image_gc = false').imageGc).to.equal(undefined);
+    expect(() => resolved('image_gc = { high = 70, low = 75 }')).to.throw(ConfigError, 'image_gc.low (75 %) is above image_gc.high (70 %).');
+    for (const bad of ['{ high = 101 }', '{ size = 3 }', "{ min_age = '2m' }", 'true', '{ low = -1 }']) {
+      expect(() => resolved(`image_gc = ${bad}`), bad).to.throw(
+        ConfigError,
+        "The key 'image_gc' in the agent config 'test.toml' must be a table of high, low (percent) and min_age (seconds), or false.",
+      );
+    }
+  });
+
   // rx~max-concurrent-creates~1
   it('runs 4 creates at once per engine unless ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES says a whole number from 1', () => {
     const withEnv = (env: Record<string, string>) => resolveConfig({ name: 'a', insecure: true }, env, {});
