@@ -93,6 +93,7 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
       trace,
       observeCall: (call) => metrics?.apply({ kind: 'cliCall', call }),
       eventsRestarted: (engine) => metrics?.apply({ kind: 'eventsRestarted', engine }),
+      images: (engine, change) => metrics?.apply({ kind: 'images', engine, ...change }),
     }),
   );
   metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running, runtimes);

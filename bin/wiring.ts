@@ -46,6 +46,8 @@ export interface RuntimeWiring {
   /** The metrics: each CLI call, and each restart of an engine's event stream. */
   readonly observeCall?: (call: CliCall) => void;
   readonly eventsRestarted?: (engine: string) => void;
+  /** The metrics: the image collector's removals and how full the image stores are. */
+  readonly images?: (engine: string, change: { readonly removed?: number; readonly usedRatio?: number }) => void;
 }
 
 /** What the agent runs workloads with: the runtimes by name, and their containers' figures for the metrics. */
@@ -92,6 +94,7 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
       imageGc: wiring.imageGc,
     },
     note: (stage, text) => trace.enabled(stage) && trace.note(stage, text),
+    images: wiring.images,
   };
   const made = (wiring.modules ?? RUNTIME_MODULES).map((module) => module.make(context));
   return {

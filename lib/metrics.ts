@@ -25,7 +25,9 @@ export type MetricsEvent =
   /** A call of the container CLI ended (the drivers'). */
   | { readonly kind: 'cliCall'; readonly call: CliCall }
   /** An engine's event stream was started again by its container cache (the families count Podman's). */
-  | { readonly kind: 'eventsRestarted'; readonly engine: string };
+  | { readonly kind: 'eventsRestarted'; readonly engine: string }
+  /** The image collector removed an image the agent pulled, or looked at how full an engine's image store is. */
+  | { readonly kind: 'images'; readonly engine: string; readonly removed?: number; readonly usedRatio?: number };
 
 /** What the figures know of a workload. */
 export interface WorkloadFigures {
@@ -52,6 +54,8 @@ export interface MetricsFigures {
   readonly requests: ReadonlyMap<string, { readonly allowed: number; readonly denied: number }>;
   readonly log: { readonly entries: number; readonly bytes: number; readonly cut: number };
   readonly eventsRestarts: number;
+  /** By engine: the images the agent removed, and how full the image store's filesystem was when last looked at. */
+  readonly images: ReadonlyMap<string, { readonly removed: number; readonly usedRatio?: number }>;
 }
 
 export const noFigures = (agentName: string): MetricsFigures => ({
@@ -63,6 +67,7 @@ export const noFigures = (agentName: string): MetricsFigures => ({
   requests: new Map(),
   log: { entries: 0, bytes: 0, cut: 0 },
   eventsRestarts: 0,
+  images: new Map(),
 });
 
 /** A workload Removed for this long is gone (a restart's Removed is followed by its new start at once): its series go. */
@@ -88,6 +93,12 @@ export function stepFigures(figures: MetricsFigures, event: MetricsEvent, now: n
     }
     case 'eventsRestarted':
       return event.engine === 'Podman' ? { ...figures, eventsRestarts: figures.eventsRestarts + 1 } : figures;
+    case 'images': {
+      const images = new Map(figures.images);
+      const before = images.get(event.engine) ?? { removed: 0 };
+      images.set(event.engine, { removed: before.removed + (event.removed ?? 0), usedRatio: event.usedRatio ?? before.usedRatio });
+      return { ...figures, images };
+    }
     case 'cliCall':
       return figures;
   }

@@ -128,6 +128,8 @@ function families(prom: Prom, register: Registry<RegistryContentType>, agent: st
       agent,
     ),
     eventRestarts: counter('ank_agent_podman_event_stream_restarts_total', 'Starts of `podman events` after the first (it ended, failed or stalled).'),
+    imagesRemoved: counter('ank_agent_images_removed_total', 'Images the agent pulled and removed once no container used them, by engine.', ['engine']),
+    imageStoreUsed: gauge('ank_agent_image_store_used_ratio', "How full the image store's filesystem was when last looked at (0 to 1), by engine.", ['engine']),
     containers: {
       cpu: container('cpu_percent', 'CPU use, % of one core (podman stats).'),
       memory: container('memory_bytes', 'memory use.'),
@@ -166,13 +168,30 @@ function render(f: Families, figures: MetricsFigures, version: string, container
   f.info.set({ version, protocol_line: figures.line }, 1);
   f.connected.set(figures.online ? 1 : 0);
   if (figures.since !== undefined) f.since.set(figures.since / 1000);
-  for (const m of [f.reconnects, f.requests, f.logEntries, f.logBytes, f.logCut, f.eventRestarts, f.state, f.restarts, f.exitCode, f.healthy] as const)
+  for (const m of [
+    f.reconnects,
+    f.requests,
+    f.logEntries,
+    f.logBytes,
+    f.logCut,
+    f.eventRestarts,
+    f.imagesRemoved,
+    f.imageStoreUsed,
+    f.state,
+    f.restarts,
+    f.exitCode,
+    f.healthy,
+  ] as const)
     m.reset();
   total(f.reconnects, figures.connections - 1);
   total(f.logEntries, figures.log.entries);
   total(f.logBytes, figures.log.bytes);
   total(f.logCut, figures.log.cut);
   total(f.eventRestarts, figures.eventsRestarts);
+  for (const [engine, { removed, usedRatio }] of figures.images) {
+    total(f.imagesRemoved, removed, { engine });
+    if (usedRatio !== undefined) f.imageStoreUsed.set({ engine }, usedRatio);
+  }
   for (const [workload, { allowed, denied }] of figures.requests) {
     total(f.requests, allowed, { workload, decision: 'allowed' });
     total(f.requests, denied, { workload, decision: 'denied' });

@@ -77,6 +77,25 @@ describe('the metrics figures (a reducer of what the agent tells)', () => {
     expect(figures.log).to.deep.equal({ entries: 5, bytes: 200, cut: 1 });
   });
 
+  // rx~image-gc~1
+  it("counts the images the collector removed by engine, and keeps how full each engine's image store was when last looked at", () => {
+    const figures = reduced(
+      [
+        { kind: 'images', engine: 'podman', usedRatio: 0.9 },
+        { kind: 'images', engine: 'podman', removed: 1 },
+        { kind: 'images', engine: 'podman', removed: 1 },
+        { kind: 'images', engine: 'podman', usedRatio: 0.7 },
+        { kind: 'images', engine: 'containerd', removed: 1 },
+      ],
+      noFigures(AGENT),
+      5_000,
+    );
+    expect([...figures.images]).to.deep.equal([
+      ['podman', { removed: 2, usedRatio: 0.7 }],
+      ['containerd', { removed: 1, usedRatio: undefined }],
+    ]);
+  });
+
   it("sums a pod's containers as its workload's figures (memory limit the largest, network the pod's own) and a container's by its name", () => {
     const figures = (Name: string, n: number, Pod?: string) => ({
       Name,

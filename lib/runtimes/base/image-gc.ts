@@ -158,7 +158,20 @@ export class ImageCollector {
     });
   }
 
+  /** Removes what may go in `storage`, then tells how full its filesystem is. */
   private collectIn(storage: readonly string[]): Observable<number> {
+    const usage$ = this.engine.storeFolder(storage).pipe(
+      mergeMap((folder) => {
+        const used = usedPercent(folder);
+        if (used !== undefined) this.observer.used?.(this.engine.name, used / 100);
+        return EMPTY;
+      }),
+      catchError(() => EMPTY),
+    );
+    return concat(this.removeIn(storage), usage$);
+  }
+
+  private removeIn(storage: readonly string[]): Observable<number> {
     const key = storage.join('\0');
     const oldEnough = this.record
       .of(this.engine.name)

@@ -29,6 +29,8 @@ export interface RuntimeContext {
   readonly config: RuntimeSettings;
   /** --debug: tells `text` under `stage` when that stage is traced. */
   readonly note: (stage: string, text: string) => void;
+  /** The metrics: an image removed by the collector, or how full an engine's image store is. */
+  readonly images?: (engine: string, change: { readonly removed?: number; readonly usedRatio?: number }) => void;
 }
 
 export interface RuntimeSettings {

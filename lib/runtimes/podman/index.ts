@@ -24,7 +24,7 @@ import { podmanImageEngine } from './images.js';
 export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTimers?: boolean; readonly systemSocket?: string } = {}): RuntimeModule {
   return {
     names: ['podman', 'podman-kube'],
-    make({ cli: cliOf, watch, config, log, note }) {
+    make({ cli: cliOf, watch, config, log, note, images }) {
       const service = config.podmanService
         ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
         : undefined;
@@ -44,7 +44,12 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
       const startedInPlace = (id: string) => ownStarts$.next({ id, change: 'started', at: Date.now() });
       // The images the agent pulls are recorded in its folder and collected when no container uses them.
       const gc =
-        config.imageGc && new ImageCollector(podmanImageEngine(cli), new ImageRecord(config.folder), config.imageGc, { note: (text) => note('images', text) });
+        config.imageGc &&
+        new ImageCollector(podmanImageEngine(cli), new ImageRecord(config.folder), config.imageGc, {
+          note: (text) => note('images', text),
+          removed: (engine) => images?.(engine, { removed: 1 }),
+          used: (engine, usedRatio) => images?.(engine, { usedRatio }),
+        });
       const pulls = new ImagePulls(cli, undefined, undefined, undefined, gc);
       const creates = new Slots(config.maxCreates('podman'));
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
