@@ -290,9 +290,21 @@ const FOLDER_PREFIX = 'ank-agent-calls-';
 const foldersMade: string[] = [];
 const sweptParents = new Set<string>();
 
+/**
+ * A folder removed at exit; one a call still running writes into (ENOTEMPTY) is left to the sweep of the next
+ * start, never a stack trace at the exit.
+ */
+function removeQuietly(folder: string): void {
+  try {
+    rmSync(folder, { recursive: true, force: true, maxRetries: 2 });
+  } catch {
+    // Swept at the next start.
+  }
+}
+
 /** Removes the folder when the process exits; the first time in a parent, the folders left there by agents killed before they could exit. */
 function removedAtExit(folder: string, parent: string): void {
-  if (foldersMade.length === 0) process.once('exit', () => foldersMade.forEach((made) => rmSync(made, { recursive: true, force: true })));
+  if (foldersMade.length === 0) process.once('exit', () => foldersMade.forEach(removeQuietly));
   foldersMade.push(folder);
   if (sweptParents.has(parent)) return;
   sweptParents.add(parent);

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { WorkloadSpec } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
 
@@ -88,7 +88,7 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
     expect(exists(images[1]), 'the image a stopped container uses').to.equal(true);
     expect(exists(images[3]), 'the image in use').to.equal(true);
     expect(exists(user), "the user's image, though the agent's workload used it and is gone").to.equal(true);
-    const record = JSON.parse(readFileSync(path.join(folder, 'images.json'), 'utf8')) as { images: { image: string }[] };
+    const record = JSON.parse(readFileSync(path.join(folder, 'images.podman.json'), 'utf8')) as { images: { image: string }[] };
     expect(record.images.map((r) => r.image).sort()).to.deep.equal([images[1], images[3]].sort());
   });
 
@@ -101,7 +101,7 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
     const w = fromRegistry('app', name, images[0]);
     before.send({ kind: 'serverHello', added: [w] });
     await before.waitFor('app', /^Running\(Ok\)$/);
-    expect(existsSync(path.join(folder, 'images.json')), 'the record').to.equal(true);
+    expect(existsSync(path.join(folder, 'images.podman.json')), 'the record').to.equal(true);
     before.stop();
     agent = new PodmanAgent(name, undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder });
     await until(() => !exists(images[0]), 'the image the earlier agent pulled to go', 30_000);
@@ -143,6 +143,47 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
       );
     } finally {
       rmSync(filler, { force: true });
+    }
+  });
+
+  // rx~image-gc~1
+  it('a podman-kube and a containerd workload too: updated to a new image, the old one the agent pulled goes', async () => {
+    try {
+      execFileSync('nerdctl', ['version'], { stdio: 'ignore' });
+    } catch {
+      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-podman.sh runs it)');
+    }
+    const name = uniqueAgent('gcfam');
+    agent = new PodmanAgent(name, undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder: newFolder(), pullAhead: true });
+    const pod = `${name.replace(/_/g, '-')}-web`;
+    const kube = (image: string) => kubePod('kube', name, pod, [{ name: 'c', image }], { extra: 'playOptions: ["--tls-verify=false"]' });
+    const ctrd = (image: string) =>
+      spec(
+        'ctrd',
+        name,
+        'containerd',
+        `image: ${image}\ngeneralOptions: ["--insecure-registry"]\ncommandArgs: ["/bin/sh", "-c", ${JSON.stringify(SLEEP_UNTIL_STOPPED)}]\n`,
+      );
+    const ctrdHas = (image: string) => spawnSync('nerdctl', ['image', 'inspect', image], { stdio: 'ignore' }).status === 0;
+    try {
+      const [kubeOld, ctrdOld] = [kube(images[0]), ctrd(images[0])];
+      agent.send({ kind: 'serverHello', added: [kubeOld, ctrdOld] });
+      await agent.waitFor('kube', /^Running\(Ok\)$/, 60_000);
+      await agent.waitFor('ctrd', /^Running\(Ok\)$/, 60_000);
+      const [kubeNew, ctrdNew] = [kube(images[1]), ctrd(images[1])];
+      agent.send({
+        kind: 'updateWorkload',
+        added: [kubeNew, ctrdNew],
+        deleted: [kubeOld, ctrdOld].map((w) => ({ instanceName: w.instanceName, dependencies: {} })),
+      });
+      for (const next of [kubeNew, ctrdNew])
+        await until(() => agent!.states.some((s) => s.instanceName.id === next.instanceName.id && s.executionState.state === 'Running'), 'the new one', 60_000);
+      await until(() => !exists(images[0]) && !ctrdHas(images[0]), 'the old image to go from Podman and from containerd', 30_000);
+      expect(exists(images[1]) && ctrdHas(images[1]), 'the images in use').to.equal(true);
+    } finally {
+      agent?.stop();
+      agent = undefined;
+      spawnSync('nerdctl', ['rmi', '--force', ...images], { stdio: 'ignore' });
     }
   });
 });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { EMPTY, type Observable, catchError, concat, defer, from, ignoreElements, mergeMap, of, reduce, switchMap, throwError } from 'rxjs';
 import type { ImagePull } from './images.js';
 import type { ImageGcSettings } from '../../config.js';
+import type { RuntimeContext } from './module.js';
 
 /** How many images the record holds at most (the oldest are forgotten: never removed, never wrongly). */
 const MAX_RECORDED = 10_000;
@@ -30,13 +31,13 @@ interface Recorded {
   readonly pulledAt: number;
 }
 
-/** The images the agent pulled, kept in `<folder>/images.json` (written whole, then renamed into place). */
+/** The images the agent pulled with an engine, kept in `<folder>/images.<engine>.json` (written whole, then renamed into place). */
 export class ImageRecord {
   private images: Recorded[] = [];
   private readonly file?: string;
 
-  constructor(folder?: string) {
-    this.file = folder && path.join(folder, 'images.json');
+  constructor(folder: string | undefined, engine: string) {
+    this.file = folder && path.join(folder, `images.${engine}.json`);
     if (!this.file) return;
     try {
       const read = JSON.parse(readFileSync(this.file, 'utf8')) as { images?: unknown };
@@ -239,4 +240,14 @@ export class ImageCollector {
       ignoreElements(),
     );
   }
+}
+
+/** The collector of a module's engine, told to --debug (`images`) and the metrics; none when `image_gc = false`. */
+export function imageCollector({ config, note, images }: RuntimeContext, engine: ImageEngine): ImageCollector | undefined {
+  if (!config.imageGc) return undefined;
+  return new ImageCollector(engine, new ImageRecord(config.folder, engine.name), config.imageGc, {
+    note: (text) => note('images', text),
+    removed: (name) => images?.(name, { removed: 1 }),
+    used: (name, usedRatio) => images?.(name, { usedRatio }),
+  });
 }

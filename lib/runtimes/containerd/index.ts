@@ -6,7 +6,9 @@ import type { WatchState } from '../../ports.js';
 import { parseInstanceKey } from '../../workload.js';
 import type { RuntimeModule } from '../base/module.js';
 import { type NamespacedEvent, splitScope } from './nerdctl.js';
-import { ContainerdRuntime, type Scope, containerdEvents, containerdStats, listContainers } from './runtime.js';
+import { ContainerdRuntime, type Scope, containerdEvents, containerdStats, listContainers, nerdctlImageEngine } from './runtime.js';
+import { imageCollector } from '../base/image-gc.js';
+import { ImagePulls } from '../base/image-pulls.js';
 
 /** How many containerd scopes (namespace and address pairs) have a cache at once. */
 const MAX_SCOPES = 64;
@@ -15,7 +17,8 @@ const MAX_EVENT_STREAMS = 4;
 
 export const containerdModule: RuntimeModule = {
   names: ['containerd'],
-  make({ cli: cliOf, watch, config }) {
+  make(context) {
+    const { cli: cliOf, watch, config } = context;
     const nerdctl = cliOf('nerdctl');
     // One cache a scope, made when a workload first needs it; an idle one costs nothing (it follows containerd
     // only while watched). Past MAX_SCOPES the oldest is forgotten. The events come from one `nerdctl events`
@@ -49,7 +52,16 @@ export const containerdModule: RuntimeModule = {
     };
     return {
       connectors: new Map([
-        ['containerd', new ContainerdRuntime(nerdctl, watchIn, config.containerdScope, undefined, new Slots(config.maxCreates('containerd')))],
+        [
+          'containerd',
+          new ContainerdRuntime(
+            nerdctl,
+            watchIn,
+            config.containerdScope,
+            new ImagePulls(nerdctl, undefined, undefined, undefined, imageCollector(context, nerdctlImageEngine(nerdctl))),
+            new Slots(config.maxCreates('containerd')),
+          ),
+        ],
       ]),
       // Asked only while a containerd workload runs (a host without nerdctl is not asked at all).
       figures: (agentName, running) =>

@@ -13,6 +13,7 @@ import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
 import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
 import type { ImagePull } from '../base/images.js';
+import type { ImageEngine } from '../base/image-gc.js';
 
 /**
  * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the
@@ -103,7 +104,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
           ...createDeadlines([pull], this.cli),
         ),
       );
-      return concat(this.pulls.under([pull]), run$).pipe(
+      return concat(this.pulls.under([pull]), this.pulls.recording([pull], run$)).pipe(
         map((stdout) => {
           const id = stdout.trim().split('\n').at(-1)!;
           this.scopes.set(id, scope);
@@ -202,4 +203,36 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       ),
     );
   }
+}
+
+/** containerd's default root: where its images are, unless its config moves them. */
+const CONTAINERD_ROOT = '/var/lib/containerd';
+
+/**
+ * containerd's images for the collector, in a scope (namespace, address): what its containers use (`nerdctl ps`
+ * rows' image), `nerdctl rmi` without force (it refuses an image a container uses), and containerd's default root
+ * as the store's folder (another containerd's root is not known: no disk guard there).
+ */
+export function nerdctlImageEngine(cli: Cli): ImageEngine {
+  return {
+    name: 'containerd',
+    imagesInUse: (scope) =>
+      cli.run([...scope, 'ps', '--all', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(
+        map((text) => {
+          const images = new Set<string>();
+          for (const line of text.split('\n')) {
+            if (!line.startsWith('{')) continue;
+            try {
+              const image = (JSON.parse(line) as { Image?: unknown }).Image;
+              if (typeof image === 'string' && image !== '') images.add(image);
+            } catch {
+              // Not a row.
+            }
+          }
+          return images;
+        }),
+      ),
+    remove: (scope, image) => cli.run([...scope, 'rmi', image]),
+    storeFolder: (scope) => (scope.includes('--address') ? throwError(() => new Error("another containerd's root is not known")) : of(CONTAINERD_ROOT)),
+  };
 }

@@ -13,7 +13,7 @@ import { PodmanRuntime } from './runtime.js';
 import { PodmanService } from './service.js';
 import { podmanFigures } from './stats.js';
 import { Slots } from '../base/cli.js';
-import { ImageCollector, ImageRecord } from '../base/image-gc.js';
+import { imageCollector } from '../base/image-gc.js';
 import { podmanImageEngine } from './images.js';
 
 /**
@@ -24,7 +24,8 @@ import { podmanImageEngine } from './images.js';
 export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTimers?: boolean; readonly systemSocket?: string } = {}): RuntimeModule {
   return {
     names: ['podman', 'podman-kube'],
-    make({ cli: cliOf, watch, config, log, note, images }) {
+    make(context) {
+      const { cli: cliOf, watch, config, log, note } = context;
       const service = config.podmanService
         ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
         : undefined;
@@ -43,13 +44,7 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
       });
       const startedInPlace = (id: string) => ownStarts$.next({ id, change: 'started', at: Date.now() });
       // The images the agent pulls are recorded in its folder and collected when no container uses them.
-      const gc =
-        config.imageGc &&
-        new ImageCollector(podmanImageEngine(cli), new ImageRecord(config.folder), config.imageGc, {
-          note: (text) => note('images', text),
-          removed: (engine) => images?.(engine, { removed: 1 }),
-          used: (engine, usedRatio) => images?.(engine, { usedRatio }),
-        });
+      const gc = imageCollector(context, podmanImageEngine(cli));
       const pulls = new ImagePulls(cli, undefined, undefined, undefined, gc);
       const creates = new Slots(config.maxCreates('podman'));
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
