@@ -11,6 +11,11 @@ import type { RuntimeContext } from './module.js';
 
 /** How many images the record holds at most (the oldest are forgotten: never removed, never wrongly). */
 const MAX_RECORDED = 10_000;
+/**
+ * How long an image a workload waits for (pulled ahead, its create not done yet) is kept without a container: a
+ * workload deleted while it waits tells the collector nothing, so the mark ends by itself.
+ */
+const WANTED_MS = 60 * 60_000;
 
 /** What the collector asks of an engine, for one storage (the CLI's general options, a containerd's namespace). */
 export interface ImageEngine {
@@ -72,6 +77,8 @@ export class ImageRecord {
   }
 }
 
+const wantedKey = ({ storage, image }: { readonly storage: readonly string[]; readonly image: string }) => `${storage.join('\0')}\0\0${image}`;
+
 const same = (r: Recorded, engine: string, storage: readonly string[], image: string) =>
   r.engine === engine && r.image === image && r.storage.join('\0') === storage.join('\0');
 
@@ -109,6 +116,8 @@ export interface ImageGcObserver {
 export class ImageCollector {
   private timer?: NodeJS.Timeout;
   private collecting = false;
+  /** Images a workload of this agent names and waits for (by storage and image), and since when. */
+  private readonly wanted = new Map<string, number>();
 
   constructor(
     private readonly engine: ImageEngine,
@@ -118,6 +127,24 @@ export class ImageCollector {
     private readonly now: () => number = Date.now,
   ) {
     if (record.of(engine.name).length > 0) this.schedule();
+  }
+
+  /** A workload names `pull`'s image and its create is still to come: no collection takes it meanwhile. */
+  want(pull: ImagePull): void {
+    this.wanted.delete(wantedKey(pull));
+    this.wanted.set(wantedKey(pull), this.now());
+    // Bounded: the oldest marks go first.
+    if (this.wanted.size > MAX_RECORDED) this.wanted.delete(this.wanted.keys().next().value!);
+  }
+
+  /** The create that wanted `pull`'s image is done: its container keeps the image from now on. */
+  created(pull: ImagePull): void {
+    this.wanted.delete(wantedKey(pull));
+  }
+
+  private isWanted(storage: readonly string[], image: string): boolean {
+    const since = this.wanted.get(wantedKey({ storage, image }));
+    return since !== undefined && this.now() - since < WANTED_MS;
   }
 
   /** An image this pull fetched that was not there before is the agent's. */
@@ -180,7 +207,7 @@ export class ImageCollector {
       .sort((a, b) => a.pulledAt - b.pulledAt);
     if (oldEnough.length === 0) return of(0);
     return this.engine.imagesInUse(storage).pipe(
-      switchMap((inUse) => from(oldEnough.filter((r) => !inUse.has(r.image)))),
+      switchMap((inUse) => from(oldEnough.filter((r) => !inUse.has(r.image) && !this.isWanted(storage, r.image)))),
       mergeMap(
         (r) =>
           concat(

@@ -85,6 +85,8 @@ export class ImagePulls {
     }
     // No reference begins with '-': the CLI would take such an "image" for an option; its create is left to refuse it.
     const pulls = wanted.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-') && !alreadyThere(pull, had));
+    // Until its create, a pulled-ahead image is the waiting workload's, whatever the collector sees of containers.
+    for (const pull of pulls) this.gc?.want(pull);
     return pulls.length === 0 ? undefined : merge(...pulls.map((pull) => this.ensure(pull)));
   }
 
@@ -146,7 +148,17 @@ export class ImagePulls {
     const candidates = pulls.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-'));
     if (!gc || candidates.length === 0) return create$;
     return forkJoin(candidates.map((pull) => this.present(pull).pipe(catchError(() => of(true))))).pipe(
-      switchMap((there) => create$.pipe(tap({ complete: () => candidates.forEach((pull, i) => there[i] || gc.pulled(pull)) }))),
+      switchMap((there) =>
+        create$.pipe(
+          tap({
+            complete: () =>
+              candidates.forEach((pull, i) => {
+                gc.created(pull);
+                if (!there[i]) gc.pulled(pull);
+              }),
+          }),
+        ),
+      ),
     );
   }
 
