@@ -16,6 +16,9 @@ export interface Container {
   readonly pod?: string;
   /** Whether it is its pod's infra container. */
   readonly isInfra?: boolean;
+  /** The image it was made of, as its create named it, and the image's id where the engine tells it. */
+  readonly image?: string;
+  readonly imageId?: string;
 }
 
 /** One look at all containers of the runtime. */

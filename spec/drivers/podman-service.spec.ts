@@ -63,8 +63,22 @@ describe('Podman through its service (real Podman)', function () {
     };
     service.warm();
     agent = new PodmanAgent(uniqueAgent(prefix), undefined, cli);
-    return { agent, service, cli, calls, notes, folder, pid };
+    /** Resolves once the service answers; its process is killed after the test. */
+    const up = async () => {
+      await until(() => service.socket !== undefined, 'the service is up');
+      pids.push(pid()!);
+    };
+    return { agent, service, cli, calls, notes, folder, pid, up };
   }
+
+  /** A workload sleeping in the local busybox with `commandOptions`. */
+  const sleeping = (name: string, agentName: string, commandOptions: readonly string[]) =>
+    spec(
+      name,
+      agentName,
+      'podman',
+      `image: ${IMAGE}\ncommandOptions: ${JSON.stringify(['--stop-timeout', '1', ...commandOptions])}\ncommandArgs: ["sleep", "3600"]\n`,
+    );
 
   /** The agent's containers as `<name> <state>`, by the local CLI. */
   const containersOf = (agentName: string) =>
@@ -74,9 +88,8 @@ describe('Podman through its service (real Podman)', function () {
 
   // rx~podman-service~1
   it("creates go by the remote client, lists and removes by REST once the service is up, and the containers are Podman's own (the local CLI sees them)", async () => {
-    const { agent, service, calls, pid } = servedAgent('served');
-    await until(() => service.socket !== undefined, 'the service is up');
-    pids.push(pid()!);
+    const { agent, calls, up } = servedAgent('served');
+    await up();
     const workloads = ['a', 'b', 'c'].map((name) => busybox(name, agent.agentName));
     agent.send({ kind: 'serverHello', added: workloads });
     for (const w of workloads) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/);
@@ -91,15 +104,9 @@ describe('Podman through its service (real Podman)', function () {
 
   // rx~podman-service~1
   it('a run with an option the remote client lacks goes to the local CLI and says why', async () => {
-    const { agent, service, calls, pid, folder } = servedAgent('local');
-    await until(() => service.socket !== undefined, 'the service is up');
-    pids.push(pid()!);
-    const w = spec(
-      'pidfile',
-      agent.agentName,
-      'podman',
-      `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--pidfile", "${folder}/c.pid"]\ncommandArgs: ["sleep", "3600"]\n`,
-    );
+    const { agent, calls, folder, up } = servedAgent('local');
+    await up();
+    const w = sleeping('pidfile', agent.agentName, ['--pidfile', `${folder}/c.pid`]);
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('pidfile', /^Running\(Ok\)$/);
     expect(calls.find((c) => c.subcommand === 'run')?.via).to.equal('CLI (the remote client has no --pidfile)');
@@ -153,9 +160,8 @@ describe('Podman through its service (real Podman)', function () {
     const server = net.createServer((c) => c.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK'));
     await new Promise<void>((resolve) => server.listen(socket, resolve));
     try {
-      const { service, notes, pid } = servedAgent('notpodman', socket);
-      await until(() => service.socket !== undefined, 'a service is up');
-      pids.push(pid()!);
+      const { service, notes, up } = servedAgent('notpodman', socket);
+      await up();
       expect(service.socket).to.not.equal(socket);
       expect(notes.at(-1)).to.match(/^service up: a service of its own/);
     } finally {
@@ -165,15 +171,9 @@ describe('Podman through its service (real Podman)', function () {
 
   // rx~podman-service~1
   it('health checks stay with the local CLI (the service would keep every exec session), and the figures of a scrape come by REST', async () => {
-    const { agent, service, calls, pid } = servedAgent('health');
-    await until(() => service.socket !== undefined, 'the service is up');
-    pids.push(pid()!);
-    const w = spec(
-      'checked',
-      agent.agentName,
-      'podman',
-      `image: ${IMAGE}\ncommandOptions: ["--stop-timeout", "1", "--health-cmd", "true", "--health-interval", "1s"]\ncommandArgs: ["sleep", "3600"]\n`,
-    );
+    const { agent, service, calls, up } = servedAgent('health');
+    await up();
+    const w = sleeping('checked', agent.agentName, ['--health-cmd', 'true', '--health-interval', '1s']);
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('checked', /^Running\(Ok\)$/);
     await until(() => calls.some((c) => c.subcommand === 'exec'), 'a health check ran');

@@ -69,7 +69,7 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
   it('a pull that makes no progress is ended, its partial download removed; a pull from another registry goes on meanwhile, one more from the stalled one says it waits for a slot', async () => {
     const stalled = await proxy({ stallAfter: 256 * 1024 });
     const before = downloads();
-    const pulls = new ImagePulls(new Cli({ binary: 'podman' }), 60_000, undefined, 2000);
+    const pulls = new ImagePulls(new Cli({ binary: 'podman' }), { deadlineMs: 60_000, stallMs: 2000 });
     const stalledImage = via(image, registry, stalled);
     expect(registryOf(stalledImage)).not.to.equal(registryOf(image));
     // Both slots of the stalled registry held (two pulls of the image, told apart by an option).

@@ -182,7 +182,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     const podman = script('podman', `case "$1 $2" in "image exists") exit ${present ? 0 : 1};; pull*) echo 'Error: denied' >&2; exit ${pullExit};; esac`);
     const sync = script('sync', 'exit 0');
     const calls = () => readFileSync(log, 'utf8').trim().split('\n');
-    return { pulls: new ImagePulls(new Cli({ binary: podman }), undefined, new Cli({ binary: sync })), calls };
+    return { pulls: new ImagePulls(new Cli({ binary: podman }), { flush: new Cli({ binary: sync }) }), calls };
   }
   const image = podmanImagePull(parseContainerConfig('image: reg.example/app:2'));
 

@@ -45,7 +45,7 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
   });
 
   // swdd~containerd-nerdctlcli-container-state-cache-all-containers~1, swdd~containerd-nerdctlcli-lists-workloads-by-label~1
-  it('reads the rows of `nerdctl ps --format json` as containers, passing over lines that are none', () => {
+  it('reads the rows of `nerdctl ps --format json` as containers with their image, passing over lines that are none', () => {
     const output = [
       row({ ID: 'a'.repeat(64), Names: 'app.1.agent_A', Status: 'Exited (3) 1 second ago', Labels: 'name=app.1.agent_A,agent=agent_A' }),
       'time="…" level=warning msg="failed to inspect NetNS"',
@@ -54,8 +54,15 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
       row({ ID: 'b'.repeat(64), Names: 'other', Status: 'Up', Labels: 'agent=agent_B' }),
     ].join('\n');
     expect(parseContainers(output)).to.deep.equal([
-      { id: 'a'.repeat(64), names: ['app.1.agent_A'], state: 'exited', exitCode: 3, labels: { name: 'app.1.agent_A', agent: 'agent_A' } },
-      { id: 'b'.repeat(64), names: ['other'], state: 'running', labels: { agent: 'agent_B' } },
+      {
+        id: 'a'.repeat(64),
+        names: ['app.1.agent_A'],
+        state: 'exited',
+        exitCode: 3,
+        labels: { name: 'app.1.agent_A', agent: 'agent_A' },
+        image: 'localhost/busybox:latest',
+      },
+      { id: 'b'.repeat(64), names: ['other'], state: 'running', labels: { agent: 'agent_B' }, image: 'localhost/busybox:latest' },
     ]);
     expect(parseContainers('')).to.deep.equal([]);
   });

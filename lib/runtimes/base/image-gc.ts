@@ -6,6 +6,7 @@ import { readFileSync, renameSync, statfsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { EMPTY, type Observable, catchError, concat, defer, from, ignoreElements, mergeMap, of, reduce, switchMap, throwError } from 'rxjs';
 import type { ImagePull } from './images.js';
+import type { Container } from '../../ports.js';
 import type { ImageGcSettings } from '../../config.js';
 import type { RuntimeContext } from './module.js';
 
@@ -94,6 +95,10 @@ function isRecorded(value: unknown): value is Recorded {
     r.storage.every((s) => typeof s === 'string')
   );
 }
+
+/** The references and ids of the images `containers` were made of. */
+export const imagesUsedBy = (containers: readonly Container[]): ReadonlySet<string> =>
+  new Set(containers.flatMap((c) => [c.image, c.imageId].filter((x): x is string => x !== undefined && x !== '')));
 
 /** How full a filesystem is, in % of what an unprivileged user may use (as `df` shows it); undefined when it cannot be read. */
 export function usedPercent(folder: string): number | undefined {

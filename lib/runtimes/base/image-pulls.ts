@@ -25,6 +25,7 @@ import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../../workload.js';
 import { lastWords } from '../../cli-words.js';
 import { Cli, CliError, Slots } from './cli.js';
+import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 
 /** Pulls from one registry that run at once; more wait for one to end (a registry that stalls holds up no other). */
 export const MAX_PULLS = 2;
@@ -46,14 +47,31 @@ export class ImagePulls {
    * update could leave neither image whole; and a container started on layers still being written back
    * starts slower (measured: 160–185 ms for a `podman run` just after a pull of 40 MiB, 130–140 ms after a sync).
    */
+  private readonly deadlineMs: number;
+  private readonly stallMs: number;
+  private readonly flush: Cli;
+  private readonly gc?: ImageCollector;
+  /** The creates of the engine that may run at once. */
+  private readonly creates: Slots;
+
   constructor(
     private readonly cli: Cli,
-    private readonly deadlineMs = PULL_DEADLINE_MS,
-    private readonly flush = new Cli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } }),
-    private readonly stallMs = PULL_STALL_MS,
-    /** Records the images the agent pulls, and holds a pull back while the disk is full (agent config `image_gc`). */
-    private readonly gc?: ImageCollector,
-  ) {}
+    options: {
+      readonly deadlineMs?: number;
+      readonly stallMs?: number;
+      readonly flush?: Cli;
+      /** Records the images the agent pulls, and holds a pull back while the disk is full (agent config `image_gc`). */
+      readonly gc?: ImageCollector;
+      /** How many creates of the engine run at once. */
+      readonly maxCreates?: number;
+    } = {},
+  ) {
+    this.deadlineMs = options.deadlineMs ?? PULL_DEADLINE_MS;
+    this.stallMs = options.stallMs ?? PULL_STALL_MS;
+    this.flush = options.flush ?? new Cli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } });
+    this.gc = options.gc;
+    this.creates = new Slots(options.maxCreates ?? DEFAULT_MAX_CREATES);
+  }
 
   private slotsOf(image: string): Slots {
     const registry = registryOf(image);
@@ -131,7 +149,16 @@ export class ImagePulls {
     });
   }
 
-  /** The pulls under way for these images, if any are: a create waits for them rather than pull the images again. */
+  /**
+   * A create that may pull its images (`run`, `kube play`): it waits for pulls of them already under way (rather
+   * than pull them again), then for one of the engine's create slots; with a collector, the images that were not
+   * there before it are the agent's once it has succeeded.
+   */
+  creating<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
+    return concat(this.under(pulls), this.recording(pulls, this.creates.run(create$)));
+  }
+
+  /** The pulls under way for these images, if any are. */
   under(pulls: readonly ImagePull[]): Observable<never> {
     return merge(...pulls.map((pull) => this.inFlight.get(pull.args.join('\0')) ?? EMPTY)).pipe(
       ignoreElements(),
@@ -139,11 +166,8 @@ export class ImagePulls {
     );
   }
 
-  /**
-   * A create that may pull its images (`run`, `kube play`): with a collector, those that were not there before it
-   * are the agent's once it has succeeded.
-   */
-  recording<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
+  /** With a collector, the images of `pulls` that were not there before `create$` are the agent's once it succeeded. */
+  private recording<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
     const gc = this.gc;
     const candidates = pulls.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-'));
     if (!gc || candidates.length === 0) return create$;

@@ -1,6 +1,5 @@
 // The containerd module: the `containerd` runtime on nerdctl, with a container cache a scope (namespace and
 // address), kept by containerd's events.
-import { Slots } from '../base/cli.js';
 import { type Observable, catchError, defer, filter, map, of, share } from 'rxjs';
 import type { WatchState } from '../../ports.js';
 import { parseInstanceKey } from '../../workload.js';
@@ -58,8 +57,7 @@ export const containerdModule: RuntimeModule = {
             nerdctl,
             watchIn,
             config.containerdScope,
-            new ImagePulls(nerdctl, undefined, undefined, undefined, imageCollector(context, nerdctlImageEngine(nerdctl))),
-            new Slots(config.maxCreates('containerd')),
+            new ImagePulls(nerdctl, { gc: imageCollector(context, nerdctlImageEngine(nerdctl)), maxCreates: config.maxCreates('containerd') }),
           ),
         ],
       ]),

@@ -31,7 +31,7 @@ export function parseContainers(output: string): Container[] {
   const containers: Container[] = [];
   for (const line of output.split('\n')) {
     if (!line.startsWith('{')) continue;
-    let row: { ID?: unknown; Names?: unknown; Status?: unknown; Labels?: unknown };
+    let row: { ID?: unknown; Names?: unknown; Status?: unknown; Labels?: unknown; Image?: unknown };
     try {
       row = JSON.parse(line);
     } catch {
@@ -43,6 +43,7 @@ export function parseContainers(output: string): Container[] {
       names: typeof row.Names === 'string' ? [row.Names] : [],
       ...parseStatus(typeof row.Status === 'string' ? row.Status : ''),
       labels: parseLabels(typeof row.Labels === 'string' ? row.Labels : ''),
+      ...(typeof row.Image === 'string' && row.Image !== '' && { image: row.Image }),
     });
   }
   return containers;

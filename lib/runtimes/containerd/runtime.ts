@@ -8,12 +8,11 @@ import { RuntimeConfigError, parseContainerConfig, containerRunArgs } from '../b
 import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import { type Cli, Slots } from '../base/cli.js';
-import { DEFAULT_MAX_CREATES } from '../../defaults.js';
+import type { Cli } from '../base/cli.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
 import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
 import type { ImagePull } from '../base/images.js';
-import type { ImageEngine } from '../base/image-gc.js';
+import { type ImageEngine, imagesUsedBy } from '../base/image-gc.js';
 
 /**
  * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the
@@ -52,7 +51,6 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
     private readonly watchIn: (scope: Scope) => WatchState,
     private readonly defaults: Scope = [],
     private readonly pulls = new ImagePulls(cli),
-    private readonly creates = new Slots(DEFAULT_MAX_CREATES),
   ) {}
 
   /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */
@@ -96,15 +94,13 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = nerdctlImagePull(config, scope);
-      const run$ = this.creates.run(
-        this.cli.run(
-          containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
-          undefined,
-          'command',
-          ...createDeadlines([pull], this.cli),
-        ),
+      const run$ = this.cli.run(
+        containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
+        undefined,
+        'command',
+        ...createDeadlines([pull], this.cli),
       );
-      return concat(this.pulls.under([pull]), this.pulls.recording([pull], run$)).pipe(
+      return this.pulls.creating([pull], run$).pipe(
         map((stdout) => {
           const id = stdout.trim().split('\n').at(-1)!;
           this.scopes.set(id, scope);
@@ -209,29 +205,13 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
 const CONTAINERD_ROOT = '/var/lib/containerd';
 
 /**
- * containerd's images for the collector, in a scope (namespace, address): what its containers use (`nerdctl ps`
- * rows' image), `nerdctl rmi` without force (it refuses an image a container uses), and containerd's default root
+ * containerd's images for the collector, in a scope (namespace, address): what its containers use (`nerdctl ps`), `nerdctl rmi` without force (it refuses an image a container uses), and containerd's default root
  * as the store's folder (another containerd's root is not known: no disk guard there).
  */
 export function nerdctlImageEngine(cli: Cli): ImageEngine {
   return {
     name: 'containerd',
-    imagesInUse: (scope) =>
-      cli.run([...scope, 'ps', '--all', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(
-        map((text) => {
-          const images = new Set<string>();
-          for (const line of text.split('\n')) {
-            if (!line.startsWith('{')) continue;
-            try {
-              const image = (JSON.parse(line) as { Image?: unknown }).Image;
-              if (typeof image === 'string' && image !== '') images.add(image);
-            } catch {
-              // Not a row.
-            }
-          }
-          return images;
-        }),
-      ),
+    imagesInUse: (scope) => listContainers(cli, [], scope).pipe(map(imagesUsedBy)),
     remove: (scope, image) => cli.run([...scope, 'rmi', image]),
     storeFolder: (scope) => (scope.includes('--address') ? throwError(() => new Error("another containerd's root is not known")) : of(CONTAINERD_ROOT)),
   };

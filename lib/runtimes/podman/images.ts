@@ -4,7 +4,8 @@
 import { type Observable, map, shareReplay } from 'rxjs';
 import { parseAllDocuments } from 'yaml';
 import type { Cli } from '../base/cli.js';
-import type { ImageEngine } from '../base/image-gc.js';
+import { type ImageEngine, imagesUsedBy } from '../base/image-gc.js';
+import { podmanContainers } from './queries.js';
 import { isRecord } from '../../record.js';
 import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
 import type { ContainerConfig } from '../base/run-config.js';
@@ -79,13 +80,7 @@ export function podmanImageEngine(cli: Cli): ImageEngine {
   const folders = new Map<string, Observable<string>>();
   return {
     name: 'podman',
-    imagesInUse: (storage) =>
-      cli.run([...storage, 'ps', '--all', '--format=json'], undefined, 'query').pipe(
-        map((text) => {
-          const rows = (text.trim() === '' ? [] : (JSON.parse(text) as { Image?: unknown; ImageID?: unknown }[] | null)) ?? [];
-          return new Set(rows.flatMap((r) => [r.Image, r.ImageID].filter((x): x is string => typeof x === 'string' && x !== '')));
-        }),
-      ),
+    imagesInUse: (storage) => podmanContainers(cli, [], storage).pipe(map(imagesUsedBy)),
     remove: (storage, image) => cli.run([...storage, 'rmi', image]),
     storeFolder: (storage) => {
       const key = storage.join('\0');

@@ -12,7 +12,6 @@ import { podmanContainers } from './queries.js';
 import { PodmanRuntime } from './runtime.js';
 import { PodmanService } from './service.js';
 import { podmanFigures } from './stats.js';
-import { Slots } from '../base/cli.js';
 import { imageCollector } from '../base/image-gc.js';
 import { podmanImageEngine } from './images.js';
 
@@ -45,13 +44,12 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
       const startedInPlace = (id: string) => ownStarts$.next({ id, change: 'started', at: Date.now() });
       // The images the agent pulls are recorded in its folder and collected when no container uses them.
       const gc = imageCollector(context, podmanImageEngine(cli));
-      const pulls = new ImagePulls(cli, undefined, undefined, undefined, gc);
-      const creates = new Slots(config.maxCreates('podman'));
+      const pulls = new ImagePulls(cli, { gc, maxCreates: config.maxCreates('podman') });
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
       return {
         connectors: new Map<string, RuntimeConnector>([
-          ['podman', new PodmanRuntime(cli, watchState, config.health, startedInPlace, pulls, creates)],
-          ['podman-kube', new PodmanKubeRuntime(cli, watchState, log, health, pulls, creates)],
+          ['podman', new PodmanRuntime(cli, watchState, config.health, startedInPlace, pulls)],
+          ['podman-kube', new PodmanKubeRuntime(cli, watchState, log, health, pulls)],
         ]),
         figures: (agentName, running) => podmanFigures(cli, agentName, (pod) => running.findWhere((r) => runsInPod(r, pod))?.workloadName),
       };

@@ -12,8 +12,7 @@ import type { WatchState } from '../../ports.js';
 import type { Running } from '../../running-workloads.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
-import { type Cli, Slots } from '../base/cli.js';
-import { DEFAULT_MAX_CREATES } from '../../defaults.js';
+import type { Cli } from '../base/cli.js';
 import { type Volume, podmanContainers, podmanVolumes } from './queries.js';
 import { type Probe, probesHealth, withHealth } from './health-checks.js';
 import { logArgs, quietly, tolerateMissing } from '../base/cli-steps.js';
@@ -65,9 +64,8 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
     private readonly log?: Logger,
     private readonly health: { readonly on: boolean; readonly podmanTimers: boolean } = { on: true, podmanTimers: false },
     /** Shared with the podman runtime: one image storage. */
+    /** Shared with the podman runtime: one image storage, one engine's creates. */
     private readonly pulls = new ImagePulls(cli),
-    /** The creates that may run at once (shared with podman: one engine). */
-    private readonly creates = new Slots(DEFAULT_MAX_CREATES),
   ) {}
 
   /** The images of the manifest's containers that are not there (or whose imagePullPolicy is Always), pulled; none that the instance it replaces runs. */
@@ -112,11 +110,12 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
       const pulls = kubeImagePulls(config);
       return concat(
         this.volume(`${instance}.config`, spec.runtimeConfig),
-        // Pulls of its images already under way (it waited on its dependencies) are waited for, not done again.
+        // Pulls of its images already under way (it waited on its dependencies) are waited for, not done again:
+        // before `started`, so that what a failed play made is told from what others made meanwhile.
         this.pulls.under(pulls),
         defer(() => {
           const started = Date.now();
-          return this.pulls.recording(pulls, this.creates.run(this.cli.run(play, manifest, 'command', ...createDeadlines(pulls, this.cli)))).pipe(
+          return this.pulls.creating(pulls, this.cli.run(play, manifest, 'command', ...createDeadlines(pulls, this.cli))).pipe(
             // What a failed play left behind goes, so that a retry starts clean: only pods it made, never one of
             // the manifest's names that was there before (another agent's or program's pod; `kube down` would take it).
             catchError((err: unknown) =>

@@ -17,11 +17,13 @@ interface PodmanRow {
   readonly Labels?: Readonly<Record<string, string>> | null;
   readonly Pod?: string;
   readonly IsInfra?: boolean;
+  readonly Image?: string;
+  readonly ImageID?: string;
 }
 
-/** `podman ps --all --format=json`, optionally filtered, as the cache's containers. */
-export const podmanContainers = (cli: Cli, filters: readonly string[] = []): Observable<Container[]> =>
-  cli.run(['ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(
+/** `podman ps --all --format=json`, optionally filtered, of the storage `generalOptions` choose, as the cache's containers. */
+export const podmanContainers = (cli: Cli, filters: readonly string[] = [], generalOptions: readonly string[] = []): Observable<Container[]> =>
+  cli.run([...generalOptions, 'ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(
     map((text) =>
       parseJsonList<PodmanRow>(text).map((r) => ({
         id: r.Id,
@@ -31,6 +33,8 @@ export const podmanContainers = (cli: Cli, filters: readonly string[] = []): Obs
         labels: r.Labels,
         pod: r.Pod,
         isInfra: r.IsInfra,
+        image: r.Image,
+        imageId: r.ImageID,
       })),
     ),
   );

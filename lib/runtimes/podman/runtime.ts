@@ -11,8 +11,7 @@ import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
-import { type Cli, CliError, Slots } from '../base/cli.js';
-import { DEFAULT_MAX_CREATES } from '../../defaults.js';
+import { type Cli, CliError } from '../base/cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
 
@@ -28,9 +27,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     private readonly health = true,
     /** Told of each container the runtime started again in place, once `podman start` returned. */
     private readonly startedInPlace?: (id: string) => void,
+    /** Shared with podman-kube: one image storage, one engine's creates. */
     private readonly pulls = new ImagePulls(cli),
-    /** The creates that may run at once (shared with podman-kube: one engine). */
-    private readonly creates = new Slots(DEFAULT_MAX_CREATES),
   ) {}
 
   /**
@@ -70,12 +68,13 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = podmanImagePull(given);
-      const run$ = this.creates.run(
+      const create$ = this.pulls.creating(
+        [pull],
         this.cli.run(containerRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli)),
       );
-      return concat(this.pulls.under([pull]), this.pulls.recording([pull], run$)).pipe(
+      return create$.pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
-        catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined, run$)),
+        catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined, create$)),
       );
     });
   }
