@@ -49,6 +49,8 @@ export function watchManifest(file: string, first: ManifestRead, log: Logger): O
     }
     const poll = () => subscriber.next();
     watchFile(file, { interval: MANIFEST_POLL_MS }, poll);
+    // A change between the first read and these watches shows in neither: read the file once more.
+    subscriber.next();
     return () => {
       watcher?.close();
       unwatchFile(file, poll);

@@ -41,9 +41,13 @@ function freePort(): Promise<number> {
 /** `workload: state` lines of the status log, in order. */
 const states = (log: string) => [...log.matchAll(/workload (\w+) \([^)]*\): (.*)$/gm)].map((m) => `${m[1]}: ${m[2]}`);
 
+/** The agents of the running test, killed after it. */
+const agents: Array<[Agent, string]> = [];
+
+/** Waits for the condition; a time-out shows the end of each agent's log, which says what went on. */
 async function until(condition: () => boolean, what: string, timeoutMs = 40_000): Promise<void> {
   for (let waited = 0; !condition(); waited += 100) {
-    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}; the agent said:\n${agents.map(([a]) => a.log().slice(-4000)).join('\n---\n')}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -57,7 +61,6 @@ function manifestFor(agentName: string, example: string): string {
 describe('ank-agent --manifest (standalone mode)', function () {
   this.timeout(120_000);
   before(requirePodman);
-  const agents: Array<[Agent, string]> = [];
   afterEach(async () => {
     for (const [agent, name] of agents.splice(0)) {
       agent.child.kill('SIGKILL');

@@ -1,6 +1,10 @@
 import { EventEmitter } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { expect } from 'chai';
-import { statusView } from '../../lib/drivers/standalone.js';
+import { firstValueFrom, take, toArray } from 'rxjs';
+import { readManifest, statusView, watchManifest } from '../../lib/drivers/standalone.js';
 import { silentLogger } from '../../lib/logger.js';
 import { parseManifest } from '../../lib/codec/manifest.js';
 
@@ -20,5 +24,22 @@ describe('the status view of standalone mode', () => {
     expect(drawn).to.have.length(2);
     expect(drawn[1]).to.equal(drawn[0]);
     expect(drawn[1]).to.match(/web\s+agent_A\s+podman\s+Pending\(Initial\)/);
+  });
+});
+
+describe('following the manifest of standalone mode', () => {
+  it('a change made between the first read and the start of the watch is still applied', async () => {
+    const folder = mkdtempSync(path.join(tmpdir(), 'ank-manifest-'));
+    try {
+      const file = path.join(folder, 'manifest.yaml');
+      const workload = (name: string) => `  ${name}:\n    runtime: podman\n    agent: agent_A\n`;
+      writeFileSync(file, `apiVersion: v1\nworkloads:\n${workload('first')}`);
+      const first = readManifest(file, silentLogger);
+      writeFileSync(file, `apiVersion: v1\nworkloads:\n${workload('first')}${workload('second')}`);
+      const states = await firstValueFrom(watchManifest(file, first, silentLogger).pipe(take(2), toArray()));
+      expect(states.map((s) => [...s.workloads.keys()])).to.deep.equal([['first'], ['first', 'second']]);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 });
