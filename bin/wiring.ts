@@ -13,12 +13,13 @@ import { DEFAULT_MAX_CREATES } from '../lib/defaults.js';
 import type { ContainerSource, RuntimeContext, RuntimeModule } from '../lib/runtimes/base/module.js';
 import { containerdModule } from '../lib/runtimes/containerd/index.js';
 import { podmanModule } from '../lib/runtimes/podman/index.js';
+import { systemdModule } from '../lib/runtimes/systemd/index.js';
 import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
 import { stateChecker } from '../streams/state-checker.js';
 import { type Trace, noTrace } from '../streams/trace.js';
 
 /** The runtimes this agent has: a module each. */
-export const RUNTIME_MODULES: readonly RuntimeModule[] = [podmanModule(), containerdModule];
+export const RUNTIME_MODULES: readonly RuntimeModule[] = [podmanModule(), containerdModule, systemdModule];
 
 export interface RuntimeWiring {
   /** The modules to make (all of the list unless given). */
@@ -87,6 +88,7 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
       ),
     config: {
       health: wiring.health ?? true,
+      events,
       containerdScope: wiring.containerdScope ?? [],
       folder: wiring.folder,
       podmanService: wiring.podmanService ?? true,

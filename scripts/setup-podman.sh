@@ -53,3 +53,6 @@ bash "$(dirname "$0")/setup-containerd.sh"
 
 # A registry for the specs of images pulled ahead.
 bash "$(dirname "$0")/setup-registry.sh"
+
+# The Debian image with systemd the systemd runtime's specs run as a container.
+bash "$(dirname "$0")/setup-systemd.sh"

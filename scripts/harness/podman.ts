@@ -168,6 +168,8 @@ export class PodmanAgent {
       /** The images the agent pulled are recorded in `folder` and collected so. */
       imageGc?: ImageGcSettings;
       folder?: string;
+      /** More CLIs by binary name (the systemd specs' wrappers). */
+      clis?: Readonly<Record<string, Cli>>;
     } = {},
   ) {
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
@@ -178,7 +180,7 @@ export class PodmanAgent {
       pullAhead: cache.pullAhead,
       runtimes: builtInRuntimes(silentLogger, {
         ...cache,
-        clis: { podman: this.cli, ...(cache.nerdctl && { nerdctl: cache.nerdctl }) },
+        clis: { podman: this.cli, ...(cache.nerdctl && { nerdctl: cache.nerdctl }), ...cache.clis },
         modules: cache.podmanTimers === undefined ? undefined : [podmanModule({ podmanTimers: cache.podmanTimers }), containerdModule],
       }),
       prepare: (spec) => host?.prepare(spec) ?? of({}),

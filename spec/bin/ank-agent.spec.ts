@@ -214,7 +214,7 @@ describe('ank-agent (the command line)', () => {
     // swdd~agent-allows-enabled-runtimes~1
     it('runtimes = [...] enables only the runtimes it names: unknown names are warned about, none valid is an error', async () => {
       const none = await runToEnd(['-x', config('none.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['docker']\n"), '-r', RUN]);
-      expectFailure(none, "No runtime is enabled: 'runtimes' lists 'docker'; this agent has 'podman', 'podman-kube', 'containerd'.");
+      expectFailure(none, "No runtime is enabled: 'runtimes' lists 'docker'; this agent has 'podman', 'podman-kube', 'containerd', 'systemd'.");
       const server = await FakeAnkaiosServer.start();
       try {
         const file = config('some.toml', `version = 'v1'\nname = 'rt_agent'\ninsecure = true\nserver_url = '${server.url}'\nruntimes = ['podman', 'docker']\n`);

@@ -222,10 +222,10 @@ describe('Podman runtimes (real Podman)', function () {
     });
 
     // swdd~podman-name-returns-podman~1, swdd~podman-kube-name-returns-podman-kube~1, swdd~containerd-name-returns-containerd~1
-    it('the built-in runtimes are named podman, podman-kube and containerd', () => {
+    it('the built-in runtimes are named podman, podman-kube, containerd and systemd', () => {
       const runtimes = builtInRuntimes(silentLogger);
-      expect([...runtimes.keys()]).to.deep.equal(['podman', 'podman-kube', 'containerd']);
-      expect([...runtimes.values()].map((r) => r.name)).to.deep.equal(['podman', 'podman-kube', 'containerd']);
+      expect([...runtimes.keys()]).to.deep.equal(['podman', 'podman-kube', 'containerd', 'systemd']);
+      expect([...runtimes.values()].map((r) => r.name)).to.deep.equal(['podman', 'podman-kube', 'containerd', 'systemd']);
     });
 
     // swdd~podman-create-workload-returns-workload-id~1, swdd~podman-list-of-existing-workloads-uses-labels~1, swdd~podman-get-workload-id-uses-label~1

@@ -423,6 +423,38 @@ export class Cli {
   }
 
   /**
+   * Runs the CLI as a peer spoken to (a bus bridge): what `input$` gives is written to its stdin, and its stdout
+   * is emitted as it comes, in chunks. It is a stream (the stream slots); it errors when the process ends, with
+   * the start of what it said on stderr; unsubscribing kills it.
+   */
+  conversation(args: readonly string[], input$: Observable<string | Uint8Array>): Observable<Buffer> {
+    return this.streamSlots.run(
+      new Observable<Buffer>((subscriber) =>
+        startSoon(() => {
+          this.calls += 1;
+          const child = spawn(this.binary, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+          const said = new Kept(4096);
+          child.on('error', (err) => subscriber.error(new CliError(`Cannot run ${this.command}: ${err.message}`)));
+          child.stdin.on('error', () => undefined);
+          child.stdout.on('data', (chunk: Buffer) => subscriber.next(chunk));
+          child.stderr.on('data', (chunk: Buffer) => said.add(chunk));
+          child.on('close', (code, signal) =>
+            subscriber.error(new CliError(`${this.command} ended (${signal ?? `exit ${code}`})${said.bytes() > 0 ? `: ${said.all().toString().trim()}` : ''}`)),
+          );
+          const writing = input$.subscribe({ next: (bytes) => child.stdin.write(bytes) });
+          return {
+            kill: () => {
+              writing.unsubscribe();
+              child.stdout.destroy();
+              if (child.exitCode === null) child.kill('SIGKILL');
+            },
+          };
+        }),
+      ),
+    );
+  }
+
+  /**
    * Runs a health check in a running container (`<cli> exec`, in the check slots) and emits how it ended.
    * A check still running at `timeoutMs` has failed: it is killed, and so is everything it started in the
    * container, found by the variable it carries (`podman exec` leaves them running when its client dies). The

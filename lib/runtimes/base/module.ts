@@ -36,6 +36,8 @@ export interface RuntimeContext {
 export interface RuntimeSettings {
   /** The agent runs the health checks the workloads ask for (`health_checks`; false: they are the engine's). */
   readonly health: boolean;
+  /** Whether states follow the engines' own news (false: polls only, the specs' and benchmarks' comparison). */
+  readonly events: boolean;
   /** The containerd namespace and address as nerdctl's general options (`containerd = { namespace, address }`). */
   readonly containerdScope: readonly string[];
   /** The agent's own folder (its io folder), where a runtime may keep what it runs (Podman's service socket). */

@@ -1,0 +1,254 @@
+// The `systemd` runtime connector: a workload is a unit that is already installed, which the agent starts, stops
+// or restarts as the workload asks (no unit file is written or removed); its state is the unit's, as systemd
+// tells it (unit-watch.ts); its logs are the journal's. What the agent manages is kept in its io folder, so that
+// an agent started again finds its units as it left them.
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { EMPTY, type Observable, catchError, concat, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, mergeMap, of, throwError } from 'rxjs';
+import { sameState } from '../../execution-state.js';
+import type { ExecutionState } from '../../execution-state.js';
+import type { LogsOptions } from '../../messages.js';
+import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
+import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
+import { type Cli, CliError } from '../base/cli.js';
+import { RuntimeConfigError } from '../base/run-config.js';
+import { type DesiredUnitState, parseUnitConfig } from './unit-config.js';
+import { type UnitProps, activeSince, parseShow, showArgs, unitExecutionState } from './unit-state.js';
+import type { UnitWatch } from './unit-watch.js';
+
+/** A systemd workload's handle: its unit, the manager its general options select, and what the workload asks of it. */
+export interface UnitId {
+  /** The workload instance that manages the unit (its key). */
+  readonly instance: string;
+  readonly unit: string;
+  readonly options: readonly string[];
+  readonly desired: DesiredUnitState;
+}
+
+/** systemctl's options for every call: never ask for a password (it would wait for ever), never page. */
+const QUIET = ['--no-ask-password', '--no-pager'];
+/** A restart asked of a unit that became active this recently is taken as done (the agent it restarted asks again). */
+export const RECENT_START_US = 3_000_000;
+
+/** `systemctl [options] show` of units, read. */
+export const showUnits = (systemctl: Cli, options: readonly string[], units: readonly string[]): Observable<Map<string, UnitProps>> =>
+  systemctl.run([...QUIET, ...options, ...showArgs(units)], undefined, 'query').pipe(map(parseShow));
+
+export class SystemdRuntime implements RuntimeConnector<UnitId> {
+  readonly name = 'systemd';
+
+  /**
+   * `watchIn(options)`: the watch of the manager the options select; `record`: the units the agent manages,
+   * kept across its runs (none: an agent started again finds none); `monotonicUs`: the clock systemd's
+   * timestamps count on.
+   */
+  constructor(
+    private readonly systemctl: Cli,
+    private readonly journalctl: Cli,
+    private readonly watchIn: (options: readonly string[]) => UnitWatch,
+    private readonly record?: UnitRecord,
+    private readonly monotonicUs: () => number = () => Number(process.hrtime.bigint() / 1000n),
+  ) {}
+
+  /** The units the record holds for this agent, each with its unit's state now. */
+  listReusableWorkloads(agentName: string): Observable<ExistingWorkload<UnitId>[]> {
+    return defer(() => {
+      const kept = (this.record?.all() ?? []).flatMap((id) => {
+        const instanceName = parseInstanceKey(id.instance);
+        return instanceName?.agentName === agentName ? [{ instanceName, id }] : [];
+      });
+      if (kept.length === 0) return of([]);
+      const scopes = [...new Set(kept.map((k) => k.id.options.join('\0')))];
+      return forkJoin(
+        scopes.map((scope) => {
+          const inScope = kept.filter((k) => k.id.options.join('\0') === scope);
+          return showUnits(this.systemctl, inScope[0].id.options, [...new Set(inScope.map((k) => k.id.unit))]).pipe(
+            map((shown) => inScope.map((k) => ({ ...k, runtime: this.name, state: unitExecutionState(shown.get(k.id.unit) ?? {}) }))),
+          );
+        }),
+      ).pipe(map((lists) => lists.flat()));
+    });
+  }
+
+  /**
+   * Brings the unit to the state the workload asks: started, stopped, or restarted (not when it became active in
+   * the last 3 s). A unit has nothing to mount a Control Interface or files into: a workload that asks for them
+   * is refused, as is one whose unit does not exist.
+   */
+  createWorkload(spec: WorkloadSpec, options: CreateOptions): Observable<UnitId> {
+    return defer(() => {
+      if (options.controlInterfacePath !== undefined) {
+        throw new RuntimeConfigError('The systemd runtime has no Control Interface: a unit has nothing the agent could mount its pipes into.');
+      }
+      if ((options.fileMounts?.length ?? 0) > 0)
+        throw new RuntimeConfigError('The systemd runtime takes no workload files: a unit has nothing the agent could mount them into.');
+      const config = parseUnitConfig(spec.runtimeConfig);
+      const id: UnitId = { instance: instanceKey(spec.instanceName), unit: config.serviceName, options: config.generalOptions, desired: config.desiredState };
+      return concat(
+        this.apply(id),
+        defer(() => {
+          this.record?.set(id);
+          return of(id);
+        }),
+      );
+    });
+  }
+
+  getWorkloadId(instanceName: WorkloadInstanceName): Observable<UnitId | undefined> {
+    return defer(() => of(this.record?.get(instanceKey(instanceName))));
+  }
+
+  checkState(id: UnitId): Observable<ExecutionState> {
+    return this.watchIn(id.options)
+      .watch(id.unit)
+      .pipe(
+        filter((props) => props.ActiveState !== undefined),
+        map(unitExecutionState),
+        distinctUntilChanged(sameState),
+      );
+  }
+
+  /** A restart by the workload's restart policy: what it asks of its unit, once more. */
+  startAgain(id: UnitId): Observable<void> {
+    return this.apply(id);
+  }
+
+  /** Delete: the unit is stopped (it stays installed) and no longer the agent's. */
+  deleteWorkload(id: UnitId): Observable<void> {
+    return concat(this.systemctlOn(id, 'stop').pipe(catchError((err: unknown) => (isMissing(err) ? EMPTY : throwError(() => err)))), this.forget(id));
+  }
+
+  deleteByName(instanceName: WorkloadInstanceName): Observable<void> {
+    return defer(() => {
+      const id = this.record?.get(instanceKey(instanceName));
+      return id ? this.deleteWorkload(id) : EMPTY;
+    });
+  }
+
+  /** The unit's journal, its messages only (as a container's logs are its output). */
+  logs(id: UnitId, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
+    return this.journalctl.lines(
+      [
+        ...id.options,
+        '--no-pager',
+        '--quiet',
+        '--output=cat',
+        `--unit=${id.unit}`,
+        ...(options.follow ? ['--follow'] : []),
+        ...(options.since ? [`--since=${options.since}`] : []),
+        ...(options.until ? [`--until=${options.until}`] : []),
+        ...(options.tail !== undefined && options.tail >= 0 ? [`--lines=${options.tail}`] : []),
+      ],
+      paused$,
+    );
+  }
+
+  /** The unit brought to the state the workload asks. A start whose job failed is done: the unit's state tells the failure. */
+  private apply(id: UnitId): Observable<never> {
+    const action$ = (): Observable<never> => {
+      switch (id.desired) {
+        case 'running':
+          return this.systemctlOn(id, 'start');
+        case 'stopped':
+          return this.systemctlOn(id, 'stop');
+        case 'restarted':
+          return showUnits(this.systemctl, id.options, [id.unit]).pipe(
+            // A clock of another machine (--host, --machine) is not this one's: such a unit is restarted.
+            map((shown) => id.options.length === 0 && activeSince(shown.get(id.unit) ?? {}, this.monotonicUs(), RECENT_START_US)),
+            catchError(() => of(false)),
+            mergeMap((fresh) => (fresh ? EMPTY : this.systemctlOn(id, 'restart'))),
+          );
+      }
+    };
+    return defer(action$).pipe(
+      catchError((err: unknown) => {
+        if (isMissing(err)) return throwError(() => new RuntimeConfigError(`The unit '${id.unit}' does not exist: ${(err as Error).message}`));
+        if (err instanceof CliError && /Job for .* failed/.test(err.message)) return EMPTY;
+        return throwError(() => err);
+      }),
+    );
+  }
+
+  private systemctlOn(id: UnitId, verb: 'start' | 'stop' | 'restart'): Observable<never> {
+    return this.systemctl.run([...QUIET, ...id.options, verb, id.unit], undefined, 'command').pipe(ignoreElements());
+  }
+
+  private forget(id: UnitId): Observable<never> {
+    return defer(() => {
+      this.record?.forget(id);
+      return EMPTY;
+    });
+  }
+}
+
+/** What systemctl says of a unit it does not know. */
+const isMissing = (err: unknown) =>
+  err instanceof CliError && /Unit \S+ (not found|not loaded)|No such file or directory|could not be found/i.test(err.message);
+
+/** The units the agent manages, by instance, in a file of its io folder: read once, written at each change. */
+export class UnitRecord {
+  private units?: Map<string, UnitId>;
+
+  constructor(private readonly file: string) {}
+
+  all(): UnitId[] {
+    return [...this.read().values()];
+  }
+
+  get(key: string): UnitId | undefined {
+    return this.read().get(key);
+  }
+
+  set(id: UnitId): void {
+    this.read().set(id.instance, id);
+    this.write();
+  }
+
+  forget(id: UnitId): void {
+    if (this.read().delete(id.instance)) this.write();
+  }
+
+  private read(): Map<string, UnitId> {
+    if (this.units) return this.units;
+    this.units = new Map();
+    try {
+      const text = readFileSync(this.file, 'utf8');
+      if (text.length > MAX_RECORD_BYTES) return this.units;
+      const kept = JSON.parse(text) as Record<string, unknown>;
+      for (const [key, value] of Object.entries(kept ?? {})) {
+        const id = parseInstanceKey(key) && asUnitId(key, value);
+        if (id && this.units.size < MAX_RECORDED) this.units.set(key, id);
+      }
+    } catch {
+      // None yet, or not readable: the agent manages no unit it knows of.
+    }
+    return this.units;
+  }
+
+  private write(): void {
+    const next = `${this.file}.next`;
+    writeFileSync(next, JSON.stringify(Object.fromEntries(this.read())), { mode: 0o600 });
+    renameSync(next, this.file);
+  }
+}
+
+const MAX_RECORD_BYTES = 4 * 2 ** 20;
+const MAX_RECORDED = 10_000;
+
+/** A kept entry, when it is one (the file may be from another version, or broken). */
+function asUnitId(instance: string, value: unknown): UnitId | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const { unit, options, desired } = value as Record<string, unknown>;
+  if (typeof unit !== 'string' || !Array.isArray(options) || !options.every((o) => typeof o === 'string')) return undefined;
+  if (desired !== 'running' && desired !== 'stopped' && desired !== 'restarted') return undefined;
+  try {
+    const config = parseUnitConfig(JSON.stringify({ serviceName: unit, desiredState: desired, generalOptions: options }));
+    return { instance, unit: config.serviceName, options: config.generalOptions, desired: config.desiredState };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The record of a runtime whose agent has an io folder. */
+export const unitRecord = (folder: string | undefined): UnitRecord | undefined =>
+  folder ? new UnitRecord(path.join(folder, 'systemd-units.json')) : undefined;

@@ -1,0 +1,196 @@
+// The systemd runtime on real systemd (PID 1 of a Podman container; the agent's systemctl, journalctl and bus
+// bridge reach it through wrappers), driven by the workload core.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { filter, lastValueFrom, take, toArray } from 'rxjs';
+import type { Cli } from '../../lib/runtimes/base/cli.js';
+import type { WorkloadSpec } from '../../lib/workload.js';
+import { PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { SystemdHost, requireSystemd } from '../../scripts/harness/systemd.js';
+
+const SLEEPER = 'ExecStart=/bin/sleep 3600';
+
+/** A systemd workload managing `unit`. */
+const unitWorkload = (name: string, agentName: string, unit: string, more = '', o: Parameters<typeof spec>[4] = {}): WorkloadSpec =>
+  spec(name, agentName, 'systemd', `serviceName: ${unit}\n${more}`, o);
+
+describe('the systemd runtime (real systemd in a container)', function () {
+  this.timeout(90_000);
+  let host: SystemdHost;
+  let agent: PodmanAgent;
+  let clis: Record<string, Cli>;
+  let folder: string;
+  const start = (name = uniqueAgent('sd'), events = true) => new PodmanAgent(name, undefined, undefined, { clis, folder, events, verifyMs: 500 });
+  before(async function () {
+    requirePodman();
+    requireSystemd();
+    this.timeout(120_000);
+    host = await SystemdHost.start();
+    clis = host.clis();
+    host.install('sleeper.service', SLEEPER);
+    host.install('oneshot.service', 'Type=oneshot\nExecStart=/bin/sh -c "echo line one; echo line two; exit 0"');
+    host.install('false.service', 'ExecStart=/bin/false');
+    host.install('talker.service', 'ExecStart=/bin/sh -c "echo hello from the unit; sleep 3600"');
+  });
+  after(() => host?.stop());
+  beforeEach(() => {
+    folder = mkdtempSync(path.join(tmpdir(), 'ank-systemd-'));
+    agent = start();
+  });
+  afterEach(() => {
+    agent.stop();
+    host.exec('sh', '-c', 'systemctl stop sleeper.service oneshot.service false.service talker.service; systemctl reset-failed 2>/dev/null; true');
+  });
+
+  const calls = () => clis.systemctl.calls;
+
+  it('desiredState running starts the unit: Pending(Starting), then Running(Ok) as systemd says; a delete stops it and it stays installed', async () => {
+    const w = unitWorkload('web', agent.agentName, 'sleeper.service');
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('web', /^Running\(Ok\)$/);
+    expect(host.property('sleeper.service', 'ActiveState')).to.equal('active');
+    agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: w.instanceName, dependencies: {} }] });
+    await agent.waitFor('web', /^Removed$/);
+    expect(host.property('sleeper.service', 'ActiveState')).to.equal('inactive');
+    expect(host.property('sleeper.service', 'LoadState')).to.equal('loaded');
+    expect(agent.history('web')[0]).to.equal('Pending(Starting): Triggered at runtime.');
+  });
+
+  it('desiredState stopped stops a running unit: Succeeded(Ok) once it is inactive', async () => {
+    host.exec('systemctl', 'start', 'sleeper.service');
+    agent.send({ kind: 'serverHello', added: [unitWorkload('off', agent.agentName, 'sleeper.service', 'desiredState: stopped')] });
+    await agent.waitFor('off', /^Succeeded\(Ok\)$/);
+    expect(host.property('sleeper.service', 'ActiveState')).to.equal('inactive');
+  });
+
+  it('desiredState restarted restarts the unit (a new main process), but not one that became active in the last 3 s', async () => {
+    host.exec('systemctl', 'start', 'sleeper.service');
+    const fresh = host.property('sleeper.service', 'MainPID');
+    agent.send({ kind: 'serverHello', added: [unitWorkload('again', agent.agentName, 'sleeper.service', 'desiredState: restarted')] });
+    await agent.waitFor('again', /^Running\(Ok\)$/);
+    expect(host.property('sleeper.service', 'MainPID'), 'started 3 s ago at most: left as it is').to.equal(fresh);
+    agent.stop();
+    await new Promise((r) => setTimeout(r, 3100));
+    agent = start();
+    agent.send({ kind: 'serverHello', added: [unitWorkload('again', agent.agentName, 'sleeper.service', 'desiredState: restarted')] });
+    await agent.waitFor('again', /^Running\(Ok\)$/);
+    expect(host.property('sleeper.service', 'MainPID')).to.not.equal(fresh);
+  });
+
+  it('a unit that fails (ExecStart=/bin/false) is Failed(ExecFailed), heard from systemd without a systemctl show', async () => {
+    agent.send({ kind: 'serverHello', added: [unitWorkload('broken', agent.agentName, 'false.service')] });
+    await agent.waitFor('broken', /^Failed\(ExecFailed\): Service failed: failed$/);
+  });
+
+  it('a unit killed from outside is reported at once from systemd news, with no systemctl call; ON_FAILURE starts it again', async () => {
+    agent.send({ kind: 'serverHello', added: [unitWorkload('victim', agent.agentName, 'sleeper.service', '', { restartPolicy: 'OnFailure' })] });
+    await agent.waitFor('victim', /^Running\(Ok\)$/);
+    // The bus is up once the first show ran; from now on nothing but its news tells the states.
+    await new Promise((r) => setTimeout(r, 300));
+    const before = calls();
+    host.exec('systemctl', 'kill', '--signal=KILL', 'sleeper.service');
+    await agent.waitFor('victim', /^Failed\(ExecFailed\): Service failed: failed$/, 5_000);
+    expect(calls() - before, 'systemctl calls: only the kill, none to learn the state').to.equal(0);
+    await until(() => agent.history('victim').filter((h) => h === 'Running(Ok)').length === 2, 'the unit to run again');
+    expect(host.property('sleeper.service', 'ActiveState')).to.equal('active');
+  });
+
+  it('a unit that does not exist is Pending(StartingFailed) naming it, without retries', async () => {
+    agent.send({ kind: 'serverHello', added: [unitWorkload('ghost', agent.agentName, 'nothere.service')] });
+    await agent.waitFor('ghost', /^Pending\(StartingFailed\)/);
+    const [last] = agent.history('ghost').slice(-1);
+    expect(last).to.match(/The unit 'nothere\.service' does not exist/);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(agent.history('ghost').filter((h) => /Retry/.test(h))).to.deep.equal([]);
+  });
+
+  it('a Control Interface or workload files are refused with Pending(StartingFailed), and so is a malformed config', async () => {
+    const files = unitWorkload('withfiles', agent.agentName, 'sleeper.service', '', { files: [{ mountPoint: '/etc/x', data: 'x' }] });
+    const options = unitWorkload('badflag', agent.agentName, 'sleeper.service', 'generalOptions: ["--root=/"]');
+    const name = unitWorkload('badname', agent.agentName, 'sleeper');
+    const ioAgent = new PodmanAgent(uniqueAgent('sdio'), mkdtempSync(path.join(tmpdir(), 'ank-systemd-io-')), undefined, { clis, folder });
+    try {
+      ioAgent.send({ kind: 'serverHello', added: [{ ...files, instanceName: { ...files.instanceName, agentName: ioAgent.agentName } }] });
+      await ioAgent.waitFor('withfiles', /^Pending\(StartingFailed\): The systemd runtime takes no workload files/);
+    } finally {
+      ioAgent.stop();
+    }
+    agent.send({ kind: 'serverHello', added: [options, name] });
+    await agent.waitFor('badflag', /^Pending\(StartingFailed\): The general option '--root=\/' is not one the systemd runtime takes/);
+    await agent.waitFor('badname', /^Pending\(StartingFailed\): The service name 'sleeper' must be a unit name ending in a unit type/);
+    expect(host.property('sleeper.service', 'ActiveState')).to.equal('inactive');
+  });
+
+  it("logs are the unit's journal: its lines, tail and follow", async () => {
+    const w = unitWorkload('chatty', agent.agentName, 'talker.service');
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('chatty', /^Running\(Ok\)$/);
+    const running = agent.running.find(w.instanceName);
+    expect(running).to.not.equal(undefined);
+    const { runtime: connector, id } = running!;
+    const lines = await lastValueFrom(connector.logs(id, { follow: false, tail: 1 }).pipe(toArray()));
+    expect(lines).to.deep.equal(['hello from the unit']);
+    host.exec('systemctl', 'start', 'oneshot.service');
+    // journalctl -u: the unit's own lines, and what systemd says of it.
+    const followed = await lastValueFrom(
+      connector.logs({ ...(id as object), unit: 'oneshot.service' }, { follow: true }).pipe(
+        filter((line) => line.startsWith('line')),
+        take(2),
+        toArray(),
+      ),
+    );
+    expect(followed).to.deep.equal(['line one', 'line two']);
+  });
+
+  it('a container workload waits for its unit to run (ADD_COND_RUNNING), and a unit for a container that succeeded', async () => {
+    const unit = unitWorkload('db', agent.agentName, 'sleeper.service');
+    const app = busybox('app', agent.agentName, { dependencies: { db: 'Running' } });
+    const init = busybox('init', agent.agentName, { script: 'sleep 1; exit 0' });
+    const late = unitWorkload('late', agent.agentName, 'talker.service', '', { dependencies: { init: 'Succeeded' } });
+    agent.send({ kind: 'serverHello', added: [app, unit, late, init] });
+    await agent.waitFor('app', /^Running\(Ok\)$/);
+    await agent.waitFor('late', /^Running\(Ok\)$/);
+    const order = agent.states.map((s) => `${s.instanceName.workloadName}:${s.executionState.state}`);
+    expect(order.indexOf('db:Running')).to.be.below(order.indexOf('app:Running'));
+    expect(order.indexOf('init:Succeeded')).to.be.below(order.indexOf('late:Running'));
+  });
+
+  it('an agent started again finds its units as it left them: no start, no restart, the same state', async () => {
+    const w = unitWorkload('kept', agent.agentName, 'sleeper.service', 'desiredState: restarted');
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('kept', /^Running\(Ok\)$/);
+    await new Promise((r) => setTimeout(r, 3100));
+    const pid = host.property('sleeper.service', 'MainPID');
+    agent.end();
+    agent = start(agent.agentName);
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('kept', /^Running\(Ok\)$/);
+    expect(host.property('sleeper.service', 'MainPID'), 'resumed, not restarted').to.equal(pid);
+    expect(agent.history('kept')).to.deep.equal(['Running(Ok)']);
+    // Gone from the desired state while the agent was away: stopped.
+    agent.end();
+    agent = start(agent.agentName);
+    agent.send({ kind: 'serverHello', added: [] });
+    await until(() => host.property('sleeper.service', 'ActiveState') === 'inactive', 'the unit no workload asks for to be stopped');
+  });
+
+  it('with the bus bridge gone, states come from polls and the bridge is opened again', async () => {
+    const w = unitWorkload('polled', agent.agentName, 'sleeper.service');
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('polled', /^Running\(Ok\)$/);
+    const bridges = clis['systemd-stdio-bridge'].calls;
+    host.exec('sh', '-c', 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = systemd-stdio-b ] && kill -9 "$(basename $p)"; done; true');
+    host.exec('systemctl', 'kill', '--signal=KILL', 'sleeper.service');
+    await agent.waitFor('polled', /^Failed\(ExecFailed\)/, 5_000);
+    await until(() => clis['systemd-stdio-bridge'].calls > bridges, 'the bridge to be opened again');
+  });
+});
+
+async function until(condition: () => boolean, what = 'the condition', timeoutMs = 20_000): Promise<void> {
+  for (let waited = 0; !condition(); waited += 100) {
+    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
