@@ -114,6 +114,28 @@ const OWN: Requirement[] = [
     'rx~max-concurrent-creates~1',
     'ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES and ANKAIOS_CONTAINERD_MAX_CONCURRENT_CREATES cap the creates an engine runs at once (4 unless said)',
   ],
+  [
+    'rx~systemd-runtime~1',
+    'runtime systemd manages an installed unit: serviceName and desiredState (running, stopped, restarted) applied by systemctl, a delete stops the unit, its logs are the journal (journalctl -u)',
+  ],
+  [
+    'rx~systemd-config~1',
+    'A systemd runtime config with a service name of other characters or without a unit type, another desiredState, or general options other than --user, --system, --host, --machine is refused, naming the field',
+  ],
+  [
+    'rx~systemd-states~1',
+    "A systemd workload's state is its unit's: active Running(Ok), inactive Succeeded(Ok) or Failed(ExecFailed) with the exit code, failed Failed(ExecFailed) with the sub-state, activating Pending(Starting), deactivating Stopping",
+  ],
+  [
+    'rx~systemd-events~1',
+    "Unit states come from systemd's own PropertiesChanged on its private bus (one bridge for all units); systemctl show verifies them every 30 s and polls every 500 ms while the bridge is down",
+  ],
+  [
+    'rx~systemd-refusals~1',
+    'A Control Interface, workload files or a unit that does not exist make a systemd workload Pending(StartingFailed), without retries',
+  ],
+  ['rx~systemd-restart-rule~1', 'desiredState restarted leaves a unit that became active in the last 3 s as it is'],
+  ['rx~systemd-resume~1', 'An agent started again finds the units it managed (kept in its io folder) and resumes them, neither starting nor restarting them'],
 ].map(([id, title]) => ({ id, title, design: 'ank-agent-rx', needs: ['utest'] }));
 
 const baseOf = (id: string) => id.replace(/~\d+$/, '');

@@ -46,6 +46,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
 
   const calls = () => clis.systemctl.calls;
 
+  // rx~systemd-runtime~1, rx~systemd-states~1
   it('desiredState running starts the unit: Pending(Starting), then Running(Ok) as systemd says; a delete stops it and it stays installed', async () => {
     const w = unitWorkload('web', agent.agentName, 'sleeper.service');
     agent.send({ kind: 'serverHello', added: [w] });
@@ -58,6 +59,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(agent.history('web')[0]).to.equal('Pending(Starting): Triggered at runtime.');
   });
 
+  // rx~systemd-runtime~1, rx~systemd-states~1
   it('desiredState stopped stops a running unit: Succeeded(Ok) once it is inactive', async () => {
     host.exec('systemctl', 'start', 'sleeper.service');
     agent.send({ kind: 'serverHello', added: [unitWorkload('off', agent.agentName, 'sleeper.service', 'desiredState: stopped')] });
@@ -65,6 +67,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(host.property('sleeper.service', 'ActiveState')).to.equal('inactive');
   });
 
+  // rx~systemd-runtime~1, rx~systemd-restart-rule~1
   it('desiredState restarted restarts the unit (a new main process), but not one that became active in the last 3 s', async () => {
     host.exec('systemctl', 'start', 'sleeper.service');
     const fresh = host.property('sleeper.service', 'MainPID');
@@ -79,11 +82,13 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(host.property('sleeper.service', 'MainPID')).to.not.equal(fresh);
   });
 
+  // rx~systemd-states~1, rx~systemd-events~1
   it('a unit that fails (ExecStart=/bin/false) is Failed(ExecFailed), heard from systemd without a systemctl show', async () => {
     agent.send({ kind: 'serverHello', added: [unitWorkload('broken', agent.agentName, 'false.service')] });
     await agent.waitFor('broken', /^Failed\(ExecFailed\): Service failed: failed$/);
   });
 
+  // rx~systemd-events~1, swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
   it('a unit killed from outside is reported at once from systemd news, with no systemctl call; ON_FAILURE starts it again', async () => {
     agent.send({ kind: 'serverHello', added: [unitWorkload('victim', agent.agentName, 'sleeper.service', '', { restartPolicy: 'OnFailure' })] });
     await agent.waitFor('victim', /^Running\(Ok\)$/);
@@ -97,6 +102,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(host.property('sleeper.service', 'ActiveState')).to.equal('active');
   });
 
+  // rx~systemd-refusals~1
   it('a unit that does not exist is Pending(StartingFailed) naming it, without retries', async () => {
     agent.send({ kind: 'serverHello', added: [unitWorkload('ghost', agent.agentName, 'nothere.service')] });
     await agent.waitFor('ghost', /^Pending\(StartingFailed\)/);
@@ -106,6 +112,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(agent.history('ghost').filter((h) => /Retry/.test(h))).to.deep.equal([]);
   });
 
+  // rx~systemd-refusals~1, rx~systemd-config~1
   it('a Control Interface or workload files are refused with Pending(StartingFailed), and so is a malformed config', async () => {
     const files = unitWorkload('withfiles', agent.agentName, 'sleeper.service', '', { files: [{ mountPoint: '/etc/x', data: 'x' }] });
     const options = unitWorkload('badflag', agent.agentName, 'sleeper.service', 'generalOptions: ["--root=/"]');
@@ -123,6 +130,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(host.property('sleeper.service', 'ActiveState')).to.equal('inactive');
   });
 
+  // rx~systemd-runtime~1
   it("logs are the unit's journal: its lines, tail and follow", async () => {
     const w = unitWorkload('chatty', agent.agentName, 'talker.service');
     agent.send({ kind: 'serverHello', added: [w] });
@@ -144,6 +152,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(followed).to.deep.equal(['line one', 'line two']);
   });
 
+  // swdd~agent-handles-new-workload-operations~1, rx~systemd-states~1
   it('a container workload waits for its unit to run (ADD_COND_RUNNING), and a unit for a container that succeeded', async () => {
     const unit = unitWorkload('db', agent.agentName, 'sleeper.service');
     const app = busybox('app', agent.agentName, { dependencies: { db: 'Running' } });
@@ -157,6 +166,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(order.indexOf('init:Succeeded')).to.be.below(order.indexOf('late:Running'));
   });
 
+  // rx~systemd-resume~1, swdd~agent-existing-workloads-finds-list~1
   it('an agent started again finds its units as it left them: no start, no restart, the same state', async () => {
     const w = unitWorkload('kept', agent.agentName, 'sleeper.service', 'desiredState: restarted');
     agent.send({ kind: 'serverHello', added: [w] });
@@ -176,6 +186,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     await until(() => host.property('sleeper.service', 'ActiveState') === 'inactive', 'the unit no workload asks for to be stopped');
   });
 
+  // rx~systemd-events~1
   it('with the bus bridge gone, states come from polls and the bridge is opened again', async () => {
     const w = unitWorkload('polled', agent.agentName, 'sleeper.service');
     agent.send({ kind: 'serverHello', added: [w] });

@@ -25,7 +25,7 @@ const MAX_UNIT_NAME = 255;
  */
 const SCOPE_FLAGS = new Set(['--user', '--system']);
 const SCOPE_OPTIONS = new Set(['--host', '-H', '--machine', '-M']);
-const SCOPE_VALUE = /^[A-Za-z0-9@_.:%+-]+$/;
+const SCOPE_VALUE = /^[A-Za-z0-9@_.%+][A-Za-z0-9@_.:%+-]*$/;
 
 export function parseUnitConfig(runtimeConfig: string): UnitConfig {
   const doc = document(runtimeConfig);
