@@ -91,11 +91,14 @@ export class Cluster {
     await this.until(async () => (await this.ank('get', 'agents').catch(() => '')).startsWith('NAME'), 'the server to answer');
   }
 
-  /** Starts our agent against the server (its run folder stays for restarts). */
-  startOurs(): Proc {
+  /** Starts our agent against the server (its run folder stays for restarts); `pathFirst`: a folder its PATH looks in first. */
+  startOurs(pathFirst?: string): Proc {
     const debug = process.env.ANKAIOS_DEBUG ? ['--debug'] : [];
+    const env = pathFirst ? { ...process.env, PATH: `${pathFirst}:${process.env.PATH}` } : process.env;
     this.ourAgent = new Proc(
-      spawn(process.execPath, [BIN, '-n', this.ours, '-s', this.url, ...this.securityArgs, ...this.pemArgs('agent'), '-r', this.runFolder('ours'), ...debug]),
+      spawn(process.execPath, [BIN, '-n', this.ours, '-s', this.url, ...this.securityArgs, ...this.pemArgs('agent'), '-r', this.runFolder('ours'), ...debug], {
+        env,
+      }),
     );
     return this.ourAgent;
   }

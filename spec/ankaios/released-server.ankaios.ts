@@ -6,6 +6,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { podman, requirePodman } from '../../scripts/harness/podman.js';
 import { Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
+import { SystemdHost, requireSystemd } from '../../scripts/harness/systemd.js';
 
 /** The released Python SDK, which the Control Interface case runs. */
 function requirePythonSdk(): void {
@@ -267,6 +268,40 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
       'c_mover to run on the released agent again',
     );
     await cluster.until(async () => nerdctlContainers(ours).length === 0, 'our agent to remove its container');
+  });
+
+  // rx~systemd-runtime~1, rx~systemd-states~1, rx~systemd-events~1
+  it('systemd workloads: the server shows a unit of ours as any workload, restarted by its policy, updated, its logs through ank, stopped on delete', async () => {
+    requireSystemd();
+    const host = await SystemdHost.start();
+    try {
+      host.install('talker.service', 'ExecStart=/bin/sh -c "echo talking; sleep 3600"');
+      await cluster.startServer();
+      cluster.startOurs(host.bin);
+      const { ours } = cluster;
+      const unit = (state: string) =>
+        `  svc:\n    runtime: systemd\n    agent: ${ours}\n    restartPolicy: ON_FAILURE\n    runtimeConfig: |\n      serviceName: talker.service\n      desiredState: ${state}\n`;
+      await cluster.apply(manifest(unit('running'), workloadYaml('after', ours, 'sleep 1000', '    dependencies:\n      svc: ADD_COND_RUNNING\n')));
+      await cluster.waitFor('svc', 'Running(Ok)');
+      await cluster.waitFor('after', 'Running(Ok)');
+      expect(await cluster.ank('get', 'workloads')).to.match(/svc\s+\S+\s+systemd\s+Running\(Ok\)/);
+      const pid = host.property('talker.service', 'MainPID');
+      host.exec('systemctl', 'kill', '--signal=KILL', 'talker.service');
+      await cluster.until(async () => !['0', pid].includes(host.property('talker.service', 'MainPID')), 'the unit to be started again by ON_FAILURE');
+      await cluster.waitFor('svc', 'Running(Ok)');
+      expect(await cluster.ank('logs', 'svc')).to.include('talking');
+      await cluster.apply(manifest(unit('stopped'), workloadYaml('after', ours, 'sleep 1000', '    dependencies:\n      svc: ADD_COND_RUNNING\n')));
+      await cluster.waitFor('svc', 'Succeeded(Ok)');
+      expect(host.property('talker.service', 'ActiveState')).to.equal('inactive');
+      await cluster.apply(manifest(unit('running')));
+      await cluster.waitFor('svc', 'Running(Ok)');
+      await cluster.ank('--no-wait', 'delete', 'workload', 'svc', 'after');
+      await cluster.until(async () => (await cluster.states()).length === 0, 'every workload to be gone');
+      expect(host.property('talker.service', 'ActiveState')).to.equal('inactive');
+      expect(host.property('talker.service', 'LoadState')).to.equal('loaded');
+    } finally {
+      host.stop();
+    }
   });
 
   it('a podman-kube workload moved from the released agent to ours and back: its pod runs under each, and each agent takes down what it played', async () => {
