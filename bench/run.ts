@@ -46,6 +46,7 @@ const PARTS: readonly Part[] = [
   { name: 'containerd', run: async () => (await import('./parts/containerd.js')).benchContainerd(quick ? 10 : 20, quick ? 20 : 60) },
   { name: 'e2e', podman: true, ankaios: true, run: async () => (await import('./parts/e2e.js')).benchEndToEnd(quick ? 4 : 12, 100) },
   { name: 'images', podman: true, run: async () => (await import('./parts/images.js')).benchImages(quick ? 10 : 50) },
+  { name: 'systemd', podman: true, run: async () => (await import('./parts/systemd.js')).benchSystemd(quick ? 5 : 20, quick ? 20 : 60) },
   { name: 'pulls', podman: true, ankaios: true, run: async () => (await import('./parts/pulls.js')).benchPulls(quick ? 1 : 3) },
 ];
 

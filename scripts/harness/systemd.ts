@@ -3,7 +3,7 @@
 // `journalctl` and `systemd-stdio-bridge` wrappers that run the real ones in that container.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Cli } from '../../lib/runtimes/base/cli.js';
@@ -31,9 +31,34 @@ export class SystemdHost {
     this.bin = mkdtempSync(path.join(os.tmpdir(), 'ank-systemd-bin-'));
     for (const tool of SYSTEMD_TOOLS) {
       const wrapper = path.join(this.bin, tool);
-      writeFileSync(wrapper, `#!/bin/sh\nexec podman exec -i ${container} ${tool} "$@"\n`);
+      writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\nexec podman exec -i ${container} ${tool} "$@"\n`);
       chmodSync(wrapper, 0o755);
     }
+  }
+
+  /** Where each wrapper notes that it ran. */
+  private get callLog(): string {
+    return path.join(this.bin, 'calls.log');
+  }
+
+  /** How many times the agents ran `tool` so far. */
+  calls(tool: (typeof SYSTEMD_TOOLS)[number]): number {
+    try {
+      return readFileSync(this.callLog, 'utf8')
+        .split('\n')
+        .filter((line) => line === tool).length;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** A folder of the wrappers but `tool`: an agent with it first on its PATH does not find `tool`. */
+  binWithout(tool: (typeof SYSTEMD_TOOLS)[number]): string {
+    const folder = path.join(this.bin, `without-${tool}`);
+    mkdirSync(folder, { recursive: true });
+    for (const other of SYSTEMD_TOOLS)
+      if (other !== tool && !existsSync(path.join(folder, other))) symlinkSync(path.join(this.bin, other), path.join(folder, other));
+    return folder;
   }
 
   /** Starts the container and waits until its systemd has booted. */
