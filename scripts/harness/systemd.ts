@@ -31,7 +31,10 @@ export class SystemdHost {
     this.bin = mkdtempSync(path.join(os.tmpdir(), 'ank-systemd-bin-'));
     for (const tool of SYSTEMD_TOOLS) {
       const wrapper = path.join(this.bin, tool);
-      writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\nexec podman exec -i ${container} ${tool} "$@"\n`);
+      // Not exec'd: the agent kills what it runs with SIGKILL, and a podman exec killed while it holds the
+      // container's lock leaves it held (every later exec waits for ever); killed, this shell leaves podman exec
+      // to end by itself once nobody reads it.
+      writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\npodman exec -i ${container} ${tool} "$@"\n`);
       chmodSync(wrapper, 0o755);
     }
   }

@@ -5,6 +5,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { filter, lastValueFrom, take, toArray } from 'rxjs';
+import { builtInRuntimes } from '../../bin/wiring.js';
+import { silentLogger } from '../../lib/logger.js';
+import { ConfigurationError } from '../../lib/runtime-connector.js';
 import type { Cli } from '../../lib/runtimes/base/cli.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
@@ -102,6 +105,16 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(host.property('sleeper.service', 'ActiveState')).to.equal('active');
   });
 
+  // rx~crash-loop-backoff~1, rx~systemd-runtime~1
+  it('a unit that keeps failing is started again at once, then waits for the crash-loop back-off', async () => {
+    agent.send({ kind: 'serverHello', added: [unitWorkload('flapping', agent.agentName, 'false.service', '', { restartPolicy: 'Always' })] });
+    await agent.waitFor('flapping', /^Pending\(WaitingToStart\)/, 15_000);
+    const failures = () => agent.history('flapping').filter((h) => h.startsWith('Failed(ExecFailed)')).length;
+    expect(failures()).to.equal(2);
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(failures(), 'no third start within the back-off').to.equal(2);
+  });
+
   // rx~systemd-refusals~1
   it('a unit that does not exist is Pending(StartingFailed) naming it, without retries', async () => {
     agent.send({ kind: 'serverHello', added: [unitWorkload('ghost', agent.agentName, 'nothere.service')] });
@@ -124,6 +137,13 @@ describe('the systemd runtime (real systemd in a container)', function () {
     } finally {
       ioAgent.stop();
     }
+    // The Control Interface, as the agent's host side hands its folder to the runtime.
+    const systemd = builtInRuntimes(silentLogger, { clis, folder }).get('systemd')!;
+    const refused = await lastValueFrom(systemd.createWorkload(unitWorkload('ci', agent.agentName, 'sleeper.service'), { controlInterfacePath: folder })).catch(
+      (e: Error) => e,
+    );
+    expect(refused).to.be.instanceOf(ConfigurationError);
+    expect((refused as Error).message).to.equal('The systemd runtime has no Control Interface: a unit has nothing the agent could mount its pipes into.');
     agent.send({ kind: 'serverHello', added: [options, name] });
     await agent.waitFor('badflag', /^Pending\(StartingFailed\): The general option '--root=\/' is not one the systemd runtime takes/);
     await agent.waitFor('badname', /^Pending\(StartingFailed\): The service name 'sleeper' must be a unit name ending in a unit type/);

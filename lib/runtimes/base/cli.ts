@@ -445,6 +445,8 @@ export class Cli {
           return {
             kill: () => {
               writing.unsubscribe();
+              // Its stdin closed too: a peer that outlives the kill (a bridge in another namespace) ends on EOF.
+              child.stdin.destroy();
               child.stdout.destroy();
               if (child.exitCode === null) child.kill('SIGKILL');
             },

@@ -125,7 +125,7 @@ export class SystemdRuntime implements RuntimeConnector<UnitId> {
     });
   }
 
-  /** The unit's journal, its messages only (as a container's logs are its output). */
+  /** The unit's journal (its lines and systemd's of it), without the journal's prefix of time and host, as a container's logs are its output. */
   logs(id: UnitId, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
     return this.journalctl.lines(
       [
@@ -181,9 +181,8 @@ export class SystemdRuntime implements RuntimeConnector<UnitId> {
   }
 }
 
-/** What systemctl says of a unit it does not know. */
-const isMissing = (err: unknown) =>
-  err instanceof CliError && /Unit \S+ (not found|not loaded)|No such file or directory|could not be found/i.test(err.message);
+/** What systemctl says of a unit it does not know (not of a manager it cannot reach: that is tried again). */
+const isMissing = (err: unknown) => err instanceof CliError && /Unit \S+ (not found|not loaded|could not be found)/i.test(err.message);
 
 /** The units the agent manages, by instance, in a file of its io folder: read once, written at each change. */
 export class UnitRecord {
