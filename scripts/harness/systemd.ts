@@ -80,7 +80,7 @@ export class SystemdHost {
 
   /** Runs a command in the container; its output. */
   exec(...args: string[]): string {
-    return execFileSync('podman', ['exec', this.container, ...args], { encoding: 'utf8', timeout: 30_000 }).trim();
+    return execFileSync('podman', ['exec', this.container, ...args], { encoding: 'utf8', timeout: 30_000, stdio: 'pipe' }).trim();
   }
 
   /** Installs a unit (`[Service]` lines given), and has systemd read it. */
