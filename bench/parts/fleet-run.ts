@@ -4,7 +4,7 @@
 // fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
 // each thread's schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, openSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, openSync, statSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
@@ -22,6 +22,8 @@ interface FleetFigures {
   readonly applyCpuMs: number;
   readonly deleteMs: number;
   readonly deleteCpuMs: number;
+  /** Podman processes the fleet started (its event streams aside), from start to all gone. */
+  readonly podmanCalls: number;
 }
 
 /** One fleet of `n` agents of one kind, from start to all gone. */
@@ -66,7 +68,9 @@ async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures
     const deleted = names.flatMap((_, i) => Array.from({ length: PER_AGENT }, (_, j) => `w${i}x${j}`));
     await cluster.ank('--no-wait', 'delete', 'workload', ...deleted);
     await cluster.until(async () => (await cluster.states()).length === 0, 'every workload gone', 300_000);
-    return { connectedMs, applyMs, applyCpuMs, deleteMs: performance.now() - t2, deleteCpuMs: cpuOf(agents) - cpu };
+    const deleteMs = performance.now() - t2;
+    const podmanCalls = statSync(path.join(fake, 'calls'), { throwIfNoEntry: false })?.size ?? 0;
+    return { connectedMs, applyMs, applyCpuMs, deleteMs, deleteCpuMs: cpuOf(agents) - cpu, podmanCalls };
   } finally {
     for (const agent of agents) agent.kill('SIGKILL');
     await cluster.stopAll();
@@ -101,6 +105,7 @@ export async function benchFleetRun(quick: boolean): Promise<void> {
       record({ name: `${n} × ${kind}: the agents' CPU in the apply`, value: of(kind, 'applyCpuMs'), unit: 'ms' });
       record({ name: `${n} × ${kind}: delete → all gone`, value: of(kind, 'deleteMs'), unit: 'ms' });
       record({ name: `${n} × ${kind}: the agents' CPU in the delete`, value: of(kind, 'deleteCpuMs'), unit: 'ms' });
+      record({ name: `${n} × ${kind}: podman processes, start to all gone`, value: of(kind, 'podmanCalls'), unit: '' });
     }
     record({ name: `${n} agents: apply → all Running(Ok), ours / released`, value: ratio('applyMs'), unit: '×', target: n === 30 ? '≤1.5' : undefined });
     record({ name: `${n} agents: the agents' CPU in the apply, ours / released`, value: ratio('applyCpuMs'), unit: '×' });

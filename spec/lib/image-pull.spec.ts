@@ -2,8 +2,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { EMPTY, lastValueFrom } from 'rxjs';
+import { EMPTY, forkJoin, lastValueFrom, of } from 'rxjs';
 import { ImagePulls } from '../../lib/runtimes/base/image-pulls.js';
+import { ImageCollector, ImageRecord } from '../../lib/runtimes/base/image-gc.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
 import { parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
@@ -182,7 +183,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     const podman = script('podman', `case "$1 $2" in "image exists") exit ${present ? 0 : 1};; pull*) echo 'Error: denied' >&2; exit ${pullExit};; esac`);
     const sync = script('sync', 'exit 0');
     const calls = () => readFileSync(log, 'utf8').trim().split('\n');
-    return { pulls: new ImagePulls(new Cli({ binary: podman }), { flush: new Cli({ binary: sync }) }), calls };
+    return { pulls: new ImagePulls(new Cli({ binary: podman }), { flush: new Cli({ binary: sync }) }), calls, podman };
   }
   const image = podmanImagePull(parseContainerConfig('image: reg.example/app:2'));
 
@@ -190,6 +191,25 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     const { pulls, calls } = fakeClis(false);
     await lastValueFrom(pulls.ensure(image), { defaultValue: undefined });
     expect(calls()).to.deep.equal(['podman image exists reg.example/app:2', 'podman pull --quiet reg.example/app:2', 'sync']);
+  });
+
+  // rx~image-gc~1
+  it('a burst of creates of one image asks once whether it was there before them, and records it for all', async () => {
+    const { calls, podman } = fakeClis(true);
+    const gc = new ImageCollector(
+      { name: 'fake', imagesInUse: () => of(new Set<string>()), remove: () => of(''), storeFolder: () => of('/') },
+      new ImageRecord(undefined, 'fake'),
+      { high: 85, low: 80, minAgeMs: 1000 },
+    );
+    const pulls = new ImagePulls(new Cli({ binary: podman }), { gc });
+    const creates = Array.from({ length: 5 }, (_, i) => pulls.creating([image], of(`container ${i}`)));
+    expect(await lastValueFrom(forkJoin(creates))).to.deep.equal(['container 0', 'container 1', 'container 2', 'container 3', 'container 4']);
+    expect(calls().filter((c) => c.startsWith('podman image exists'))).to.have.length(1);
+    await lastValueFrom(pulls.creating([image], of('later')));
+    expect(
+      calls().filter((c) => c.startsWith('podman image exists')),
+      'a create after the burst asks again',
+    ).to.have.length(2);
   });
 
   it('an image that is there is neither pulled nor flushed; a pull that fails is not flushed and fails with the reason', async () => {

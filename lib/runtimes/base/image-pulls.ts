@@ -38,6 +38,8 @@ export const FLUSH_DEADLINE_MS = 60_000;
 
 export class ImagePulls {
   private readonly inFlight = new Map<string, Observable<string>>();
+  /** Checks of whether an image is there, under way: a burst of creates of one image asks the engine once. */
+  private readonly checking = new Map<string, Observable<boolean>>();
   /** A registry's slots (by the host of the image's reference), made when it is first pulled from. */
   private readonly slots = new Map<string, Slots>();
 
@@ -186,12 +188,25 @@ export class ImagePulls {
     );
   }
 
-  /** Whether the image is there (the query fails with exit code 1 when it is not). */
+  /**
+   * Whether the image is there (the query fails with exit code 1 when it is not). A check asked while the same one
+   * is under way takes its answer: it is as new as its own would be.
+   */
   private present(pull: ImagePull): Observable<boolean> {
-    return this.cli.run(pull.present, undefined, 'query').pipe(
-      map(() => true),
-      catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err))),
-    );
+    const key = pull.present.join('\0');
+    return defer(() => {
+      let check = this.checking.get(key);
+      if (!check) {
+        check = this.cli.run(pull.present, undefined, 'query').pipe(
+          map(() => true),
+          catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err))),
+          finalize(() => this.checking.delete(key)),
+          share(),
+        );
+        this.checking.set(key, check);
+      }
+      return check;
+    });
   }
 }
 
