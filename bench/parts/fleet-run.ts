@@ -4,7 +4,7 @@
 // fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
 // each thread's schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, openSync, statSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, openSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
@@ -13,6 +13,13 @@ import { processCpuMs } from '../measure.js';
 import { record } from '../report.js';
 
 const PER_AGENT = 5;
+/**
+ * Ours without the Podman service: the fake podman cannot be one (`podman system service` ends at once), so each
+ * agent would start it again and again (1, 2, 4 s …), a Node process each time, where a real Podman's service
+ * would take the calls off processes. Both kinds then run a podman process per call.
+ */
+const NO_SERVICE = path.join(mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-config-')), 'agent.toml');
+writeFileSync(NO_SERVICE, "version = 'v1'\npodman_service = false\n");
 const cpuMs = processCpuMs;
 const cpuOf = (agents: readonly ChildProcess[]) => agents.reduce((sum, a) => sum + cpuMs(a.pid!), 0);
 
@@ -41,7 +48,7 @@ async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures
     const t0 = performance.now();
     for (const name of names) {
       const run = mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-run-'));
-      const args = ['-n', name, '-s', cluster.url, '-k', '-r', run];
+      const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', NO_SERVICE] : [])];
       // What each agent said stays in the cluster's folder.
       const log = openSync(path.join(cluster.folder, `${name}.log`), 'w');
       const stdio: ['ignore', number, number] = ['ignore', log, log];
