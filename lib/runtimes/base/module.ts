@@ -1,5 +1,5 @@
 // A runtime module: what a runtime's folder exports (lib/runtimes/<name>/index.ts) and what the agent gives it to
-// make its runtimes. bin/runtimes.ts lists the modules; nothing else names a runtime.
+// make its runtimes. bin/wiring.ts lists the modules; nothing else names a runtime.
 import type { Observable } from 'rxjs';
 import type { Logger } from '../../logger.js';
 import type { WorkloadContainerFigures } from '../../metrics.js';
