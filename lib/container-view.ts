@@ -16,6 +16,8 @@ export interface ContainerView {
   readonly early: ReadonlyMap<string, number | undefined>;
   /** When each container's latest start that the picture applied happened (the engine's time of it). */
   readonly started: ReadonlyMap<string, number>;
+  /** When each container's latest exit the picture applied happened, however it was told (kept after Podman took the exit file). */
+  readonly exited: ReadonlyMap<string, number>;
   /** Events that came while a poll ran (undefined: none runs): applied again on top of its result. */
   readonly duringPoll?: readonly ContainerEvent[];
 }
@@ -43,7 +45,7 @@ export interface ViewStep {
  */
 export const EXIT_FILE_TAKEN: ContainerChange = 'exit-file-taken';
 
-export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), started: new Map() };
+export const EMPTY_VIEW: ContainerView = { poll: 0, exitCodes: new Map(), early: new Map(), started: new Map(), exited: new Map() };
 
 export function stepView(view: ContainerView, input: ViewInput): ViewStep {
   switch (input.kind) {
@@ -107,12 +109,14 @@ interface Tracked {
   readonly exitCodes: Map<string, number>;
   readonly early: Map<string, number | undefined>;
   readonly started: Map<string, number>;
+  readonly exited: Map<string, number>;
 }
 
 const trackedOf = (view: ContainerView): Tracked => ({
   exitCodes: new Map(view.exitCodes),
   early: new Map(view.early),
   started: new Map(view.started),
+  exited: new Map(view.exited),
 });
 
 /** An exit of a run before the latest start applied: the engine's stream told it after a quick restart. */
@@ -122,13 +126,21 @@ function staleExit(e: ContainerEvent, { started }: Tracked): boolean {
 }
 
 /**
- * A start of the run whose exit was told early (conmon's exit file): the engine's stream is behind. A start
- * after that exit (a restart, by Podman's time of it) is not; without the times, a start is taken for old.
+ * How much later than the exit conmon told Podman may log the start of the same run: a container that ends at
+ * once has often exited before Podman logs its start (measured: the start's time up to a few ms after the exit
+ * file's notice). Nothing starts a container again that soon after an exit but the agent, whose own starts say so.
  */
-function staleStart(e: ContainerEvent, { early }: Tracked): boolean {
-  if (!early.has(e.id)) return false;
-  const exitAt = early.get(e.id);
-  return exitAt === undefined || e.at === undefined || e.at <= exitAt;
+export const START_EVENT_LAG_MS = 50;
+
+/**
+ * A start of a run whose exit the picture already applied: the engine's stream is behind (Podman's start event
+ * may come after the exit file, and after Podman took it). A start after that exit (a restart, by Podman's time
+ * of it, or one the agent asked for) is not; with an exit told early but no times, a start is taken for old.
+ */
+function staleStart(e: ContainerEvent, { early, exited }: Tracked): boolean {
+  if (early.has(e.id) && (early.get(e.id) === undefined || e.at === undefined)) return true;
+  const exitAt = exited.get(e.id);
+  return exitAt !== undefined && e.at !== undefined && e.at <= exitAt + (e.own ? 0 : START_EVENT_LAG_MS);
 }
 
 /** A container's states on its way up, by the change that tells it. */
@@ -154,6 +166,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
   if (e.change === 'exited') {
     if (staleExit(e, tracked)) return false;
     if (e.exitCode !== undefined) tracked.exitCodes.set(e.id, e.exitCode);
+    if (e.at !== undefined && e.at > (tracked.exited.get(e.id) ?? Number.NEGATIVE_INFINITY)) tracked.exited.set(e.id, e.at);
     if (!c) return false;
     const exitCode = tracked.exitCodes.get(e.id) ?? c.exitCode;
     // Podman's own word of an exit conmon told first changes nothing the watchers see.
@@ -174,6 +187,7 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     tracked.exitCodes.delete(e.id);
     tracked.early.delete(e.id);
     tracked.started.delete(e.id);
+    tracked.exited.delete(e.id);
     return to.delete(e.id);
   }
   if (e.change === 'paused' || e.change === 'resumed') {

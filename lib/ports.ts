@@ -51,6 +51,11 @@ export interface ContainerEvent {
   readonly at?: number;
   /** What the events tell of the container besides (its name, labels and pod): enough to show one the picture does not have yet. */
   readonly container?: Pick<Container, 'names' | 'labels' | 'pod'>;
+  /**
+   * With `started`: a start the agent ran itself (its `podman start` returned; `at`: when it was asked): a new run,
+   * unless an exit was told after it was asked (that run ended before the start returned).
+   */
+  readonly own?: boolean;
 }
 
 /** Whose containers a cache follows: the engine's name as messages say it (`Podman`), and the --debug stage of its cache (`podman.cache`). */

@@ -107,6 +107,41 @@ describe("the container view (the cache's rules)", () => {
     expect(run([event('exited', 2_300, 3, true)], view).states()).to.deep.equal({ a: 'exited 3' });
   });
 
+  // swdd~podman-state-getter-maps-state~3
+  it("a container that ended at once: Podman's start event, logged a few ms after the exit conmon told, is of that run; the agent's own start is new when asked after that exit, not when the run it began ended before it returned", () => {
+    const event = (change: ContainerChange, at: number, o: { exitCode?: number; early?: boolean; own?: boolean } = {}): ViewInput => ({
+      kind: 'event',
+      event: { id: 'a', change, exitCode: o.exitCode, at, own: o.own },
+      early: o.early ?? false,
+    });
+    const { steps, states } = run([
+      { kind: 'pollStarted' },
+      polled(1, [running('a')]),
+      event('exited', 1_000, { exitCode: 0, early: true }), // conmon: it ended
+      { kind: 'event', event: { id: 'a', change: EXIT_FILE_TAKEN }, early: true }, // Podman's clean-up took the file
+      event('started', 1_004), // Podman's stream, behind: the start it logged after the process had ended
+      event('exited', 1_030, { exitCode: 0 }), // Podman's died
+    ]);
+    expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].state)).to.deep.equal(['exited', undefined, undefined, undefined]);
+    expect(states()).to.deep.equal({ a: 'exited 0' });
+    const restarted = run([
+      { kind: 'pollStarted' },
+      polled(1, [running('a')]),
+      event('exited', 1_000, { exitCode: 0, early: true }),
+      event('started', 1_020, { early: true, own: true }), // the agent's `podman start`, asked at 1 020, returned
+    ]);
+    expect(restarted.states()).to.deep.equal({ a: 'running' });
+    const endedAtOnce = run([
+      { kind: 'pollStarted' },
+      polled(1, [{ id: 'a', state: 'exited', exitCode: 0 }]),
+      event('exited', 1_010, { exitCode: 0, early: true }), // conmon: the run the start began ended at once
+      event('started', 1_000, { early: true, own: true }), // the agent's `podman start`, asked at 1 000, returned after it
+      event('started', 1_006), // Podman's stream: that run's start
+    ]);
+    expect(endedAtOnce.states()).to.deep.equal({ a: 'exited 0' });
+    expect(endedAtOnce.steps.slice(3).map((s) => s.snapshot?.containers?.[0].state)).to.deep.equal([undefined, undefined]);
+  });
+
   it('once Podman took the exit file, a poll that shows the container running (started again) is believed', () => {
     const told = run([{ kind: 'pollStarted' }, polled(1, [running('a')]), died('a', 0, true)]).view;
     expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], told).states(), 'Podman has not taken it yet').to.deep.equal({ a: 'exited 0' });

@@ -313,6 +313,27 @@ describe("containerCache kept by Podman's events", () => {
     });
   });
 
+  // swdd~podmancli-container-state-cache-refresh~1
+  it('a container a poll shows stopped, its exit told by no event, is polled again after a second, not at the next verification', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, flush }) => {
+      // It ended before the event stream was up: Podman's ps shows it stopped, then exited once cleaned up.
+      let truth: Container[] = [{ id: 'a', state: 'stopped' }];
+      scheduler.schedule(() => (truth = [{ id: 'a', state: 'exited', exitCode: 0 }]), 200);
+      const list = () => defer(() => cold('-(a|)', { a: truth }));
+      const seen: Array<[number, string]> = [];
+      const sub = containerCache(list, cold<ContainerEvent>('-'))
+        .fresh()
+        .subscribe((snapshot) => seen.push([scheduler.now(), state(snapshot)]));
+      scheduler.schedule(() => sub.unsubscribe(), 5_000);
+      flush();
+      expect(seen).to.deep.equal([
+        [1, 'a:stopped'],
+        [1_002, 'a:exited(0)'],
+      ]);
+    });
+  });
+
   it("an exit told early (conmon's exit file) is not undone by Podman's late start event of the same run", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {

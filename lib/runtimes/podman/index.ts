@@ -41,7 +41,7 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
         early$: conmonExits(),
         own$: ownStarts$,
       });
-      const startedInPlace = (id: string) => ownStarts$.next({ id, change: 'started', at: Date.now() });
+      const startedInPlace = (id: string, askedAt: number) => ownStarts$.next({ id, change: 'started', at: askedAt, own: true });
       // The images the agent pulls are recorded in its folder and collected when no container uses them.
       const gc = imageCollector(context, podmanImageEngine(cli));
       const pulls = new ImagePulls(cli, { gc, maxCreates: config.maxCreates('podman') });

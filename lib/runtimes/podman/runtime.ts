@@ -25,8 +25,11 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     private readonly cli: Cli,
     private readonly watch: WatchState,
     private readonly health = true,
-    /** Told of each container the runtime started again in place, once `podman start` returned. */
-    private readonly startedInPlace?: (id: string) => void,
+    /**
+     * Told of each container the runtime started again in place, once `podman start` returned, with when it was
+     * asked (ms): an exit told after that is of the new run, which may have ended before the start returned.
+     */
+    private readonly startedInPlace?: (id: string, askedAt: number) => void,
     /** Shared with podman-kube: one image storage, one engine's creates. */
     private readonly pulls = new ImagePulls(cli),
   ) {}
@@ -146,10 +149,12 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** `podman start` (with the config's generalOptions, as the released agent gives them): the same container runs again. */
   startAgain(id: string, spec: WorkloadSpec): Observable<void> {
-    return defer(() => this.cli.run([...parseContainerConfig(spec.runtimeConfig).generalOptions, 'start', id])).pipe(
-      ignoreElements(),
-      tap({ complete: () => this.startedInPlace?.(id) }),
-    );
+    return defer(() => {
+      const askedAt = Date.now();
+      return this.cli
+        .run([...parseContainerConfig(spec.runtimeConfig).generalOptions, 'start', id])
+        .pipe(ignoreElements(), tap({ complete: () => this.startedInPlace?.(id, askedAt) }));
+    });
   }
 
   /**
