@@ -1,6 +1,8 @@
 // Real systemd for the specs: these machines do not run systemd as their first process, so Podman runs it as a
 // container's (the image scripts/setup-systemd.sh makes), and the agent reaches it through small `systemctl`,
-// `journalctl` and `systemd-stdio-bridge` wrappers that run the real ones in that container.
+// `journalctl` and `systemd-stdio-bridge` wrappers that run the real ones in that container's namespaces
+// (`nsenter`: a process of its own there, as on a node; `podman exec` sessions, which the agent's SIGKILLs of
+// streams left behind, made later execs into the container wait).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -27,14 +29,15 @@ export class SystemdHost {
   /** The folder of the wrappers: first on an agent's PATH, the agent's systemctl is this systemd's. */
   readonly bin: string;
 
-  private constructor(readonly container: string) {
+  private constructor(
+    readonly container: string,
+    /** The container's first process: its namespaces are systemd's. */
+    private readonly pid: string,
+  ) {
     this.bin = mkdtempSync(path.join(os.tmpdir(), 'ank-systemd-bin-'));
     for (const tool of SYSTEMD_TOOLS) {
       const wrapper = path.join(this.bin, tool);
-      // Not exec'd: the agent kills what it runs with SIGKILL, and a podman exec killed while it holds the
-      // container's lock leaves it held (every later exec waits for ever); killed, this shell leaves podman exec
-      // to end by itself once nobody reads it.
-      writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\npodman exec -i ${container} ${tool} "$@"\n`);
+      writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\nexec nsenter -t ${pid} -a ${tool} "$@"\n`);
       chmodSync(wrapper, 0o755);
     }
   }
@@ -68,7 +71,8 @@ export class SystemdHost {
   static async start(): Promise<SystemdHost> {
     const container = `ank-systemd-${randomBytes(4).toString('hex')}`;
     execFileSync('podman', ['run', '-d', '--name', container, '--systemd=always', SYSTEMD_IMAGE], { stdio: 'ignore' });
-    const host = new SystemdHost(container);
+    const pid = execFileSync('podman', ['inspect', '--format', '{{.State.Pid}}', container], { encoding: 'utf8' }).trim();
+    const host = new SystemdHost(container, pid);
     await until(() => /^(running|degraded)$/.test(host.quiet('systemctl', 'is-system-running')), `systemd in ${container} to boot`, 60_000);
     return host;
   }
@@ -78,9 +82,9 @@ export class SystemdHost {
     return Object.fromEntries(SYSTEMD_TOOLS.map((tool) => [tool, new Cli({ binary: path.join(this.bin, tool) })]));
   }
 
-  /** Runs a command in the container; its output. */
+  /** Runs a command in the container's namespaces; its output. */
   exec(...args: string[]): string {
-    return execFileSync('podman', ['exec', this.container, ...args], { encoding: 'utf8', timeout: 30_000, stdio: 'pipe' }).trim();
+    return execFileSync('nsenter', ['-t', this.pid, '-a', ...args], { encoding: 'utf8', timeout: 30_000, stdio: 'pipe' }).trim();
   }
 
   /** Installs a unit (`[Service]` lines given), and has systemd read it. */
