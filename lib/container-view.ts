@@ -37,6 +37,11 @@ export interface ViewStep {
   readonly snapshot?: Snapshot;
   /** The poll found a change the event stream did not announce: the stream is stalled. */
   readonly missedEvent?: boolean;
+  /**
+   * The poll shows a container `stopped` (its process ended, no exit told) that the picture did not: its exit file
+   * and died event may have come before the watches were up, so it is to be polled again soon.
+   */
+  readonly settling?: boolean;
 }
 
 /**
@@ -102,7 +107,8 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
     eventsHealthy &&
     view.containers !== undefined &&
     [...view.containers.values()].some((c) => c.state === 'running' && !STILL_UP.has(containers.get(c.id)?.state ?? 'gone'));
-  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent };
+  const settling = [...containers.values()].some((c) => c.state === 'stopped' && view.containers?.get(c.id)?.state !== 'stopped');
+  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent, settling };
 }
 
 interface Tracked {

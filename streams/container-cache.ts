@@ -133,17 +133,11 @@ function cacheSnapshots(
   const healthy$ = new BehaviorSubject(false);
   const watchingHealth = healthy$.subscribe((up) => (polls.eventsUp = up));
   const restart$ = new Subject<void>();
-  // A container a poll shows `stopped` (its process ended, its exit not told) gets one more poll soon: its exit
-  // file and died event may have come before the exit folder's watch and the event stream were up.
+  // A poll after a second for a container the reducer says is settling (stopped, its exit not told).
   const recheck$ = new Subject<void>();
-  let stopped = new Set<string>();
   const step = (input: ViewInput): Snapshot[] => {
     const next = stepView(view, input);
-    if (input.kind === 'polled') {
-      const now = new Set(input.containers.filter((c) => c.state === 'stopped').map((c) => c.id));
-      if ([...now].some((id) => !stopped.has(id) && next.view.containers?.get(id)?.state === 'stopped')) recheck$.next();
-      stopped = now;
-    }
+    if (next.settling) recheck$.next();
     if (next.snapshot && trace.enabled(engine.stage)) traceChanges(trace, engine, view, next, input);
     view = next.view;
     if (next.missedEvent) {

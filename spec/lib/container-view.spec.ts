@@ -184,6 +184,15 @@ describe("the container view (the cache's rules)", () => {
     expect(stepView(base, polled(2, [running('a')], true)).missedEvent).to.equal(false);
   });
 
+  it('says a poll shows a container settling when it is newly stopped with no exit told, once', () => {
+    const base = run([{ kind: 'pollStarted' }, polled(1, [running('a')])]).view;
+    const first = stepView(base, polled(2, [{ id: 'a', state: 'stopped' }], true));
+    expect(first.settling).to.equal(true);
+    expect(stepView(first.view, polled(3, [{ id: 'a', state: 'stopped' }], true)).settling, 'already stopped in the picture').to.equal(false);
+    const told = run([died('a', 0, true)], base).view;
+    expect(stepView(told, polled(2, [{ id: 'a', state: 'stopped' }], true)).settling, 'its exit was told: it has exited').to.equal(false);
+  });
+
   it('says why when a poll failed, and keeps the picture', () => {
     const { steps, view } = run([
       { kind: 'pollStarted' },
