@@ -2,7 +2,7 @@
 // systemd sends every unit's PropertiesChanged unasked, reached through `systemd-stdio-bridge` (systemd's own
 // bridge, what `systemctl --host` runs over ssh). One bridge for all the agent's units; a unit's change reaches
 // the agent as systemd makes it.
-import { Observable, Subject, defer, startWith } from 'rxjs';
+import { Observable, Subject, startWith } from 'rxjs';
 import { AUTH_BEGIN, type DbusMessage, DbusWireError, authRequest, readBody, splitMessages } from './dbus-wire.js';
 import { type UnitProps, UNIT_PROPERTIES, propsOfSignal } from './unit-state.js';
 
@@ -26,43 +26,41 @@ export type BusNews =
  * polls meanwhile and opens it again).
  */
 export function unitNews(open: (input$: Observable<string>) => Observable<Buffer>, wanted: (path: string) => boolean): Observable<BusNews> {
-  return defer(() => {
+  return new Observable<BusNews>((subscriber) => {
     const input$ = new Subject<string>();
     let authenticated = false;
     let pending: Buffer = Buffer.alloc(0);
-    return new Observable<BusNews>((subscriber) => {
-      const reading = open(input$.pipe(startWith(authRequest(process.getuid?.() ?? 0)))).subscribe({
-        next: (chunk) => {
-          pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-          if (!authenticated) {
-            const end = pending.indexOf('\r\n');
-            if (end < 0) {
-              if (pending.length > MAX_AUTH_BYTES) subscriber.error(new Error('no answer to the bus authentication'));
-              return;
-            }
-            const answer = pending.toString('latin1', 0, end);
-            if (!answer.startsWith('OK ')) return subscriber.error(new Error(`the bus refused the authentication (${answer.slice(0, 80)})`));
-            input$.next(AUTH_BEGIN);
-            authenticated = true;
-            pending = pending.subarray(end + 2);
-            subscriber.next({ kind: 'up' });
+    const reading = open(input$.pipe(startWith(authRequest(process.getuid?.() ?? 0)))).subscribe({
+      next: (chunk) => {
+        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+        if (!authenticated) {
+          const end = pending.indexOf('\r\n');
+          if (end < 0) {
+            if (pending.length > MAX_AUTH_BYTES) subscriber.error(new Error('no answer to the bus authentication'));
+            return;
           }
-          try {
-            const { messages, used } = splitMessages(pending);
-            pending = pending.subarray(used);
-            for (const message of messages) {
-              const news = unitChange(message, wanted);
-              if (news) subscriber.next(news);
-            }
-          } catch (err) {
-            subscriber.error(new Error(err instanceof DbusWireError ? `unreadable bytes on the bus (${err.message})` : (err as Error).message));
+          const answer = pending.toString('latin1', 0, end);
+          if (!answer.startsWith('OK ')) return subscriber.error(new Error(`the bus refused the authentication (${answer.slice(0, 80)})`));
+          input$.next(AUTH_BEGIN);
+          authenticated = true;
+          pending = pending.subarray(end + 2);
+          subscriber.next({ kind: 'up' });
+        }
+        try {
+          const { messages, used } = splitMessages(pending);
+          pending = pending.subarray(used);
+          for (const message of messages) {
+            const news = unitChange(message, wanted);
+            if (news) subscriber.next(news);
           }
-        },
-        error: (err) => subscriber.error(err),
-        complete: () => subscriber.error(new Error('the bus bridge ended')),
-      });
-      return () => reading.unsubscribe();
+        } catch (err) {
+          subscriber.error(new Error(err instanceof DbusWireError ? `unreadable bytes on the bus (${err.message})` : (err as Error).message));
+        }
+      },
+      error: (err) => subscriber.error(err),
+      complete: () => subscriber.error(new Error('the bus bridge ended')),
     });
+    return () => reading.unsubscribe();
   });
 }
 
