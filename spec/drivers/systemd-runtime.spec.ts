@@ -26,38 +26,25 @@ describe('the systemd runtime (real systemd in a container)', function () {
   let clis: Record<string, Cli>;
   let folder: string;
   const start = (name = uniqueAgent('sd'), events = true) => new PodmanAgent(name, undefined, undefined, { clis, folder, events, verifyMs: 500 });
-  /** A systemd with the specs' units. */
-  async function freshHost(): Promise<void> {
+  before(async function () {
+    requirePodman();
+    requireSystemd();
+    this.timeout(120_000);
     host = await SystemdHost.start();
     clis = host.clis();
     host.install('sleeper.service', SLEEPER);
     host.install('oneshot.service', 'Type=oneshot\nExecStart=/bin/sh -c "echo line one; echo line two; exit 0"');
     host.install('false.service', 'ExecStart=/bin/false');
     host.install('talker.service', 'ExecStart=/bin/sh -c "echo hello from the unit; sleep 3600"');
-  }
-  before(async function () {
-    requirePodman();
-    requireSystemd();
-    this.timeout(120_000);
-    await freshHost();
   });
   after(() => host?.stop());
   beforeEach(() => {
     folder = mkdtempSync(path.join(tmpdir(), 'ank-systemd-'));
     agent = start();
   });
-  afterEach(async function () {
-    this.timeout(120_000);
+  afterEach(() => {
     agent.stop();
-    try {
-      host.exec('sh', '-c', 'systemctl --no-block stop sleeper.service oneshot.service false.service talker.service; systemctl reset-failed 2>/dev/null; true');
-    } catch (err) {
-      // Seen twice in ~10 full runs: the containerised systemd stops answering systemctl after a test had passed.
-      // The next test gets a systemd of its own rather than failing for the one before.
-      console.warn(`The specs' systemd did not answer (${(err as Error).message}); a new one is started.`);
-      host.stop();
-      await freshHost();
-    }
+    host.exec('sh', '-c', 'systemctl stop sleeper.service oneshot.service false.service talker.service; systemctl reset-failed 2>/dev/null; true');
   });
 
   const calls = () => clis.systemctl.calls;
