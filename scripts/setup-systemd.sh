@@ -16,8 +16,11 @@ if ! $SUDO podman image exists "$IMAGE"; then
   trap '$SUDO rm -rf "$root"' EXIT
   echo "setup-systemd: debootstrap of Debian bookworm with systemd (about a minute and a half)"
   $SUDO debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libstdc++6 bookworm "$root" ${mirror:-http://deb.debian.org/debian} >/dev/null
-  # The units the specs drive are theirs; nothing else of the image's needs to start.
-  $SUDO rm -f "$root"/etc/systemd/system/*.wants/systemd-timesyncd.service
+  # The units the specs drive are theirs; nothing else of the image's needs to start or wake (apt's and the
+  # clean-up's timers), and the journal stays in memory rather than syncing to the container's overlay.
+  $SUDO rm -f "$root"/etc/systemd/system/*.wants/systemd-timesyncd.service "$root"/etc/systemd/system/timers.target.wants/*
+  $SUDO mkdir -p "$root"/etc/systemd/journald.conf.d
+  printf '[Journal]\nStorage=volatile\n' | $SUDO tee "$root"/etc/systemd/journald.conf.d/volatile.conf >/dev/null
   $SUDO tar -C "$root" -c . | $SUDO podman import --quiet --change 'CMD ["/sbin/init"]' - "$IMAGE" >/dev/null
   echo "setup-systemd: built $IMAGE"
 fi

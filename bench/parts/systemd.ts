@@ -18,8 +18,7 @@ export async function benchSystemd(kills: number, idleSeconds: number): Promise<
   requireSystemd();
   const host = await SystemdHost.start();
   try {
-    host.install('victim@.service', 'ExecStart=/bin/sleep 3600');
-    host.install('idle@.service', 'ExecStart=/bin/sleep 3600');
+    host.install({ 'victim@.service': 'ExecStart=/bin/sleep 3600', 'idle@.service': 'ExecStart=/bin/sleep 3600' });
     for (const [label, bin, target, idleTarget] of [
       ["systemd's news", host.bin, '<50', '<0.1'],
       ['the bridge not found: a 500 ms systemctl show poller', host.binWithout('systemd-stdio-bridge'), undefined, undefined],

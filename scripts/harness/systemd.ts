@@ -12,6 +12,8 @@ import { Cli } from '../../lib/runtimes/base/cli.js';
 import { until } from './wait.js';
 
 export const SYSTEMD_IMAGE = 'localhost/systemd:bookworm';
+/** Each process of the container: pid, where it waits in the kernel, command line (the image has no `ps`). */
+const PROCESSES = `for p in /proc/[0-9]*; do echo "\${p#/proc/} $(cat $p/wchan 2>/dev/null) $(tr '\\0' ' ' < $p/cmdline 2>/dev/null)"; done`;
 /** The binaries the systemd runtime runs. */
 export const SYSTEMD_TOOLS = ['systemctl', 'journalctl', 'systemd-stdio-bridge'] as const;
 
@@ -82,14 +84,32 @@ export class SystemdHost {
     return Object.fromEntries(SYSTEMD_TOOLS.map((tool) => [tool, new Cli({ binary: path.join(this.bin, tool) })]));
   }
 
-  /** Runs a command in the container's namespaces; its output. */
+  /** Runs a command in the container's namespaces; its output. A command that does not end within 30 s fails
+   * with what systemd was doing then (its jobs, the processes, the journal's end). */
   exec(...args: string[]): string {
-    return execFileSync('nsenter', ['-t', this.pid, '-a', ...args], { encoding: 'utf8', timeout: 30_000, stdio: 'pipe' }).trim();
+    try {
+      return this.run(args, 30_000);
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'ETIMEDOUT') throw err;
+      const look = (...what: string[]) => {
+        try {
+          return this.run(what, 5_000);
+        } catch (e) {
+          return `(${what.join(' ')}: ${(e as Error).message})`;
+        }
+      };
+      throw new Error(
+        `'${args.join(' ')}' did not end within 30 s in ${this.container}.\njobs:\n${look('systemctl', 'list-jobs', '--no-pager')}\n` +
+          `processes:\n${look('sh', '-c', PROCESSES)}\njournal:\n${look('journalctl', '-n', '40', '--no-pager')}`,
+      );
+    }
   }
 
-  /** Installs a unit (`[Service]` lines given), and has systemd read it. */
-  install(unit: string, service: string): void {
-    this.exec('sh', '-c', `printf '%s\\n' "$1" > /etc/systemd/system/${unit} && systemctl daemon-reload`, 'sh', `[Service]\n${service}`);
+  /** Installs units (name → `[Service]` lines), and has systemd read them. */
+  install(units: Record<string, string>): void {
+    const files = Object.entries(units).map(([unit, service]) => [unit, `[Service]\n${service}`]);
+    const writes = files.map((_, i) => `printf '%s\\n' "$${2 * i + 2}" > "/etc/systemd/system/$${2 * i + 1}"`).join(' && ');
+    this.exec('sh', '-c', `${writes} && systemctl daemon-reload`, 'sh', ...files.flat());
   }
 
   /** What systemctl show says of one property of the unit. */
@@ -100,6 +120,10 @@ export class SystemdHost {
   stop(): void {
     execFileSync('podman', ['rm', '--force', '--time=0', this.container], { stdio: 'ignore' });
     rmSync(this.bin, { recursive: true, force: true });
+  }
+
+  private run(args: string[], timeout: number): string {
+    return execFileSync('nsenter', ['-t', this.pid, '-a', ...args], { encoding: 'utf8', timeout, stdio: 'pipe' }).trim();
   }
 
   private quiet(...args: string[]): string {

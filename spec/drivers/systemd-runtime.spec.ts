@@ -26,25 +26,30 @@ describe('the systemd runtime (real systemd in a container)', function () {
   let clis: Record<string, Cli>;
   let folder: string;
   const start = (name = uniqueAgent('sd'), events = true) => new PodmanAgent(name, undefined, undefined, { clis, folder, events, verifyMs: 500 });
-  before(async function () {
+  /** The specs' units; each test has a systemd of its own, so that none finds what another left (a unit's jobs,
+   * a journal follower, a bus bridge). */
+  const UNITS = {
+    'sleeper.service': SLEEPER,
+    'oneshot.service': 'Type=oneshot\nExecStart=/bin/sh -c "echo line one; echo line two; exit 0"',
+    'false.service': 'ExecStart=/bin/false',
+    // The line comes after systemd's "Started", so that it is the journal's last.
+    'talker.service': 'ExecStart=/bin/sh -c "sleep 0.3; echo hello from the unit; exec sleep 3600"',
+  };
+  before(() => {
     requirePodman();
     requireSystemd();
+  });
+  beforeEach(async function () {
     this.timeout(120_000);
     host = await SystemdHost.start();
+    host.install(UNITS);
     clis = host.clis();
-    host.install('sleeper.service', SLEEPER);
-    host.install('oneshot.service', 'Type=oneshot\nExecStart=/bin/sh -c "echo line one; echo line two; exit 0"');
-    host.install('false.service', 'ExecStart=/bin/false');
-    host.install('talker.service', 'ExecStart=/bin/sh -c "echo hello from the unit; sleep 3600"');
-  });
-  after(() => host?.stop());
-  beforeEach(() => {
     folder = mkdtempSync(path.join(tmpdir(), 'ank-systemd-'));
     agent = start();
   });
   afterEach(() => {
-    agent.stop();
-    host.exec('sh', '-c', 'systemctl stop sleeper.service oneshot.service false.service talker.service; systemctl reset-failed 2>/dev/null; true');
+    agent?.stop();
+    host?.stop();
   });
 
   const calls = () => clis.systemctl.calls;
@@ -155,6 +160,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     const w = unitWorkload('chatty', agent.agentName, 'talker.service');
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('chatty', /^Running\(Ok\)$/);
+    await until(() => host.exec('journalctl', '-u', 'talker.service', '--output=cat', '-n', '1') === 'hello from the unit', 'the unit to talk');
     const running = agent.running.find(w.instanceName);
     expect(running).to.not.equal(undefined);
     const { runtime: connector, id } = running!;
