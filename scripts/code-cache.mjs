@@ -1,7 +1,7 @@
-// npm run build, last step: V8's code cache of each bundle (the start's and the run's), so that the agent starts without compiling what
-// its modules run when they load. The file is the bundle's CRC-32 (4 bytes, big-endian), then the cache:
-// bin/ank-agent.js uses it only for the bundle it was made of (CRC-32: native and cheap at start, where
-// loading node:crypto for a SHA-256 cost some 20 ms).
+// npm run build, last step: V8's code cache of the run's bundle, so that the agent does not compile what its
+// modules run when they load (the start's bundle is small and compiles as it is: bin/ank-agent.js). The file
+// is the bundle's CRC-32 (4 bytes, big-endian), then the cache: bin/ank-agent.js uses it only for the bundle it
+// was made of (CRC-32: native and cheap, where loading node:crypto for a SHA-256 cost some 20 ms).
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -30,5 +30,4 @@ function cache(file, cacheFile) {
   writeFileSync(cacheFile, Buffer.concat([check, script.createCachedData()]));
 }
 
-cache('dist/bin/ank-agent.cjs', 'dist/bin/ank-agent.cache');
 cache('dist/bin/ank-agent-run.cjs', 'dist/bin/ank-agent-run.cache');

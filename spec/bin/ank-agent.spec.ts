@@ -90,37 +90,43 @@ describe('ank-agent (the command line)', () => {
     expectFailure(await runToEnd(['-n', 'agent_A', '-k', '-s', 'ftp://host:1']), "Invalid server URL 'ftp://host:1'");
   });
 
-  it('runs the bundle from a code cache made of exactly that bundle and its Node options; --debug says when it is not used', () => {
-    // A copy of the built agent whose bundle changed after its cache was made (same length, so V8 alone would take the cache).
+  it("runs the agent's run from a code cache made of exactly that bundle and its Node options; --debug says when it is not used", async () => {
+    // A copy of the built agent whose run changed after its cache was made (same length, so V8 alone would take the cache).
     const copy = mkdtempSync(path.join(tmp, 'stale-'));
     mkdirSync(path.join(copy, 'bin'));
     mkdirSync(path.join(copy, 'dist', 'bin'), { recursive: true });
     writeFileSync(path.join(copy, 'bin', 'ank-agent.js'), readFileSync(BIN), { mode: 0o755 });
     writeFileSync(path.join(copy, 'package.json'), readFileSync('package.json'));
-    for (const file of ['ank-agent.cache', 'ank-agent-run.cjs', 'ank-agent-run.cache', 'about.js'])
+    for (const file of ['ank-agent.cjs', 'ank-agent-run.cache', 'about.js', 'prom-client.cjs'])
       writeFileSync(path.join(copy, 'dist', 'bin', file), readFileSync(path.join('dist', 'bin', file)));
-    const bundle = readFileSync(path.join('dist', 'bin', 'ank-agent.cjs'), 'utf8');
-    expect(bundle).to.contain('Show this help');
-    writeFileSync(path.join(copy, 'dist', 'bin', 'ank-agent.cjs'), bundle.replace('Show this help', 'Show THIS help'));
-    // A wrong flag: the bundle itself answers, with its help.
-    // Run as shipped (a program, with its Node options), as the cache was made.
-    const stderrOf = (command: string, ...args: string[]) => {
-      try {
-        execFileSync(command, [...args, '--wrong', '--debug'], { encoding: 'utf8', stdio: 'pipe' });
-        return '';
-      } catch (err) {
-        return (err as { stderr: string }).stderr;
-      }
+    const bundle = readFileSync(path.join('dist', 'bin', 'ank-agent-run.cjs'), 'utf8');
+    expect(bundle).to.contain('Connecting to the server as agent');
+    writeFileSync(
+      path.join(copy, 'dist', 'bin', 'ank-agent-run.cjs'),
+      bundle.replace('Connecting to the server as agent', 'Connecting TO the server as agent'),
+    );
+    // Run as shipped (a program, with its Node options), as the cache was made, until the run says it connects.
+    const debugOf = async (command: string, ...args: string[]) => {
+      const child = spawn(command, [...args, '-n', 'agent_cache', '-k', '-s', 'http://127.0.0.1:1', '-r', mkdtempSync(path.join(tmp, 'cache-')), '--debug'], {
+        env: { PATH: process.env.PATH ?? '' },
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+      });
+      await until(() => /Connecting (to|TO) the server as agent/.test(stderr), 'the run to connect');
+      child.kill('SIGKILL');
+      return stderr;
     };
-    const shipped = stderrOf(BIN);
-    expect(shipped).to.contain('Show this help');
+    const shipped = await debugOf(BIN);
+    expect(shipped).to.contain('Connecting to the server as agent');
     expect(shipped).to.contain('ank-agent: compiled from the code cache.');
-    const stale = stderrOf(path.join(copy, 'bin', 'ank-agent.js'));
-    expect(stale).to.contain('Show THIS help');
+    const stale = await debugOf(path.join(copy, 'bin', 'ank-agent.js'));
+    expect(stale).to.contain('Connecting TO the server as agent');
     expect(stale).to.contain('ank-agent: the code cache was made of another bundle: compiling without it.');
     // Under other Node options (as with another Node version) V8 rejects the cache: the bundle compiles without it.
-    const otherOptions = stderrOf(process.execPath, '--max-semi-space-size=4', BIN);
-    expect(otherOptions).to.contain('Show this help');
+    const otherOptions = await debugOf(process.execPath, '--max-semi-space-size=4', BIN);
+    expect(otherOptions).to.contain('Connecting to the server as agent');
     expect(otherOptions).to.contain('ank-agent: V8 rejected the code cache (made by another Node version or under other options): compiled without it.');
   });
 
