@@ -10,7 +10,8 @@ import path from 'node:path';
 import { type AgentStream, FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { record, sleep } from '../report.js';
-import { processCpuMs, rssKiB } from '../measure.js';
+import { processCpuMs, rssKiB, writeIdleFloor } from '../measure.js';
+import { encodeAgentHello, encodeAgentLoadStatus } from '../../lib/codec/hello.js';
 
 /** A process's CPU so far, in ms, to the nanosecond. */
 const cpuMs = processCpuMs;
@@ -84,6 +85,31 @@ async function fleetOf(label: string, start: (url: string) => ChildProcess, tota
   }
 }
 
+/** The CPU a minute of the idle floor (measure.ts, writeIdleFloor): Node doing what the design asks of an idle agent, and nothing else. */
+async function idleFloor(run: string, idleSeconds: number): Promise<void> {
+  const server = await FakeAnkaiosServer.start();
+  const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
+  const floor = spawn(
+    process.execPath,
+    ['--max-semi-space-size=1', writeIdleFloor(run), server.url, hex(encodeAgentHello('floor', '1.0.1', {})), hex(encodeAgentLoadStatus('floor', 3, 2 ** 33))],
+    { stdio: 'ignore' },
+  );
+  try {
+    await server.nextStream(20_000);
+    await sleep(idleSeconds * 1000);
+    const cpu = cpuMs(floor.pid!);
+    await sleep(idleSeconds * 1000);
+    record({
+      name: 'floor (Node on HTTP/2, a load status every 2 s, a ping every 10 s): CPU while idle',
+      value: ((cpuMs(floor.pid!) - cpu) / idleSeconds) * 60,
+      unit: 'ms/min',
+    });
+  } finally {
+    floor.kill('SIGKILL');
+    server.stop();
+  }
+}
+
 export async function benchFleet(quick: boolean): Promise<void> {
   const total = quick ? 20_000 : 100_000;
   const idleSeconds = quick ? 20 : 60;
@@ -95,4 +121,5 @@ export async function benchFleet(quick: boolean): Promise<void> {
   const args = (url: string) => ['-n', 'fleet_agent', '-s', url, '-k', '-r', run];
   await fleetOf('ours', (url) => spawn(BIN, args(url), { stdio: 'ignore' }), total, idleSeconds);
   if (released) await fleetOf('released', (url) => spawn(released, args(url), { stdio: 'ignore' }), total, idleSeconds);
+  await idleFloor(run, idleSeconds);
 }

@@ -108,7 +108,7 @@ export class SystemdHost {
   /** Installs units (name → `[Service]` lines), and has systemd read them. */
   install(units: Record<string, string>): void {
     const files = Object.entries(units).map(([unit, service]) => [unit, `[Service]\n${service}`]);
-    const writes = files.map((_, i) => `printf '%s\\n' "$${2 * i + 2}" > "/etc/systemd/system/$${2 * i + 1}"`).join(' && ');
+    const writes = files.map((_, i) => `printf '%s\\n' "\${${2 * i + 2}}" > "/etc/systemd/system/\${${2 * i + 1}}"`).join(' && ');
     this.exec('sh', '-c', `${writes} && systemctl daemon-reload`, 'sh', ...files.flat());
   }
 
