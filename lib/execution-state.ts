@@ -92,8 +92,11 @@ export function transition(current: ExecutionState | undefined, incoming: Execut
   return stopping && settled ? current! : incoming;
 }
 
-/** Stores an instance's latest state under `key`; a `Removed` instance is forgotten (the one place that decides so). */
+/** Whether an instance in this state is forgotten wherever states are kept: it is `Removed` (the one place that decides so). */
+export const forgotten = (state: ExecutionState): boolean => state.state === 'Removed';
+
+/** Stores an instance's latest state under `key`, or forgets the instance. */
 export function keepLatest<V>(map: Map<string, V>, key: string, state: ExecutionState, value: V): void {
-  if (state.state === 'Removed') map.delete(key);
+  if (forgotten(state)) map.delete(key);
   else map.set(key, value);
 }

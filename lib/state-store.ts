@@ -1,10 +1,12 @@
 // The WorkloadStateStore: the latest execution state of every workload instance the agent knows of.
-import { type ExecutionState, keepLatest } from './execution-state.js';
+import { type ExecutionState, forgotten } from './execution-state.js';
 import type { WorkloadState } from './messages.js';
-import { instanceKey } from './workload.js';
+import { sameInstance } from './workload.js';
 
 export class WorkloadStateStore {
-  private readonly byWorkload = new Map<string, Map<string, WorkloadState>>();
+  /** A workload's instances: one, or two while it moves or updates. An array of them, since a fleet's workloads
+   * are many: a map each would cost the store ten times the memory, and the garbage collector its copying. */
+  private readonly byWorkload = new Map<string, WorkloadState[]>();
 
   /**
    * swdd~agent-manager-stores-all-workload-states~1, swdd~agent-stores-workload-states-of-its-workloads~1:
@@ -14,10 +16,11 @@ export class WorkloadStateStore {
     const changed = new Set<string>();
     for (const s of states) {
       const name = s.instanceName.workloadName;
-      const key = instanceKey(s.instanceName);
-      const instances = this.byWorkload.get(name) ?? new Map<string, WorkloadState>();
-      keepLatest(instances, key, s.executionState, s);
-      if (instances.size === 0) this.byWorkload.delete(name);
+      const instances = this.byWorkload.get(name) ?? [];
+      const at = instances.findIndex((i) => sameInstance(i.instanceName, s.instanceName));
+      if (!forgotten(s.executionState)) instances[at < 0 ? instances.length : at] = s;
+      else if (at >= 0) instances.splice(at, 1);
+      if (instances.length === 0) this.byWorkload.delete(name);
       else this.byWorkload.set(name, instances);
       changed.add(name);
     }
@@ -26,10 +29,10 @@ export class WorkloadStateStore {
 
   /** The states of every instance of a workload (usually one; two while it moves or updates). */
   statesOf(workloadName: string): ExecutionState[] {
-    return [...(this.byWorkload.get(workloadName)?.values() ?? [])].map((s) => s.executionState);
+    return (this.byWorkload.get(workloadName) ?? []).map((s) => s.executionState);
   }
 
   all(): WorkloadState[] {
-    return [...this.byWorkload.values()].flatMap((m) => [...m.values()]);
+    return [...this.byWorkload.values()].flat();
   }
 }

@@ -23,17 +23,11 @@ const expect = (type: number, wanted: WireType) => {
   if (type !== wanted) throw new NotForHand();
 };
 
-/** Strings of ASCII decoded without TextDecoder (names and ids are); others as protobuf-es decodes them. */
+/** Strings of ASCII (names and ids are) read natively as Latin-1, which is the same for them; others as protobuf-es decodes them. */
 const decoder = new TextDecoder();
-function text(bytes: Uint8Array, from: number, to: number): string {
-  if (to - from > 64) return decoder.decode(bytes.subarray(from, to));
-  let ascii = '';
-  for (let i = from; i < to; i++) {
-    const b = bytes[i];
-    if (b >= 0x80) return decoder.decode(bytes.subarray(from, to));
-    ascii += String.fromCharCode(b);
-  }
-  return ascii;
+function text(bytes: Buffer, from: number, to: number): string {
+  for (let i = from; i < to; i++) if (bytes[i] >= 0x80) return decoder.decode(bytes.subarray(from, to));
+  return bytes.toString('latin1', from, to);
 }
 
 /**
@@ -42,7 +36,10 @@ function text(bytes: Uint8Array, from: number, to: number): string {
  */
 class Walk {
   pos = 0;
-  constructor(readonly bytes: Uint8Array) {}
+  readonly bytes: Buffer;
+  constructor(bytes: Uint8Array) {
+    this.bytes = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
 
   varint(): number {
     let value = 0;
