@@ -165,7 +165,7 @@ export class Cluster {
     while (!(await condition().catch(() => false))) {
       if (Date.now() > end) {
         throw new Error(
-          `timed out waiting for ${what}\n--- server ---\n${this.server?.output.slice(-3000) ?? ''}\n--- our agent ---\n${this.ourAgent?.output.slice(-3000) ?? ''}`,
+          `timed out waiting for ${what}\n--- server ---\n${this.server?.output.slice(-(Number(process.env.ANKAIOS_TAIL) || 3000)) ?? ''}\n--- our agent ---\n${this.ourAgent?.output.slice(-(Number(process.env.ANKAIOS_TAIL) || 3000)) ?? ''}`,
         );
       }
       await new Promise((r) => setTimeout(r, 200));

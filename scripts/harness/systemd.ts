@@ -26,7 +26,12 @@ export function requireSystemd(): void {
   }
 }
 
-/** A systemd in a container of its own, and the wrappers that reach it. */
+/**
+ * A systemd in a container of its own, and the wrappers that reach it. Its units should be one process each (a
+ * shell's last command exec'd): on a host with cgroup v1, systemd in a container hears of no emptied cgroup, and a
+ * stop job of a unit whose children outlived its main process waited for TimeoutStopSec, the container's
+ * processes all gone (a node's systemd, PID 1 of the machine, hears of it).
+ */
 export class SystemdHost {
   /** The folder of the wrappers: first on an agent's PATH, the agent's systemctl is this systemd's. */
   readonly bin: string;

@@ -275,7 +275,7 @@ describe('our agent under the released Ankaios server (ank-server, ank, ank-agen
     requireSystemd();
     const host = await SystemdHost.start();
     try {
-      host.install({ 'talker.service': 'ExecStart=/bin/sh -c "echo talking; sleep 3600"' });
+      host.install({ 'talker.service': 'ExecStart=/bin/sh -c "echo talking; exec sleep 3600"' });
       await cluster.startServer();
       cluster.startOurs(host.bin);
       const { ours } = cluster;
