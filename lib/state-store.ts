@@ -5,7 +5,7 @@ import { sameInstance } from './workload.js';
 
 export class WorkloadStateStore {
   /** A workload's instances: one, or two while it moves or updates. An array of them, since a fleet's workloads
-   * are many: a map each would cost the store ten times the memory, and the garbage collector its copying. */
+   * are many: a map each (~210 bytes against ~60) would cost the memory, and the garbage collector its copying. */
   private readonly byWorkload = new Map<string, WorkloadState[]>();
 
   /**
