@@ -59,21 +59,20 @@ call.write(Buffer.from([0x0a, 0x0a, 0x0a, 0x01, 0x62, 0x12, 0x05, 0x31, 0x2e, 0x
  * The idle floor of a Node process that does what the design asks of an idle agent, and nothing else: on
  * Node's HTTP/2, a ConnectAgent stream with its hello, every 2 s /proc/stat and /proc/meminfo read and an
  * AgentLoadStatus written (swdd~agent-sends-node-resource-availability-to-server~1), a keepalive ping every 10 s.
- * Run as `node <file> <server url> <hello hex> <load status hex>`.
+ * Run as `node <file> <server url> <hello hex> <load status hex>`, each message framed as gRPC frames it.
  */
 export function writeIdleFloor(run: string): string {
   const floor = `import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 const [url, hello, load] = process.argv.slice(2).map((a, i) => (i === 0 ? a : Buffer.from(a, 'hex')));
-const frame = (m) => Buffer.concat([Buffer.from([0, m.length >>> 24, (m.length >>> 16) & 255, (m.length >>> 8) & 255, m.length & 255]), m]);
 const session = http2.connect(url);
 const stream = session.request({ ':method': 'POST', ':path': '/grpc_api.AgentConnection/ConnectAgent', 'content-type': 'application/grpc', te: 'trailers' }, { endStream: false });
 stream.on('data', () => undefined);
-stream.write(frame(hello));
+stream.write(hello);
 setInterval(() => {
   readFileSync('/proc/stat');
   readFileSync('/proc/meminfo');
-  stream.write(frame(load));
+  stream.write(load);
 }, 2000);
 setInterval(() => session.ping(() => undefined), 10000);`;
   const file = path.join(run, 'idle-floor.mjs');

@@ -16,12 +16,15 @@ export class WorkloadStateStore {
     const changed = new Set<string>();
     for (const s of states) {
       const name = s.instanceName.workloadName;
-      const instances = this.byWorkload.get(name) ?? [];
-      const at = instances.findIndex((i) => sameInstance(i.instanceName, s.instanceName));
-      if (!forgotten(s.executionState)) instances[at < 0 ? instances.length : at] = s;
-      else if (at >= 0) instances.splice(at, 1);
-      if (instances.length === 0) this.byWorkload.delete(name);
-      else this.byWorkload.set(name, instances);
+      const instances = this.byWorkload.get(name);
+      const at = instances?.findIndex((i) => sameInstance(i.instanceName, s.instanceName)) ?? -1;
+      if (!forgotten(s.executionState)) {
+        if (!instances) this.byWorkload.set(name, [s]);
+        else instances[at < 0 ? instances.length : at] = s;
+      } else if (instances && at >= 0) {
+        instances.splice(at, 1);
+        if (instances.length === 0) this.byWorkload.delete(name);
+      }
       changed.add(name);
     }
     return changed;

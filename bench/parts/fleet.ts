@@ -12,6 +12,7 @@ import { BIN } from '../../scripts/harness/agent.js';
 import { record, sleep } from '../report.js';
 import { processCpuMs, rssKiB, writeIdleFloor } from '../measure.js';
 import { encodeAgentHello, encodeAgentLoadStatus } from '../../lib/codec/hello.js';
+import { frame } from '../../lib/drivers/grpc-call.js';
 
 /** A process's CPU so far, in ms, to the nanosecond. */
 const cpuMs = processCpuMs;
@@ -88,7 +89,7 @@ async function fleetOf(label: string, start: (url: string) => ChildProcess, tota
 /** The CPU a minute of the idle floor (measure.ts, writeIdleFloor): Node doing what the design asks of an idle agent, and nothing else. */
 async function idleFloor(run: string, idleSeconds: number): Promise<void> {
   const server = await FakeAnkaiosServer.start();
-  const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
+  const hex = (message: Uint8Array) => frame(message).toString('hex');
   const floor = spawn(
     process.execPath,
     ['--max-semi-space-size=1', writeIdleFloor(run), server.url, hex(encodeAgentHello('floor', '1.0.1', {})), hex(encodeAgentLoadStatus('floor', 3, 2 ** 33))],

@@ -164,8 +164,10 @@ export class Cluster {
     const end = Date.now() + timeoutMs;
     while (!(await condition().catch(() => false))) {
       if (Date.now() > end) {
+        // ANKAIOS_TAIL: how much of each output to show (3000 characters unless given).
+        const tail = -(Number(process.env.ANKAIOS_TAIL) || 3000);
         throw new Error(
-          `timed out waiting for ${what}\n--- server ---\n${this.server?.output.slice(-(Number(process.env.ANKAIOS_TAIL) || 3000)) ?? ''}\n--- our agent ---\n${this.ourAgent?.output.slice(-(Number(process.env.ANKAIOS_TAIL) || 3000)) ?? ''}`,
+          `timed out waiting for ${what}\n--- server ---\n${this.server?.output.slice(tail) ?? ''}\n--- our agent ---\n${this.ourAgent?.output.slice(tail) ?? ''}`,
         );
       }
       await new Promise((r) => setTimeout(r, 200));

@@ -33,13 +33,14 @@ function runToEnd(args: string[], env: Record<string, string> = {}): Promise<Run
   });
 }
 
-/** Starts the agent and resolves once its stderr shows `pattern`. */
+/** Starts the agent (`command`: how; Node on the entry unless given) and resolves once its stderr shows `pattern`. */
 function startUntil(
   args: string[],
   pattern: RegExp,
   env: Record<string, string> = {},
+  command: readonly string[] = [process.execPath, BIN],
 ): Promise<{ child: ChildProcess; stderr: () => string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+  const child = spawn(command[0], [...command.slice(1), ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   return new Promise((resolve, reject) => {
@@ -106,17 +107,11 @@ describe('ank-agent (the command line)', () => {
       bundle.replace('Connecting to the server as agent', 'Connecting TO the server as agent'),
     );
     // Run as shipped (a program, with its Node options), as the cache was made, until the run says it connects.
-    const debugOf = async (command: string, ...args: string[]) => {
-      const child = spawn(command, [...args, '-n', 'agent_cache', '-k', '-s', 'http://127.0.0.1:1', '-r', mkdtempSync(path.join(tmp, 'cache-')), '--debug'], {
-        env: { PATH: process.env.PATH ?? '' },
-      });
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => {
-        stderr += d.toString();
-      });
-      await until(() => /Connecting (to|TO) the server as agent/.test(stderr), 'the run to connect');
+    const debugOf = async (...command: string[]) => {
+      const args = ['-n', 'agent_cache', '-k', '-s', 'http://127.0.0.1:1', '-r', mkdtempSync(path.join(tmp, 'cache-')), '--debug'];
+      const { child, stderr } = await startUntil(args, /Connecting (to|TO) the server as agent/, {}, command);
       child.kill('SIGKILL');
-      return stderr;
+      return stderr();
     };
     const shipped = await debugOf(BIN);
     expect(shipped).to.contain('Connecting to the server as agent');

@@ -12,6 +12,7 @@ import type { Cli } from '../../lib/runtimes/base/cli.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { SystemdHost, requireSystemd } from '../../scripts/harness/systemd.js';
+import { until } from '../../scripts/harness/wait.js';
 
 const SLEEPER = 'ExecStart=/bin/sleep 3600';
 
@@ -226,10 +227,3 @@ describe('the systemd runtime (real systemd in a container)', function () {
     await until(() => clis['systemd-stdio-bridge'].calls > bridges, 'the bridge to be opened again');
   });
 });
-
-async function until(condition: () => boolean, what = 'the condition', timeoutMs = 20_000): Promise<void> {
-  for (let waited = 0; !condition(); waited += 100) {
-    if (waited > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
