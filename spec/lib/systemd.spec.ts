@@ -201,6 +201,71 @@ describe('the systemd runtime: the D-Bus messages systemd sends', () => {
   });
 
   // rx~systemd-events~1
+  it('refuses signatures the D-Bus specification forbids, so a 40-byte header of `a()` cannot loop the reader', () => {
+    for (const forbidden of ['a()', 'a{}', '()', '{sv}', 'a{vs}', 'a{s}', 'a{sss}', 'a(y', 'y)', `${'('.repeat(33)}y${')'.repeat(33)}`, 's'.repeat(256)]) {
+      expect(() => parseSignature(forbidden), forbidden).to.throw(DbusWireError);
+    }
+    expect(parseSignature('a{sv}(yv)av')).to.have.length(3);
+    // A signal whose one header field is a variant `a()` of 4 bytes: empty structs, each of no bytes.
+    const header = Buffer.alloc(40);
+    header.write('l', 0, 'latin1');
+    header.writeUInt8(4, 1);
+    header.writeUInt8(1, 3);
+    header.writeUInt32LE(1, 8);
+    header.writeUInt32LE(20, 12);
+    header.writeUInt8(1, 16);
+    header.writeUInt8(3, 17);
+    header.write('a()', 18, 'latin1');
+    header.writeUInt32LE(4, 24);
+    expect(() => splitMessages(header)).to.throw(DbusWireError, /empty '\(\)'/);
+  });
+
+  // rx~systemd-events~1
+  it('ends on every one of 20 000 random mutations of real signals, with its messages or a DbusWireError', function () {
+    this.timeout(60_000);
+    let seed = 0x5eed;
+    const random = (below: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) >>> 0;
+      return (seed >>> 8) % below;
+    };
+    const originals = [true, false].map((little) =>
+      propertiesChanged(
+        WEB,
+        'org.freedesktop.systemd1.Unit',
+        [
+          ['ActiveState', 's', 'active'],
+          ['Names', 'as', ['web.service']],
+          ['ExecMainStatus', 'i', 1],
+          ['InactiveExitTimestampMonotonic', 't', 5n],
+        ],
+        ['Conditions'],
+        little,
+      ),
+    );
+    const typeBytes = Buffer.from('ay(){}vsgoaaa\0\xff');
+    let read = 0;
+    let refused = 0;
+    for (let round = 0; round < 20_000; round++) {
+      const bytes = Buffer.from(originals[round % 2]);
+      for (let edits = 1 + random(4); edits > 0; edits--) {
+        const at = random(bytes.length);
+        bytes[at] = random(2) ? typeBytes[random(typeBytes.length)] : random(256);
+      }
+      const input = random(8) === 0 ? bytes.subarray(0, random(bytes.length)) : bytes;
+      try {
+        for (const message of splitMessages(input).messages) readBody(message);
+        read++;
+      } catch (error) {
+        expect(error, String(error)).to.be.instanceOf(DbusWireError);
+        refused++;
+      }
+    }
+    expect(read + refused).to.equal(20_000);
+    expect(refused).to.be.greaterThan(0);
+    expect(read).to.be.greaterThan(0);
+  });
+
+  // rx~systemd-events~1
   it('escapes a unit name into its object path as systemd does', () => {
     expect(unitPath('getty@tty1.service')).to.equal('/org/freedesktop/systemd1/unit/getty_40tty1_2eservice');
     expect(unitPath('2fast.service')).to.equal('/org/freedesktop/systemd1/unit/_32fast_2eservice');

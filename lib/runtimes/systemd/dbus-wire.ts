@@ -4,6 +4,7 @@
 
 /** A message's length is read from its first 16 bytes; past this the stream is not one the agent follows. */
 export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/** Variants may nest values deeper than one signature does; the specification's bound for a whole message. */
 const MAX_DEPTH = 64;
 
 /** What the client writes first: the NUL byte, then EXTERNAL authentication as `uid`, then BEGIN once it is OK. */
@@ -66,7 +67,10 @@ function parseMessage(bytes: Buffer): DbusMessage {
   const reader = new Reader(bytes, littleEndian);
   reader.offset = 12;
   const fields = reader.read(parseSignature('a(yv)')[0]) as DbusValue[][];
-  const field = (code: number) => fields.find((f) => f[0] === code)?.[1] as string | undefined;
+  const field = (code: number) => {
+    const value = fields.find((f) => f[0] === code)?.[1];
+    return typeof value === 'string' ? value : undefined;
+  };
   const bodyOffset = align(reader.offset, 8);
   return {
     type: bytes[1],
@@ -90,28 +94,44 @@ export function readBody(message: DbusMessage): DbusValue[] {
 /** A type of a signature: a basic code, or a container with its element types. */
 type DbusType = { readonly code: string; readonly items: readonly DbusType[] };
 
-/** The complete types of a signature; throws DbusWireError on one that is not. */
+/** The D-Bus specification's bounds of a signature: its length, and arrays and structs nested in it. */
+const MAX_SIGNATURE_LENGTH = 255;
+const MAX_NESTING = 32;
+const BASIC_TYPES = 'ybnqiuxtdhsog';
+
+/**
+ * The complete types of a signature; throws DbusWireError on one the D-Bus specification forbids: longer than 255,
+ * nested deeper than 32 arrays or 32 structs, an empty struct, a dict entry outside an array, one of other than two
+ * types or with a key that is not basic. Each element of an array read by a valid signature takes at least one
+ * byte, so reading a message is bounded by its length.
+ */
 export function parseSignature(signature: string): DbusType[] {
+  if (signature.length > MAX_SIGNATURE_LENGTH) throw new DbusWireError(`a signature of ${signature.length} characters`);
   let at = 0;
-  const one = (depth: number): DbusType => {
-    if (depth > MAX_DEPTH) throw new DbusWireError('a signature nested too deep');
+  const one = (arrays: number, structs: number, inArray: boolean): DbusType => {
+    if (arrays > MAX_NESTING || structs > MAX_NESTING) throw new DbusWireError(`a signature nested too deep: '${signature}'`);
     const code = signature[at++];
-    if (code === 'a') return { code, items: [one(depth + 1)] };
+    if (code === 'a') return { code, items: [one(arrays + 1, structs, true)] };
     if (code === '(' || code === '{') {
       const close = code === '(' ? ')' : '}';
+      if (code === '{' && !inArray) throw new DbusWireError(`a dict entry outside an array in '${signature}'`);
       const items: DbusType[] = [];
       while (signature[at] !== close) {
         if (at >= signature.length) throw new DbusWireError(`an unclosed '${code}' in '${signature}'`);
-        items.push(one(depth + 1));
+        items.push(one(arrays, structs + 1, false));
       }
       at++;
+      if (items.length === 0) throw new DbusWireError(`an empty '${code}${close}' in '${signature}'`);
+      if (code === '{' && (items.length !== 2 || !BASIC_TYPES.includes(items[0].code))) {
+        throw new DbusWireError(`a dict entry of other than a basic key and a value in '${signature}'`);
+      }
       return { code, items };
     }
-    if (code === undefined || !'ybnqiuxtdhsogv'.includes(code)) throw new DbusWireError(`an unknown type '${code}' in '${signature}'`);
+    if (code === undefined || !`${BASIC_TYPES}v`.includes(code)) throw new DbusWireError(`an unknown type '${code}' in '${signature}'`);
     return { code, items: [] };
   };
   const types: DbusType[] = [];
-  while (at < signature.length) types.push(one(0));
+  while (at < signature.length) types.push(one(0, 0, false));
   return types;
 }
 
@@ -173,7 +193,12 @@ class Reader {
         const end = this.offset + length;
         this.need(length);
         const values: DbusValue[] = [];
-        while (this.offset < end) values.push(this.read(element, depth + 1));
+        while (this.offset < end) {
+          const before = this.offset;
+          values.push(this.read(element, depth + 1));
+          // A valid signature never reads an element of no bytes; this keeps the loop bounded if one did.
+          if (this.offset === before) throw new DbusWireError('an array element of no bytes');
+        }
         if (this.offset !== end) throw new DbusWireError('an array whose elements overrun its length');
         return element.code === '{' ? new Map(values.map((entry) => entry as [DbusValue, DbusValue])) : values;
       }
