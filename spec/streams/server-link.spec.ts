@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import tls from 'node:tls';
 import { tmpdir } from 'node:os';
@@ -255,6 +255,7 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
   describe('mTLS', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
     before(() => execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), dir]));
+    after(() => rmSync(dir, { recursive: true, force: true }));
     const pem = (name: string) => readFileSync(path.join(dir, name));
 
     // swdd~agent-provides-file-paths-to-communication-middleware~1
@@ -307,13 +308,65 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
       expect(server.streams).to.have.length(0);
     });
 
+    // swdd~agent-provides-file-paths-to-communication-middleware~1
+    it('does not connect to a server whose certificate is for client authentication only, as the released agent refuses it', async () => {
+      const quiet = { stdio: 'ignore' as const, cwd: dir };
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-subj',
+          '/CN=ank-server',
+          '-keyout',
+          'client-only-key.pem',
+          '-out',
+          'client-only.csr',
+        ],
+        quiet,
+      );
+      writeFileSync(path.join(dir, 'client-only.ext'), 'subjectAltName=DNS:ank-server\nextendedKeyUsage=clientAuth\n');
+      execFileSync(
+        'openssl',
+        [
+          'x509',
+          '-req',
+          '-in',
+          'client-only.csr',
+          '-CA',
+          'ca.pem',
+          '-CAkey',
+          'ca-key.pem',
+          '-CAcreateserial',
+          '-days',
+          '2',
+          '-extfile',
+          'client-only.ext',
+          '-out',
+          'client-only.pem',
+        ],
+        quiet,
+      );
+      server.stop();
+      server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert: pem('client-only.pem'), key: pem('client-only-key.pem') } });
+      const { said, log } = warnings();
+      open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') }, log });
+      await until(() => said.length > 0, 'the refused attempt', 10_000);
+      expect(said[0]).to.include('is not for server authentication (its uses: clientAuth)');
+      expect(server.streams).to.have.length(0);
+    });
+
     it('does not connect to a server whose certificate another CA signed: it tries, and TLS refuses', async () => {
       const other = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
       execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), other]);
+      const [cert, key] = [readFileSync(path.join(other, 'server.pem')), readFileSync(path.join(other, 'server-key.pem'))];
+      rmSync(other, { recursive: true, force: true });
       server.stop();
-      server = await FakeAnkaiosServer.start({
-        tls: { ca: pem('ca.pem'), cert: readFileSync(path.join(other, 'server.pem')), key: readFileSync(path.join(other, 'server-key.pem')) },
-      });
+      server = await FakeAnkaiosServer.start({ tls: { ca: pem('ca.pem'), cert, key } });
       const { said, log } = warnings();
       open({ security: { insecure: false, ca: pem('ca.pem'), cert: pem('agent.pem'), key: pem('agent-key.pem') }, log });
       await until(() => said.length > 0, 'the refused attempt', 10_000);
