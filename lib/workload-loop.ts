@@ -92,8 +92,10 @@ export type LoopState =
   | { readonly kind: 'removing'; readonly spec: WorkloadSpec; readonly id: unknown; readonly afterwards: Afterwards; readonly running?: Running }
   /** Busy: a workload of an earlier run is removed, then `afterwards`. */
   | { readonly kind: 'removingExisting'; readonly existing: ExistingWorkload; readonly afterwards: Afterwards }
-  /** Busy: the workload to resume is looked for. */
-  | { readonly kind: 'finding'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector };
+  /** Busy: the workload to resume is looked for (look `tries + 1`). */
+  | { readonly kind: 'finding'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector; readonly tries: number }
+  /** Look `tries` for the workload to resume failed (the runtime could not say): the next is due after `delayMs`. */
+  | { readonly kind: 'refinding'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector; readonly tries: number; readonly delayMs: number };
 
 export const IDLE: LoopState = { kind: 'idle' };
 
@@ -112,7 +114,8 @@ export type LoopInput =
   /** The removal is over: `failure` says why it failed, if it did. */
   | { readonly kind: 'removed'; readonly failure?: string }
   | { readonly kind: 'existingRemoved'; readonly failure?: string }
-  | { readonly kind: 'found'; readonly id?: unknown }
+  /** The workload to resume was looked for: its id, none when it is not there, or why the runtime could not say. */
+  | { readonly kind: 'found'; readonly id?: unknown; readonly failure?: string }
   /** The runtime's state of the watched workload. */
   | { readonly kind: 'seen'; readonly state: ExecutionState }
   /** An unhealthy workload's container was stopped (its restart policy acts only then). */
@@ -203,6 +206,8 @@ export function follows(state: LoopState): Follow[] {
       return [{ kind: 'wait', key: `retry ${state.retries}`, ms: state.delayMs }];
     case 'backingOff':
       return [{ kind: 'wait', key: `restart ${state.shortRuns}`, ms: state.delayMs }];
+    case 'refinding':
+      return [{ kind: 'wait', key: `find ${state.tries}`, ms: state.delayMs }];
     default:
       return [];
   }
@@ -266,7 +271,7 @@ class Rules {
       case 'existingRemoved':
         return state.kind === 'removingExisting' ? this.existingRemoved(state, input.failure) : to(state);
       case 'found':
-        return state.kind === 'finding' ? this.found(state, input.id) : to(state);
+        return state.kind === 'finding' ? this.found(state, input) : to(state);
       case 'seen':
         return state.kind === 'created' || state.kind === 'fetching' ? this.seen(state, input.state) : to(state);
       case 'stoppedUnhealthy':
@@ -333,10 +338,23 @@ class Rules {
   private resume(spec: WorkloadSpec): Transition {
     const runtime = this.context.runtimes.get(spec.runtime);
     if (!runtime) return to({ kind: 'absent', spec }, [unknownRuntime(spec)]);
-    return to({ kind: 'finding', spec, runtime }, [], [{ kind: 'find', spec, runtime }]);
+    return this.find(spec, runtime, 0);
   }
 
-  private found({ spec, runtime }: LoopState & { kind: 'finding' }, id: unknown): Transition {
+  private find(spec: WorkloadSpec, runtime: RuntimeConnector, tries: number): Transition {
+    return to({ kind: 'finding', spec, runtime, tries }, [], [{ kind: 'find', spec, runtime }]);
+  }
+
+  /**
+   * A workload is lost only when the runtime says it is not there; a runtime that could not say (its list
+   * failed or could not be read) is asked again after the create back-off, and nothing is reported meanwhile.
+   */
+  private found({ spec, runtime, tries }: LoopState & { kind: 'finding' }, { id, failure }: { id?: unknown; failure?: string }): Transition {
+    if (failure !== undefined) {
+      const delayMs = createBackoffMs(tries, this.now.jitter);
+      const text = `Could not look for the workload '${spec.instanceName.id}' to resume (${failure}); asking again in ${delayMs} ms.`;
+      return to({ kind: 'refinding', spec, runtime, tries: tries + 1, delayMs }, [], [{ kind: 'warn', text }]);
+    }
     if (id === undefined) return to({ kind: 'absent', spec }, [stateOf(spec.instanceName, ExecutionState.lost('The workload to resume was not found.'))]);
     return this.created(spec, runtime, id, 0);
   }
@@ -486,6 +504,8 @@ class Rules {
         return this.restart(state, state.succeeded);
       case 'fetching':
         return to({ ...state, retryInMs: undefined });
+      case 'refinding':
+        return this.find(state.spec, state.runtime, state.tries);
       default:
         return to(state);
     }

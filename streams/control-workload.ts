@@ -258,9 +258,9 @@ class Interpreter {
       case 'find':
         return deps.prepare(effect.spec).pipe(
           mergeMap(() => effect.runtime.getWorkloadId(effect.spec.instanceName)),
-          catchError(() => of(undefined)),
           defaultIfEmpty(undefined),
           map((id): LoopInput => ({ kind: 'found', id })),
+          catchError((err: unknown) => of<LoopInput>({ kind: 'found', failure: causeOf(err) })),
         );
     }
   }

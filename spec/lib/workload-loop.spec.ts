@@ -200,9 +200,23 @@ const rows: Array<[string, LoopState, LoopInput, Partial<ReturnType<typeof seen>
   ['a resume looks for its workload', IDLE, command({ kind: 'resume', spec }), { state: 'finding', effects: ['find'] }],
   [
     'a workload to resume that is gone is Failed(Lost)',
-    { kind: 'finding', spec, runtime },
+    { kind: 'finding', spec, runtime, tries: 0 },
     { kind: 'found' },
     { state: 'absent', reports: ['Failed(Lost): The workload to resume was not found.'] },
+  ],
+  // swdd~agent-workload-control-loop-executes-resume~1
+  [
+    'a workload the runtime could not look for is not lost: nothing is reported, and it is looked for again after a back-off',
+    { kind: 'finding', spec, runtime, tries: 0 },
+    { kind: 'found', failure: "Podman's list is not JSON: garbage{{" },
+    { state: 'refinding', reports: [], effects: ['warn'], follows: ['find 1'] },
+  ],
+  // swdd~agent-workload-control-loop-executes-resume~1
+  [
+    'when the wait is over the workload is looked for again',
+    { kind: 'refinding', spec, runtime, tries: 1, delayMs: 500 },
+    { kind: 'waited' },
+    { state: 'finding', reports: [], effects: ['find'] },
   ],
   ['an outcome that is not for the state changes nothing', running(), { kind: 'created', id: 'x' }, { state: 'created', reports: [], effects: [] }],
 ];

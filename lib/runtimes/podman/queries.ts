@@ -43,8 +43,15 @@ export const podmanContainers = (cli: Cli, filters: readonly string[] = [], gene
 export const podmanVolumes = (cli: Cli, filters: readonly string[] = []): Observable<Volume[]> =>
   cli.run(['volume', 'ls', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseJsonList<Volume>));
 
+/** A list Podman printed; one that cannot be read is an error of the call, never an empty list. */
 function parseJsonList<T>(text: string): T[] {
   if (text.trim() === '') return [];
-  const parsed = JSON.parse(text) as T[] | null;
-  return parsed ?? [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new Error(`Podman's list is not JSON: ${JSON.stringify(text.slice(0, 80))}`);
+  }
+  if (parsed !== null && !Array.isArray(parsed)) throw new Error(`Podman's list is not a list: ${JSON.stringify(text.slice(0, 80))}`);
+  return (parsed as T[] | null) ?? [];
 }
