@@ -96,6 +96,43 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
   });
 
   // rx~image-gc~1
+  it("a user's new image under a tag the agent once pulled is never removed: the agent forgets the tag", async () => {
+    const folder = newFolder();
+    agent = new PodmanAgent(uniqueAgent('gctag'), undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder });
+    const first = fromRegistry('app', agent.agentName, images[0]);
+    agent.send({ kind: 'serverHello', added: [first] });
+    await agent.waitFor('app', /^Running\(Ok\)$/);
+    // The user's own image now carries the tag the agent pulled (its container runs on by id).
+    podman('pull', '--quiet', '--tls-verify=false', user);
+    podman('tag', user, images[0]);
+    const users = podman('image', 'inspect', '--format', '{{.Id}}', images[0]);
+    await updateTo(agent, first, images[1]);
+    const recorded = () => readFileSync(path.join(folder, 'images.podman.json'), 'utf8');
+    await until(() => !recorded().includes(images[0]), 'the record to forget the tag', 30_000);
+    expect(podman('image', 'inspect', '--format', '{{.Id}}', images[0]), "the user's image under the tag").to.equal(users);
+  });
+
+  // rx~image-gc-disk-guard~1
+  it("a new workload's create, which pulls its image itself, waits while the image store's filesystem is above image_gc.high", async () => {
+    const root = podman('info', '--format', '{{.Store.GraphRoot}}');
+    const { blocks, bavail, bfree, bsize } = statfsSync(root);
+    const used = blocks - bfree;
+    const high = Math.round(((100 * used) / (used + bavail) + 0.3) * 100) / 100;
+    const filler = path.join(path.dirname(root), `ank-gc-filler-${process.pid}`);
+    try {
+      execFileSync('fallocate', ['-l', String(Math.ceil(((high + 0.3) / 100) * (used + bavail) - used) * bsize), filler]);
+      agent = new PodmanAgent(uniqueAgent('gcnew'), undefined, undefined, { imageGc: { high, low: high - 1, minAgeMs: 0 }, folder: newFolder() });
+      agent.send({ kind: 'serverHello', added: [fromRegistry('app', agent.agentName, images[2])] });
+      await agent.waitFor('app', /^Pending\(Starting\): Retry 1: Waiting for disk space/, 30_000);
+      expect(exists(images[2]), 'nothing pulled meanwhile').to.equal(false);
+      rmSync(filler);
+      await agent.waitFor('app', /^Running\(Ok\)$/, 60_000);
+    } finally {
+      rmSync(filler, { force: true });
+    }
+  });
+
+  // rx~image-gc~1
   it('the record survives a restart: the next agent removes what the earlier one pulled, once nothing uses it', async () => {
     const folder = newFolder();
     const name = uniqueAgent('gcre');
@@ -104,7 +141,8 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
     const w = fromRegistry('app', name, images[0]);
     before.send({ kind: 'serverHello', added: [w] });
     await before.waitFor('app', /^Running\(Ok\)$/);
-    expect(existsSync(path.join(folder, 'images.podman.json')), 'the record').to.equal(true);
+    // Recorded once the create is done and the image it pulled is described.
+    await until(() => existsSync(path.join(folder, 'images.podman.json')), 'the record', 10_000);
     before.stop();
     agent = new PodmanAgent(name, undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder });
     await until(() => !exists(images[0]), 'the image the earlier agent pulled to go', 30_000);

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { EMPTY, forkJoin, lastValueFrom, of } from 'rxjs';
 import { ImagePulls } from '../../lib/runtimes/base/image-pulls.js';
-import { ImageCollector, ImageRecord } from '../../lib/runtimes/base/image-gc.js';
+import { ImageCollector } from '../../lib/runtimes/base/image-gc.js';
+import { ImageRecord } from '../../lib/runtimes/base/image-record.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
 import { parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
@@ -197,7 +198,13 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
   it('a burst of creates of one image asks once whether it was there before them, and records it for all', async () => {
     const { calls, podman } = fakeClis(true);
     const gc = new ImageCollector(
-      { name: 'fake', imagesInUse: () => of(new Set<string>()), remove: () => of(''), storeFolder: () => of('/') },
+      {
+        name: 'fake',
+        imagesInUse: () => of(new Set<string>()),
+        describe: () => of({ id: 'i1', names: ['reg.example/app:2'] }),
+        remove: () => of(''),
+        storeFolder: () => of('/'),
+      },
       new ImageRecord(undefined, 'fake'),
       { high: 85, low: 80, minAgeMs: 1000 },
     );

@@ -1,22 +1,29 @@
-// Images that do not pile up: the agent records the images it pulled itself (in its folder, across restarts),
-// removes those no container uses once they are older than a minimum age, and holds a pull back while the
-// image store's filesystem is fuller than the high threshold even after that. A user's images, and any image
-// a container (of any agent or user) uses, are never removed; a removal Podman or nerdctl refuses is left.
-import { readFileSync, renameSync, statfsSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
-import { EMPTY, type Observable, catchError, concat, defer, from, ignoreElements, mergeMap, of, reduce, switchMap, throwError } from 'rxjs';
+// Images that do not pile up: the agent records the images it pulled itself (by the image each reference named
+// when it pulled it, in its folder, across restarts), removes those no container uses once they are older than a
+// minimum age, and holds every pull back while the image store's filesystem is fuller than the high threshold
+// even after that. An image is removed only while it is still the agent's: its reference names the image the
+// agent pulled and no other name was given to it. A user's images (one tagged anew under a reference the agent
+// once pulled included), and any image a container (of any agent or user) uses, are never removed; a removal
+// Podman or nerdctl refuses is left.
+import { statfsSync } from 'node:fs';
+import { EMPTY, type Observable, catchError, concat, defer, from, ignoreElements, mergeMap, of, reduce, switchMap, tap, throwError } from 'rxjs';
 import type { ImagePull } from './images.js';
 import type { Container } from '../../ports.js';
 import type { ImageGcSettings } from '../../config.js';
 import type { RuntimeContext } from './module.js';
+import { MAX_RECORDED, ImageRecord, type Recorded } from './image-record.js';
 
-/** How many images the record holds at most (the oldest are forgotten: never removed, never wrongly). */
-const MAX_RECORDED = 10_000;
 /**
  * How long an image a workload waits for (pulled ahead, its create not done yet) is kept without a container: a
  * workload deleted while it waits tells the collector nothing, so the mark ends by itself.
  */
 const WANTED_MS = 60 * 60_000;
+
+/** The image a reference names: its id and every name it has (the reference among them). */
+export interface ImageNames {
+  readonly id: string;
+  readonly names: readonly string[];
+}
 
 /** What the collector asks of an engine, for one storage (the CLI's general options, a containerd's namespace). */
 export interface ImageEngine {
@@ -24,76 +31,22 @@ export interface ImageEngine {
   readonly name: string;
   /** The references and ids of the images every container of the storage uses, stopped ones too. */
   imagesInUse(storage: readonly string[]): Observable<ReadonlySet<string>>;
-  /** Removes the image unless a container uses it (the engine refuses then). */
-  remove(storage: readonly string[], image: string): Observable<unknown>;
+  /** The image `image` names now; undefined when it names none. */
+  describe(storage: readonly string[], image: string): Observable<ImageNames | undefined>;
+  /** Removes the image `id`, named `image` alone, unless a container uses it (the engine refuses then). */
+  remove(storage: readonly string[], image: string, id: string): Observable<unknown>;
   /** The folder the storage keeps its images in (its filesystem is the one watched). */
   storeFolder(storage: readonly string[]): Observable<string>;
 }
 
-interface Recorded {
-  readonly engine: string;
-  readonly storage: readonly string[];
-  readonly image: string;
-  readonly pulledAt: number;
-}
-
-/** The images the agent pulled with an engine, kept in `<folder>/images.<engine>.json` (written whole, then renamed into place). */
-export class ImageRecord {
-  private images: Recorded[] = [];
-  private readonly file?: string;
-
-  constructor(folder: string | undefined, engine: string) {
-    this.file = folder && path.join(folder, `images.${engine}.json`);
-    if (!this.file) return;
-    try {
-      const read = JSON.parse(readFileSync(this.file, 'utf8')) as { images?: unknown };
-      this.images = (Array.isArray(read.images) ? read.images : []).filter(isRecorded).slice(-MAX_RECORDED);
-    } catch {
-      // None yet, or not readable: nothing is known to be the agent's.
-    }
-  }
-
-  add(engine: string, storage: readonly string[], image: string, at: number): void {
-    this.images = [...this.images.filter((r) => !same(r, engine, storage, image)), { engine, storage, image, pulledAt: at }].slice(-MAX_RECORDED);
-    this.save();
-  }
-
-  delete(engine: string, storage: readonly string[], image: string): void {
-    this.images = this.images.filter((r) => !same(r, engine, storage, image));
-    this.save();
-  }
-
-  of(engine: string): readonly Recorded[] {
-    return this.images.filter((r) => r.engine === engine);
-  }
-
-  private save(): void {
-    if (!this.file) return;
-    try {
-      writeFileSync(`${this.file}.new`, JSON.stringify({ images: this.images }), { mode: 0o600 });
-      renameSync(`${this.file}.new`, this.file);
-    } catch {
-      // A full disk: the record is written again at its next change.
-    }
-  }
-}
-
 const wantedKey = ({ storage, image }: { readonly storage: readonly string[]; readonly image: string }) => `${storage.join('\0')}\0\0${image}`;
 
-const same = (r: Recorded, engine: string, storage: readonly string[], image: string) =>
-  r.engine === engine && r.image === image && r.storage.join('\0') === storage.join('\0');
-
-function isRecorded(value: unknown): value is Recorded {
-  const r = value as Recorded;
-  return (
-    typeof r === 'object' &&
-    r !== null &&
-    typeof r.engine === 'string' &&
-    typeof r.image === 'string' &&
-    typeof r.pulledAt === 'number' &&
-    Array.isArray(r.storage) &&
-    r.storage.every((s) => typeof s === 'string')
-  );
+/** Why a recorded image is no longer the agent's to remove, or undefined while it is. */
+function notOurs(r: Recorded, now: ImageNames | undefined): string | undefined {
+  if (!now) return 'it is gone';
+  if (now.id !== r.id) return `${r.image} names another image now (${now.id})`;
+  const others = now.names.filter((name) => name !== r.image);
+  return others.length > 0 ? `it has other names too (${others.join(', ')})` : undefined;
 }
 
 /** The references and ids of the images `containers` were made of. */
@@ -152,11 +105,21 @@ export class ImageCollector {
     return since !== undefined && this.now() - since < WANTED_MS;
   }
 
-  /** An image this pull fetched that was not there before is the agent's. */
-  pulled(pull: ImagePull): void {
-    this.record.add(this.engine.name, pull.storage, pull.image, this.now());
-    this.observer.note?.(`${this.engine.name}: recorded ${pull.image} as pulled by the agent`);
-    this.schedule();
+  /** An image this pull fetched that was not there before is the agent's: recorded as the image its reference names now. */
+  pulled(pull: ImagePull): Observable<never> {
+    return this.engine.describe(pull.storage, pull.image).pipe(
+      tap((now) => {
+        if (!now) return;
+        this.record.add({ engine: this.engine.name, storage: pull.storage, image: pull.image, id: now.id }, this.now());
+        this.observer.note?.(`${this.engine.name}: recorded ${pull.image} (${now.id}) as pulled by the agent`);
+        this.schedule();
+      }),
+      ignoreElements(),
+      catchError((err: unknown) => {
+        this.observer.note?.(`${this.engine.name}: ${pull.image} not recorded: ${(err as Error).message}`);
+        return EMPTY;
+      }),
+    );
   }
 
   /** Collects now and then while the record holds images of this engine (half the minimum age, 1 s to 1 min); no timer without. */
@@ -212,30 +175,42 @@ export class ImageCollector {
       .sort((a, b) => a.pulledAt - b.pulledAt);
     if (oldEnough.length === 0) return of(0);
     return this.engine.imagesInUse(storage).pipe(
-      switchMap((inUse) => from(oldEnough.filter((r) => !inUse.has(r.image) && !this.isWanted(storage, r.image)))),
-      mergeMap(
-        (r) =>
-          concat(
-            this.engine.remove(storage, r.image).pipe(ignoreElements()),
-            defer(() => {
-              this.record.delete(this.engine.name, storage, r.image);
-              this.observer.removed?.(this.engine.name);
-              this.observer.note?.(`${this.engine.name}: removed ${r.image} (pulled by the agent, used by no container)`);
-              return of(1);
-            }),
-          ).pipe(
-            catchError((err: unknown) => {
-              // One that is gone already is forgotten; one the engine keeps (a container came to use it) is tried later.
-              if (/image not known|no such image|not found/i.test((err as Error).message)) this.record.delete(this.engine.name, storage, r.image);
-              this.observer.note?.(`${this.engine.name}: kept ${r.image}: ${(err as Error).message}`);
-              return of(0);
-            }),
-          ),
-        1,
-      ),
+      switchMap((inUse) => from(oldEnough.filter((r) => !inUse.has(r.image) && !inUse.has(r.id) && !this.isWanted(storage, r.image)))),
+      mergeMap((r) => this.removeOne(r), 1),
       reduce((sum, n) => sum + n, 0),
       catchError((err: unknown) => {
         this.observer.note?.(`${this.engine.name}: no collection: ${(err as Error).message}`);
+        return of(0);
+      }),
+    );
+  }
+
+  /** Removes a recorded image while it is still the agent's; one that is not any more is forgotten. Emits 1 when it went. */
+  private removeOne(r: Recorded): Observable<number> {
+    const name = this.engine.name;
+    const forget = (why: string) => {
+      this.record.delete(r);
+      this.observer.note?.(`${name}: forgot ${r.image}: ${why}`);
+      return of(0);
+    };
+    return this.engine.describe(r.storage, r.image).pipe(
+      mergeMap((now) => {
+        const why = notOurs(r, now);
+        if (why) return forget(why);
+        return concat(
+          this.engine.remove(r.storage, r.image, r.id).pipe(ignoreElements()),
+          defer(() => {
+            this.record.delete(r);
+            this.observer.removed?.(name);
+            this.observer.note?.(`${name}: removed ${r.image} (pulled by the agent, used by no container)`);
+            return of(1);
+          }),
+        );
+      }),
+      catchError((err: unknown) => {
+        // One that is gone already is forgotten; one the engine keeps (a container came to use it) is tried later.
+        if (/image not known|no such image|not found/i.test((err as Error).message)) return forget('it is gone');
+        this.observer.note?.(`${name}: kept ${r.image}: ${(err as Error).message}`);
         return of(0);
       }),
     );
@@ -275,9 +250,9 @@ export class ImageCollector {
 }
 
 /** The collector of a module's engine, told to --debug (`images`) and the metrics; none when `image_gc = false`. */
-export function imageCollector({ config, note, images }: RuntimeContext, engine: ImageEngine): ImageCollector | undefined {
+export function imageCollector({ config, note, images, log }: RuntimeContext, engine: ImageEngine): ImageCollector | undefined {
   if (!config.imageGc) return undefined;
-  return new ImageCollector(engine, new ImageRecord(config.folder, engine.name), config.imageGc, {
+  return new ImageCollector(engine, new ImageRecord(config.folder, engine.name, (text) => log.warn(text)), config.imageGc, {
     note: (text) => note('images', text),
     removed: (name) => images?.(name, { removed: 1 }),
     used: (name, usedRatio) => images?.(name, { usedRatio }),

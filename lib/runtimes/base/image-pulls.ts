@@ -17,7 +17,6 @@ import {
   of,
   share,
   switchMap,
-  tap,
   throwError,
 } from 'rxjs';
 import type { ImageCollector } from './image-gc.js';
@@ -138,7 +137,7 @@ export class ImagePulls {
             ? pull$
             : this.present(pull).pipe(
                 mergeMap((there) =>
-                  there && pull.policy !== 'always' ? EMPTY : concat(gc?.room(pull) ?? EMPTY, pull$).pipe(tap({ complete: () => there || gc?.pulled(pull) })),
+                  there && pull.policy !== 'always' ? EMPTY : concat(gc?.room(pull) ?? EMPTY, pull$, there || !gc ? EMPTY : gc.pulled(pull)),
                 ),
               );
         shared = had$.pipe(
@@ -168,23 +167,26 @@ export class ImagePulls {
     );
   }
 
-  /** With a collector, the images of `pulls` that were not there before `create$` are the agent's once it succeeded. */
+  /**
+   * With a collector, the images of `pulls` that are not there are pulled by `create$`: it waits for room as every
+   * pull does, and once it succeeded they are the agent's.
+   */
   private recording<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
     const gc = this.gc;
     const candidates = pulls.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-'));
     if (!gc || candidates.length === 0) return create$;
     return forkJoin(candidates.map((pull) => this.present(pull).pipe(catchError(() => of(true))))).pipe(
-      switchMap((there) =>
-        create$.pipe(
-          tap({
-            complete: () =>
-              candidates.forEach((pull, i) => {
-                gc.created(pull);
-                if (!there[i]) gc.pulled(pull);
-              }),
+      switchMap((there) => {
+        const missing = candidates.filter((_, i) => !there[i]);
+        return concat(
+          merge(...missing.map((pull) => gc.room(pull))),
+          create$,
+          defer(() => {
+            for (const pull of candidates) gc.created(pull);
+            return merge(...missing.map((pull) => gc.pulled(pull)));
           }),
-        ),
-      ),
+        );
+      }),
     );
   }
 

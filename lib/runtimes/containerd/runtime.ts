@@ -12,7 +12,7 @@ import type { Cli } from '../base/cli.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
 import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
 import type { ImagePull } from '../base/images.js';
-import { type ImageEngine, imagesUsedBy } from '../base/image-gc.js';
+import { type ImageEngine, type ImageNames, imagesUsedBy } from '../base/image-gc.js';
 
 /**
  * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the
@@ -201,6 +201,17 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   }
 }
 
+/** The image `image` names among the rows of `nerdctl images --format '{{json .}}'`, and the names of the same digest. */
+function namesOf(text: string, image: string): ImageNames | undefined {
+  const rows = text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as { Name?: unknown; ID?: unknown });
+  const id = rows.find((row) => row.Name === image)?.ID;
+  if (typeof id !== 'string') return undefined;
+  return { id, names: rows.filter((row) => row.ID === id && typeof row.Name === 'string').map((row) => row.Name as string) };
+}
+
 /** containerd's default root: where its images are, unless its config moves them. */
 const CONTAINERD_ROOT = '/var/lib/containerd';
 
@@ -212,6 +223,10 @@ export function nerdctlImageEngine(cli: Cli): ImageEngine {
   return {
     name: 'containerd',
     imagesInUse: (scope) => listContainers(cli, [], scope).pipe(map(imagesUsedBy)),
+    // Every name of containerd's is an image of its own: the image a reference names is its target's digest.
+    describe: (scope, image) =>
+      cli.run([...scope, 'images', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(map((text) => namesOf(text, image))),
+    // By the reference (a digest would remove every name of it), after the collector saw it names the agent's image alone.
     remove: (scope, image) => cli.run([...scope, 'rmi', image]),
     storeFolder: (scope) => (scope.includes('--address') ? throwError(() => new Error("another containerd's root is not known")) : of(CONTAINERD_ROOT)),
   };

@@ -1,10 +1,10 @@
 // The images a Podman workload runs, and how each is pulled ahead of its create as Podman would pull it:
 // `podman run` (image, `--pull` and the run options that concern a pull) and `podman kube play` (each
 // container's image and imagePullPolicy, the play options that concern a pull). Pure.
-import { type Observable, map, shareReplay } from 'rxjs';
+import { type Observable, catchError, map, of, shareReplay, throwError } from 'rxjs';
 import { parseAllDocuments } from 'yaml';
-import type { Cli } from '../base/cli.js';
-import { type ImageEngine, imagesUsedBy } from '../base/image-gc.js';
+import { type Cli, CliError } from '../base/cli.js';
+import { type ImageEngine, type ImageNames, imagesUsedBy } from '../base/image-gc.js';
 import { podmanContainers } from './queries.js';
 import { isRecord } from '../../record.js';
 import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
@@ -71,6 +71,14 @@ export function kubeImagePulls(config: KubeConfig): ImagePull[] {
   return [...pulls.values()];
 }
 
+/** `image inspect`'s id and names, as the format above prints them. */
+function imageNames(text: string): ImageNames {
+  const [id, tagsJson] = text.trim().split(' ');
+  if (!/^[0-9a-f]{12,}$/.test(id ?? '')) throw new Error(`no image id in '${text.slice(0, 100)}'`);
+  const tags: unknown = JSON.parse(tagsJson ?? 'null');
+  return { id, names: Array.isArray(tags) ? tags.filter((t): t is string => typeof t === 'string') : [] };
+}
+
 /**
  * Podman's images for the collector: what its containers use (`ps` rows' image and image id), `rmi` without
  * force (Podman refuses an image a container uses; of an image with other tags only the tag goes), and the
@@ -81,7 +89,13 @@ export function podmanImageEngine(cli: Cli): ImageEngine {
   return {
     name: 'podman',
     imagesInUse: (storage) => podmanContainers(cli, [], storage).pipe(map(imagesUsedBy)),
-    remove: (storage, image) => cli.run([...storage, 'rmi', image]),
+    describe: (storage, image) =>
+      cli.run([...storage, 'image', 'inspect', '--format', '{{.Id}} {{json .RepoTags}}', '--', image], undefined, 'query').pipe(
+        map((text) => imageNames(text)),
+        catchError((err: unknown) => (err instanceof CliError && /image not known/.test(err.message) ? of(undefined) : throwError(() => err))),
+      ),
+    // By its id: a reference may name another image by the time the removal runs; Podman refuses an image with other names.
+    remove: (storage, _image, id) => cli.run([...storage, 'rmi', id]),
     storeFolder: (storage) => {
       const key = storage.join('\0');
       let folder = folders.get(key);
