@@ -68,6 +68,23 @@ describe('the systemd runtime (real systemd in a container)', function () {
     expect(agent.history('web')[0]).to.equal('Pending(Starting): Triggered at runtime.');
   });
 
+  // rx~systemd-runtime~1
+  it('a unit that ran before the workload took it over is left running at delete: the agent stops only what it started', async () => {
+    host.exec('systemctl', 'start', 'sleeper.service');
+    const pid = host.property('sleeper.service', 'MainPID');
+    const found = unitWorkload('found', agent.agentName, 'sleeper.service');
+    const journal = unitWorkload('journal', agent.agentName, 'systemd-journald.service');
+    agent.send({ kind: 'serverHello', added: [found, journal] });
+    await agent.waitFor('found', /^Running\(Ok\)$/);
+    await agent.waitFor('journal', /^Running\(Ok\)$/);
+    const deleted = [found, journal].map((w) => ({ instanceName: w.instanceName, dependencies: {} }));
+    agent.send({ kind: 'updateWorkload', added: [], deleted });
+    await agent.waitFor('found', /^Removed$/);
+    await agent.waitFor('journal', /^Removed$/);
+    expect(host.property('sleeper.service', 'MainPID'), 'the same process runs on').to.equal(pid);
+    expect(host.property('systemd-journald.service', 'ActiveState')).to.equal('active');
+  });
+
   // rx~systemd-runtime~1, rx~systemd-states~1
   it('desiredState stopped stops a running unit: Succeeded(Ok) once it is inactive', async () => {
     host.exec('systemctl', 'start', 'sleeper.service');

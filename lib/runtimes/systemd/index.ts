@@ -27,6 +27,18 @@ export const systemdModule: RuntimeModule = {
       }
       return watch;
     };
-    return { connectors: new Map([['systemd', new SystemdRuntime(systemctl, context.cli('journalctl'), watchIn, unitRecord(context.config.folder))]]) };
+    return {
+      connectors: new Map([
+        [
+          'systemd',
+          new SystemdRuntime(
+            systemctl,
+            context.cli('journalctl'),
+            watchIn,
+            unitRecord(context.config.folder, (text) => context.log.warn(text)),
+          ),
+        ],
+      ]),
+    };
   },
 };

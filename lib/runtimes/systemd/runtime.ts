@@ -2,7 +2,6 @@
 // or restarts as the workload asks (no unit file is written or removed); its state is the unit's, as systemd
 // tells it (unit-watch.ts); its logs are the journal's. What the agent manages is kept in its io folder, so that
 // an agent started again finds its units as it left them.
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { EMPTY, type Observable, catchError, concat, defer, distinctUntilChanged, filter, forkJoin, ignoreElements, map, mergeMap, of, throwError } from 'rxjs';
 import { sameState } from '../../execution-state.js';
@@ -12,6 +11,7 @@ import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../ru
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
 import { type Cli, CliError } from '../base/cli.js';
 import { RuntimeConfigError } from '../base/run-config.js';
+import { readOwnRecord, writeOwnFile } from '../base/own-file.js';
 import { type DesiredUnitState, parseUnitConfig } from './unit-config.js';
 import { type UnitProps, activeSince, parseShow, showArgs, unitExecutionState } from './unit-state.js';
 import type { UnitWatch } from './unit-watch.js';
@@ -23,7 +23,12 @@ export interface UnitId {
   readonly unit: string;
   readonly options: readonly string[];
   readonly desired: DesiredUnitState;
+  /** The agent started the unit (it was not running when the workload took it over): a delete stops it. */
+  readonly started: boolean;
 }
+
+/** The active states of a unit that runs, or is about to: one found so is not the agent's to stop. */
+const RUNNING = new Set(['active', 'reloading', 'activating']);
 
 /** systemctl's options for every call: never ask for a password (it would wait for ever), never page. */
 const QUIET = ['--no-ask-password', '--no-pager'];
@@ -83,15 +88,28 @@ export class SystemdRuntime implements RuntimeConnector<UnitId> {
       if ((options.fileMounts?.length ?? 0) > 0)
         throw new RuntimeConfigError('The systemd runtime takes no workload files: a unit has nothing the agent could mount them into.');
       const config = parseUnitConfig(spec.runtimeConfig);
-      const id: UnitId = { instance: instanceKey(spec.instanceName), unit: config.serviceName, options: config.generalOptions, desired: config.desiredState };
-      return concat(
-        this.apply(id),
-        defer(() => {
-          this.record?.set(id);
-          return of(id);
-        }),
+      const id = { instance: instanceKey(spec.instanceName), unit: config.serviceName, options: config.generalOptions, desired: config.desiredState };
+      const started$ = id.desired === 'stopped' ? of(false) : this.runs(id).pipe(map((runs) => !runs));
+      return started$.pipe(
+        mergeMap((started) =>
+          concat(
+            this.apply(id),
+            defer(() => {
+              this.record?.set({ ...id, started });
+              return of({ ...id, started });
+            }),
+          ),
+        ),
       );
     });
+  }
+
+  /** Whether the unit runs now; one whose state cannot be read counts as running (it is then never stopped at delete). */
+  private runs(id: Omit<UnitId, 'started'>): Observable<boolean> {
+    return showUnits(this.systemctl, id.options, [id.unit]).pipe(
+      map((shown) => RUNNING.has(shown.get(id.unit)?.ActiveState ?? '')),
+      catchError(() => of(true)),
+    );
   }
 
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<UnitId | undefined> {
@@ -113,9 +131,13 @@ export class SystemdRuntime implements RuntimeConnector<UnitId> {
     return this.apply(id);
   }
 
-  /** Delete: the unit is stopped (it stays installed) and no longer the agent's. */
+  /**
+   * Delete: a unit the agent started is stopped (it stays installed), one it found running is left as found; either
+   * is no longer the agent's.
+   */
   deleteWorkload(id: UnitId): Observable<void> {
-    return concat(this.systemctlOn(id, 'stop').pipe(catchError((err: unknown) => (isMissing(err) ? EMPTY : throwError(() => err)))), this.forget(id));
+    const stop$ = id.started ? this.systemctlOn(id, 'stop').pipe(catchError((err: unknown) => (isMissing(err) ? EMPTY : throwError(() => err)))) : EMPTY;
+    return concat(stop$, this.forget(id));
   }
 
   deleteByName(instanceName: WorkloadInstanceName): Observable<void> {
@@ -144,7 +166,7 @@ export class SystemdRuntime implements RuntimeConnector<UnitId> {
   }
 
   /** The unit brought to the state the workload asks. A start whose job failed is done: the unit's state tells the failure. */
-  private apply(id: UnitId): Observable<never> {
+  private apply(id: Omit<UnitId, 'started'>): Observable<never> {
     const action$ = (): Observable<never> => {
       switch (id.desired) {
         case 'running':
@@ -169,7 +191,7 @@ export class SystemdRuntime implements RuntimeConnector<UnitId> {
     );
   }
 
-  private systemctlOn(id: UnitId, verb: 'start' | 'stop' | 'restart'): Observable<never> {
+  private systemctlOn(id: Omit<UnitId, 'started'>, verb: 'start' | 'stop' | 'restart'): Observable<never> {
     return this.systemctl.run([...QUIET, ...id.options, verb, id.unit], undefined, 'command').pipe(ignoreElements());
   }
 
@@ -188,7 +210,10 @@ const isMissing = (err: unknown) => err instanceof CliError && /Unit \S+ (not fo
 export class UnitRecord {
   private units?: Map<string, UnitId>;
 
-  constructor(private readonly file: string) {}
+  constructor(
+    private readonly file: string,
+    private readonly warn: (text: string) => void = () => undefined,
+  ) {}
 
   all(): UnitId[] {
     return [...this.read().values()];
@@ -210,24 +235,21 @@ export class UnitRecord {
   private read(): Map<string, UnitId> {
     if (this.units) return this.units;
     this.units = new Map();
-    try {
-      const text = readFileSync(this.file, 'utf8');
-      if (text.length > MAX_RECORD_BYTES) return this.units;
-      const kept = JSON.parse(text) as Record<string, unknown>;
-      for (const [key, value] of Object.entries(kept ?? {})) {
-        const id = parseInstanceKey(key) && asUnitId(key, value);
-        if (id && this.units.size < MAX_RECORDED) this.units.set(key, id);
-      }
-    } catch {
-      // None yet, or not readable: the agent manages no unit it knows of.
+    const kept = readOwnRecord(
+      this.file,
+      MAX_RECORD_BYTES,
+      (text) => JSON.parse(text) as Record<string, unknown> | null,
+      (text) => this.warn(`${text} The agent manages no unit it knows of.`),
+    );
+    for (const [key, value] of Object.entries(kept ?? {})) {
+      const id = parseInstanceKey(key) && asUnitId(key, value);
+      if (id && this.units.size < MAX_RECORDED) this.units.set(key, id);
     }
     return this.units;
   }
 
   private write(): void {
-    const next = `${this.file}.next`;
-    writeFileSync(next, JSON.stringify(Object.fromEntries(this.read())), { mode: 0o600 });
-    renameSync(next, this.file);
+    writeOwnFile(this.file, JSON.stringify(Object.fromEntries(this.read())));
   }
 }
 
@@ -237,17 +259,18 @@ const MAX_RECORDED = 10_000;
 /** A kept entry, when it is one (the file may be from another version, or broken). */
 function asUnitId(instance: string, value: unknown): UnitId | undefined {
   if (value === null || typeof value !== 'object') return undefined;
-  const { unit, options, desired } = value as Record<string, unknown>;
+  const { unit, options, desired, started } = value as Record<string, unknown>;
   if (typeof unit !== 'string' || !Array.isArray(options) || !options.every((o) => typeof o === 'string')) return undefined;
   if (desired !== 'running' && desired !== 'stopped' && desired !== 'restarted') return undefined;
   try {
     const config = parseUnitConfig(JSON.stringify({ serviceName: unit, desiredState: desired, generalOptions: options }));
-    return { instance, unit: config.serviceName, options: config.generalOptions, desired: config.desiredState };
+    // A record of an older agent does not say who started the unit: it is left as found.
+    return { instance, unit: config.serviceName, options: config.generalOptions, desired: config.desiredState, started: started === true };
   } catch {
     return undefined;
   }
 }
 
 /** The record of a runtime whose agent has an io folder. */
-export const unitRecord = (folder: string | undefined): UnitRecord | undefined =>
-  folder ? new UnitRecord(path.join(folder, 'systemd-units.json')) : undefined;
+export const unitRecord = (folder: string | undefined, warn?: (text: string) => void): UnitRecord | undefined =>
+  folder ? new UnitRecord(path.join(folder, 'systemd-units.json'), warn) : undefined;

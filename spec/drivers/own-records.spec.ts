@@ -1,11 +1,13 @@
-// The record of the images the agent pulled (lib/runtimes/base/image-record.ts) against what a workload could put
-// in its place, on real files: it is taken only as the agent writes it, and written without following a link.
+// The records the agent keeps across restarts (lib/runtimes/base/own-file.ts: the images it pulled, the systemd
+// units it manages) against what a workload could put in their place, on real files: each is taken only as the
+// agent writes it, and written without following a link.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { MAX_RECORD_BYTES, ImageRecord } from '../../lib/runtimes/base/image-record.js';
+import { unitRecord } from '../../lib/runtimes/systemd/runtime.js';
 
 const entry = { engine: 'podman', storage: [], image: 'reg.example/app:1', id: 'a'.repeat(64) };
 
@@ -68,7 +70,7 @@ describe('the image record, as found on disk', () => {
       replace(written());
       expect(open().of('podman')).to.deep.equal([]);
       expect(warned).to.have.length(1);
-      expect(warned[0]).to.match(why).and.include('set aside');
+      expect(warned[0]).to.match(why).and.include('set aside').and.include('No image is known');
       expect(existsSync(`${file}.set-aside`)).to.equal(true);
       expect(existsSync(file), 'nothing left in its place').to.equal(false);
     });
@@ -83,5 +85,15 @@ describe('the image record, as found on disk', () => {
     expect(readFileSync(target, 'utf8')).to.equal('keep me');
     expect(lstatSync(file).isFile()).to.equal(true);
     expect(JSON.parse(readFileSync(file, 'utf8')).images).to.have.length(1);
+  });
+
+  // rx~systemd-runtime~1
+  it('the systemd units’ record is held to the same rules: a FIFO in its place is set aside, not waited on', () => {
+    const units = path.join(folder, 'systemd-units.json');
+    execFileSync('mkfifo', [units]);
+    const record = unitRecord(folder, (text) => warned.push(text));
+    expect(record?.all()).to.deep.equal([]);
+    expect(warned[0]).to.include('not a regular file').and.include('set aside');
+    expect(lstatSync(`${units}.set-aside`).isFIFO()).to.equal(true);
   });
 });
