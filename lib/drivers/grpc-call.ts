@@ -200,7 +200,10 @@ export class GrpcCall {
     };
     stream.on('response', (headers) => {
       const http = Number(headers[':status']);
+      const type = String(headers['content-type'] ?? '');
       if (http !== 200) this.fail(`the server answered HTTP ${http}`, fromHttpStatus(http));
+      // What follows is no gRPC (a web server's page): said as such, not read as messages.
+      else if (!/^application\/grpc([+;]|$)/.test(type)) this.fail(`not a gRPC server: it answered ${type || 'without a content type'}`, Status.UNKNOWN);
       else takeStatus(headers);
     });
     stream.on('trailers', takeStatus);

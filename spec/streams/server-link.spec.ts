@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
 import { tmpdir } from 'node:os';
@@ -187,6 +188,23 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     for (let i = 0; i < 50 && l.errors.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
     expect(l.errors[0]).to.be.instanceOf(ServerRefused);
     expect((l.errors[0] as Error).message).to.include("Unsupported protocol version '0.8.0'");
+  });
+
+  it('a web server that answers the call with a page is said to be no gRPC server, naming what it answered', async () => {
+    const web = http2.createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/html' });
+      response.end('<html>garbage{{</html>');
+    });
+    const port = await new Promise<number>((resolve) => web.listen(0, '127.0.0.1', () => resolve((web.address() as net.AddressInfo).port)));
+    try {
+      const error = await firstValueFrom(connectAgent({ serverUrl: `http://127.0.0.1:${port}`, security: insecure }, new Subject<never>())).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(error?.message).to.equal('not a gRPC server: it answered text/html');
+    } finally {
+      web.close();
+    }
   });
 
   it('a server that takes the connection but never answers (as if blackholed) fails the connection at its timeout, with the reason', async () => {

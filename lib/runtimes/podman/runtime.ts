@@ -1,4 +1,6 @@
 // The `podman` runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
+import { statfsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, tap, throwError } from 'rxjs';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
@@ -78,6 +80,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       return create$.pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined, create$)),
+        catchError((err: unknown) => throwError(() => withTmpdirCause(err))),
       );
     });
   }
@@ -168,4 +171,25 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
     return this.cli.lines(['logs', ...logArgs(options), id], paused$);
   }
+}
+
+/** How little room in the temporary folder counts as none: Podman writes its auth and config files there. */
+const LEAST_TMPDIR_BYTES = 64 * 1024;
+
+/**
+ * A create that failed while the temporary folder has no room says so first: Podman's own words then often name
+ * something else ("failed to parse X-Registry-Auth header").
+ */
+function withTmpdirCause(err: unknown): unknown {
+  if (!(err instanceof CliError)) return err;
+  const folder = tmpdir();
+  let want: string | undefined;
+  try {
+    const { bavail, bsize, files, ffree } = statfsSync(folder);
+    want = bavail * bsize < LEAST_TMPDIR_BYTES ? 'no room' : files > 0 && ffree === 0 ? 'no inode' : undefined;
+  } catch {
+    return err;
+  }
+  if (!want) return err;
+  return new CliError(`The temporary folder '${folder}' has ${want} left (TMPDIR): ${err.message}`, err.exitCode);
 }
