@@ -40,6 +40,9 @@ if ! $SUDO "$NERDCTL_BIN" image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "setup-containerd: loaded $IMAGE into containerd"
 fi
 
-out=$($SUDO "$NERDCTL_BIN" run --rm "$IMAGE" /bin/echo containerd-ok 2>&1) || { echo "setup-containerd: nerdctl run failed: $out" >&2; exit 1; }
-[ "$(echo "$out" | tail -1)" = containerd-ok ] || { echo "setup-containerd: unexpected output: $out" >&2; exit 1; }
+# Only the container's output is checked: the CLI may log to stderr after it ("forward signal child exited").
+errors=$(mktemp)
+out=$($SUDO "$NERDCTL_BIN" run --rm "$IMAGE" /bin/echo containerd-ok 2>"$errors") || { echo "setup-containerd: run failed: $(cat "$errors")" >&2; rm -f "$errors"; exit 1; }
+rm -f "$errors"
+[ "$out" = containerd-ok ] || { echo "setup-containerd: unexpected output: $out" >&2; exit 1; }
 echo "setup-containerd: nerdctl $NERDCTL runs $IMAGE on containerd $($SUDO ctr version 2>/dev/null | awk '/Server/{s=1} s&&/Version/{print $2; exit}')"
