@@ -1,7 +1,7 @@
 // Podman asked through its running service (lib/runtimes/podman/service.ts), on real Podman: the calls that
 // take it, the containers it makes, and what happens when the service is killed, stalls or is not Podman's.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -134,6 +134,52 @@ describe('Podman through its service (real Podman)', function () {
     agent.send({ kind: 'updateWorkload', added: [], deleted: workloads.slice(0, 6).map((w) => ({ instanceName: w.instanceName, dependencies: {} })) });
     process.kill(pid()!, 'SIGKILL');
     await until(() => containersOf(agent.agentName).length === 6, 'the six deleted are gone', 60_000);
+  });
+
+  /** The conmon processes of the agent's containers that Podman does not list (not even with --external): nobody manages them. */
+  const unmanaged = (agentName: string) => {
+    const listed = new Set(podman('ps', '--all', '--external', '--no-trunc', '--format', '{{.ID}}').split('\n'));
+    return readdirSync('/proc')
+      .filter((pid) => /^\d+$/.test(pid))
+      .flatMap((pid) => {
+        try {
+          return [readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0')];
+        } catch {
+          return [];
+        }
+      })
+      .filter((argv) => argv[0]?.endsWith('conmon') && argv[argv.indexOf('-n') + 1]?.endsWith(`.${agentName}`) && !listed.has(argv[argv.indexOf('-c') + 1]))
+      .map((argv) => argv[argv.indexOf('-n') + 1]);
+  };
+
+  // rx~podman-service-fallback~1
+  it('the service SIGKILLed twice in a burst of 20 creates, then stopped (SIGSTOP) in 10 more: one container a workload, nothing left outside Podman', async () => {
+    const { agent, service, pid } = servedAgent('lost');
+    const upAgain = async (not: number) => {
+      await until(() => service.socket !== undefined && pid() !== undefined && pid() !== not, 'a service up', 30_000);
+      pids.push(pid()!);
+      return pid()!;
+    };
+    const first = await upAgain(0);
+    const burst = Array.from({ length: 20 }, (_, i) => busybox(`w${i}`, agent.agentName));
+    agent.send({ kind: 'serverHello', added: burst });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    process.kill(first, 'SIGKILL');
+    const second = await upAgain(first);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    process.kill(second, 'SIGKILL');
+    for (const w of burst) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 90_000);
+    const third = await upAgain(second);
+    const more = Array.from({ length: 10 }, (_, i) => busybox(`m${i}`, agent.agentName));
+    agent.send({ kind: 'updateWorkload', added: more, deleted: [] });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    process.kill(third, 'SIGSTOP');
+    for (const w of more) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 90_000);
+    await until(() => !alive(third), 'the stopped service to be killed', 30_000);
+    const names = containersOf(agent.agentName);
+    expect(names, 'one running container per workload').to.have.length(30);
+    expect(names.every((n) => n.endsWith(' running'))).to.equal(true);
+    expect(unmanaged(agent.agentName)).to.deep.equal([]);
   });
 
   // rx~podman-service-fallback~1

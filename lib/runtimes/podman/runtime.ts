@@ -1,7 +1,7 @@
 // The `podman` runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
 import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, tap, throwError } from 'rxjs';
+import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, mergeMap, of, switchMap, tap, throwError } from 'rxjs';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import { podmanReading, podmanState } from './container-state.js';
@@ -9,6 +9,7 @@ import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
 import { containerRunArgs, nameOption, parseContainerConfig } from '../base/run-config.js';
 import { podmanImagePull } from './images.js';
 import { podmanContainers } from './queries.js';
+import { lostContainers, removeLost } from './lost-creates.js';
 import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
@@ -91,7 +92,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * this very instance (a create of an agent killed mid-way finished after the restart's look for its
    * workloads) is the workload: it is taken as created. `byKey`: the container was to be named after the
    * instance, as the released agent cleans up; that name also goes (a container left only in storage after a
-   * crash mid-create is listed by no `ps`), unless a container that is not this instance's holds it.
+   * crash mid-create is listed by no `ps`), unless a container that is not this instance's holds it; and what
+   * such a create left running outside Podman's list goes with it.
    */
   private afterFailedCreate(err: unknown, key: string, agentName: string, byKey: boolean, again$: Observable<string>): Observable<string> {
     const inUse = err instanceof CliError && /already in use/.test(err.message);
@@ -107,6 +109,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
             const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.id === c.id));
             return concat(
               quietly(concat(...own.map((c) => this.forceRemove(c.id)), keyIsOurs ? this.forceRemove(key) : EMPTY)),
+              byKey ? this.sweepLost(key) : EMPTY,
               // A create made again after Podman's service went under it found what the first try left: gone now, it is made once more.
               err instanceof CliError && err.retried && inUse && keyIsOurs
                 ? again$.pipe(map((stdout) => stdout.trim().split('\n').at(-1)!))
@@ -139,6 +142,19 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return concat(
       podmanContainers(this.cli, [`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.forceRemove(c.id))))),
       this.forceRemove(key),
+      this.sweepLost(key),
+    );
+  }
+
+  /**
+   * What a create of the container `name` cut short left running outside Podman's list goes (./lost-creates.ts):
+   * after a failed create's remains were removed, before it is made again. Only the agent's own names are looked
+   * for: a name a config gives may be another storage's container.
+   */
+  private sweepLost(name: string): Observable<never> {
+    return podmanContainers(this.cli).pipe(
+      mergeMap((listed) => removeLost(lostContainers(name, new Set(listed.map((c) => c.id))))),
+      catchError(() => EMPTY),
     );
   }
 

@@ -104,9 +104,17 @@ export class PodmanService implements CallRoute {
     });
   }
 
-  alive(withinMs: number): Promise<boolean> {
-    const socket = this.socket;
-    return socket ? ping(socket, withinMs) : Promise.resolve(false);
+  /**
+   * Whether the service answers its ping within `withinMs`, or, where its process is known, works on: a service
+   * busy with a burst of creates may answer late, and one killed then would leave its creates half made.
+   */
+  async alive(withinMs: number): Promise<boolean> {
+    const state = this.state;
+    if (state.kind !== 'up') return false;
+    const before = state.pid === undefined ? undefined : work(state.pid);
+    if (await ping(state.socket, withinMs)) return true;
+    const after = state.pid === undefined ? undefined : work(state.pid);
+    return before !== undefined && after !== undefined && !after.stopped && after.cpuTicks > before.cpuTicks;
   }
 
   /** The service is gone: ours is killed (a stalled one may hold Podman's locks), and started again after a wait. */
@@ -315,6 +323,18 @@ function servicePid(socket: string): number | undefined {
     const pid = Number(readFileSync(`${socket}.pid`, 'utf8'));
     const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     return command.includes('service') && command.includes(`unix://${socket}`) ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether process `pid` is stopped (SIGSTOP, a debugger) and the CPU time it has used (/proc/<pid>/stat); undefined when it is gone. */
+function work(pid: number): { readonly stopped: boolean; readonly cpuTicks: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // After the command's name (in parentheses, which may hold anything): the state, then utime and stime as the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { stopped: fields[0] === 'T' || fields[0] === 't', cpuTicks: Number(fields[11]) + Number(fields[12]) };
   } catch {
     return undefined;
   }
