@@ -1,4 +1,4 @@
-// The records the agent keeps across restarts (lib/runtimes/base/own-file.ts: the images it pulled, the systemd
+// The records the agent keeps across restarts (lib/drivers/own-file.ts: the images it pulled, the systemd
 // units it manages) against what a workload could put in their place, on real files: each is taken only as the
 // agent writes it, and written without following a link.
 import { execFileSync } from 'node:child_process';

@@ -1,8 +1,8 @@
 // The record of the images the agent pulled, kept across restarts in `<folder>/images.<engine>.json`, read and
-// written as the agent's own file (./own-file.ts); anything else in its place is set aside with a warning, and
+// written as the agent's own file (lib/drivers/own-file.ts); anything else in its place is set aside with a warning, and
 // nothing is then known to be the agent's, so nothing is removed.
 import path from 'node:path';
-import { readOwnRecord, writeOwnFile } from './own-file.js';
+import { readOwnRecord, writeOwnFile } from '../../drivers/own-file.js';
 
 /** How many images the record holds at most (the oldest are forgotten: never removed, never wrongly). */
 export const MAX_RECORDED = 10_000;

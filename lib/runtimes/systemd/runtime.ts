@@ -11,7 +11,7 @@ import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../ru
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
 import { type Cli, CliError } from '../base/cli.js';
 import { RuntimeConfigError } from '../base/run-config.js';
-import { readOwnRecord, writeOwnFile } from '../base/own-file.js';
+import { readOwnRecord, writeOwnFile } from '../../drivers/own-file.js';
 import { type DesiredUnitState, parseUnitConfig } from './unit-config.js';
 import { type UnitProps, activeSince, parseShow, showArgs, unitExecutionState } from './unit-state.js';
 import type { UnitWatch } from './unit-watch.js';
