@@ -37,7 +37,6 @@ import type { FromServer, ToServer } from '../lib/messages.js';
 import type { MachineSample } from '../lib/ports.js';
 import type { CrashLoopBackoff } from '../lib/restart-policy.js';
 import { RunningWorkloads } from '../lib/running-workloads.js';
-import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { LocalSnapshot } from '../lib/status.js';
 import { agent } from '../streams/agent.js';
 import { localServer } from '../streams/local-server.js';
@@ -97,7 +96,7 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
     }),
   );
   metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running, runtimes);
-  runAgent(setting, runtimes.connectors, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
+  runAgent(setting, runtimes, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
@@ -123,7 +122,7 @@ async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWo
  */
 function runAgent(
   setting: Setting,
-  runtimes: ReadonlyMap<string, RuntimeConnector>,
+  runtimes: Pick<MadeRuntimes, 'connectors' | 'dispose'>,
   log: Logger,
   {
     trace,
@@ -140,7 +139,7 @@ function runAgent(
     { fromServer$: setting.link(toServer$), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ },
     {
       agentName: setting.name,
-      runtimes,
+      runtimes: runtimes.connectors,
       prepare: (spec) => host.prepare(spec),
       release: (spec) => host.release(spec),
       discard: (spec) => host.discard(spec),
@@ -157,6 +156,7 @@ function runAgent(
   // The one dispose: what the run holds is let go, then the process ends.
   const dispose = (outcome: Outcome) => {
     pipes.closeAll();
+    runtimes.dispose();
     end(outcome);
   };
   const stopOn = onSignals(log, () => {

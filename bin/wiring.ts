@@ -1,7 +1,7 @@
 // How the runtimes are put together: each runtime module of the list is given the agent's launcher, its CLIs,
 // a container cache for its engine and the agent config's settings; used by the agent and by the specs and
 // benchmarks that run it on real parts.
-import { EMPTY, type Observable, forkJoin, map, merge, of } from 'rxjs';
+import { EMPTY, type Observable, Subscription, asyncScheduler, forkJoin, map, merge, of } from 'rxjs';
 import { type Launcher, launcher as agentLauncher } from '../lib/drivers/launcher.js';
 import type { Logger } from '../lib/logger.js';
 import type { CliCall, WorkloadContainerFigures } from '../lib/metrics.js';
@@ -55,12 +55,17 @@ export interface RuntimeWiring {
 export interface MadeRuntimes {
   readonly connectors: ReadonlyMap<string, RuntimeConnector>;
   readonly figures: (agentName: string, running: RunningWorkloads) => Observable<WorkloadContainerFigures[]>;
+  /** Lets go of what the runtimes keep going for the run (their timers). */
+  readonly dispose: () => void;
 }
 
 export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRuntimes {
   const { events = true, verifyMs = VERIFY_INTERVAL_MS, trace = noTrace } = wiring;
+  const held = new Subscription();
   const context: RuntimeContext = {
     log,
+    scheduler: asyncScheduler,
+    held,
     cli: (binary, options) =>
       wiring.clis?.[binary] ??
       new Cli({
@@ -105,6 +110,7 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
       const all = made.flatMap((m) => (m.figures ? [m.figures(agentName, running)] : []));
       return all.length === 0 ? of([]) : forkJoin(all).pipe(map((lists) => lists.flat()));
     },
+    dispose: () => held.unsubscribe(),
   };
 }
 

@@ -1,6 +1,6 @@
 // The image collector's rules (lib/runtimes/base/image-gc.ts) on a fake engine and a clock of the spec's own.
 import { expect } from 'chai';
-import { lastValueFrom, of, throwError } from 'rxjs';
+import { Subscription, VirtualAction, VirtualTimeScheduler, lastValueFrom, of, throwError } from 'rxjs';
 import { ImageCollector, type ImageEngine, type ImageNames } from '../../lib/runtimes/base/image-gc.js';
 import { ImageRecord } from '../../lib/runtimes/base/image-record.js';
 import type { ImagePull } from '../../lib/runtimes/base/images.js';
@@ -8,9 +8,10 @@ import type { ImagePull } from '../../lib/runtimes/base/images.js';
 const pull = (image: string): ImagePull => ({ policy: 'missing', image, storage: [], args: [], present: [] });
 
 /** An engine whose images are `state.images` (reference → the image it names) and whose removals go by id. */
-function fake(refuse: Readonly<Record<string, string>> = {}) {
+function fake(refuse: Readonly<Record<string, string>> = {}, scheduler = new VirtualTimeScheduler(VirtualAction, 10_000), held = new Subscription()) {
   const removed: string[] = [];
   const state = { now: 0, inUse: new Set<string>(), images: new Map<string, ImageNames>() };
+  scheduler.now = () => state.now;
   const engine: ImageEngine = {
     name: 'fake',
     imagesInUse: () => of(state.inUse),
@@ -23,7 +24,7 @@ function fake(refuse: Readonly<Record<string, string>> = {}) {
     storeFolder: () => throwError(() => new Error('no store')),
   };
   const record = new ImageRecord(undefined, 'fake');
-  const gc = new ImageCollector(engine, record, { high: 85, low: 80, minAgeMs: 1000 }, {}, () => state.now);
+  const gc = new ImageCollector(engine, record, { high: 85, low: 80, minAgeMs: 1000 }, {}, scheduler, held);
   /** The agent pulled `image`: it names the image `id` alone. */
   const pulled = (image: string, id = `id-${image}`) => {
     state.images.set(image, { id, names: [image] });
@@ -66,6 +67,23 @@ describe('the image collector (lib/runtimes/base/image-gc.ts)', () => {
     expect(await collect(gc)).to.equal(0);
     expect(removed).to.deep.equal([]);
     expect(record.of('fake'), 'no longer the agent’s').to.deep.equal([]);
+  });
+
+  // rx~image-gc~1
+  it("collects on the run's clock every half min_age while the record holds images, and its timer goes with the run", async () => {
+    const scheduler = new VirtualTimeScheduler(VirtualAction, 10_000);
+    const held = new Subscription();
+    const { removed, state, pulled } = fake({}, scheduler, held);
+    await pulled('a');
+    // The clock is the scheduler's frame: the timer fires at 1 s and 2 s, and stops once the record is empty.
+    scheduler.now = () => (state.now = scheduler.frame);
+    scheduler.flush();
+    expect(removed).to.deep.equal(['a id-a']);
+    expect(scheduler.frame, 'no timer after the record emptied').to.be.below(3000);
+    await pulled('b');
+    held.unsubscribe();
+    scheduler.flush();
+    expect(removed, 'let go with the run: no more collections').to.deep.equal(['a id-a']);
   });
 
   // rx~image-gc~1

@@ -6,7 +6,27 @@
 // once pulled included), and any image a container (of any agent or user) uses, are never removed; a removal
 // Podman or nerdctl refuses is left.
 import { statfsSync } from 'node:fs';
-import { EMPTY, type Observable, catchError, concat, defer, from, ignoreElements, mergeMap, of, reduce, switchMap, tap, throwError } from 'rxjs';
+import {
+  EMPTY,
+  type Observable,
+  type SchedulerLike,
+  Subscription,
+  asyncScheduler,
+  catchError,
+  concat,
+  defer,
+  exhaustMap,
+  from,
+  ignoreElements,
+  interval,
+  mergeMap,
+  of,
+  reduce,
+  switchMap,
+  takeWhile,
+  tap,
+  throwError,
+} from 'rxjs';
 import type { ImagePull } from './images.js';
 import type { Container } from '../../ports.js';
 import type { ImageGcSettings } from '../../config.js';
@@ -72,8 +92,7 @@ export interface ImageGcObserver {
 }
 
 export class ImageCollector {
-  private timer?: NodeJS.Timeout;
-  private collecting = false;
+  private timer?: Subscription;
   /** Images a workload of this agent names and waits for (by storage and image), and since when. */
   private readonly wanted = new Map<string, number>();
 
@@ -82,7 +101,10 @@ export class ImageCollector {
     private readonly record: ImageRecord,
     private readonly settings: ImageGcSettings,
     private readonly observer: ImageGcObserver = {},
-    private readonly now: () => number = Date.now,
+    /** Its clock and its timer (virtual in specs). */
+    private readonly scheduler: SchedulerLike = asyncScheduler,
+    /** Where its timer is held: the run lets go of it when it ends. */
+    private readonly held: Subscription = new Subscription(),
   ) {
     if (record.of(engine.name).length > 0) this.schedule();
   }
@@ -122,22 +144,24 @@ export class ImageCollector {
     );
   }
 
-  /** Collects now and then while the record holds images of this engine (half the minimum age, 1 s to 1 min); no timer without. */
+  private now(): number {
+    return this.scheduler.now();
+  }
+
+  /**
+   * Collects now and then while the record holds images of this engine (half the minimum age, 1 s to 1 min), one
+   * collection at a time; no timer without.
+   */
   private schedule(): void {
-    if (this.timer) return;
-    this.timer = setInterval(
-      () => {
-        if (this.record.of(this.engine.name).length === 0) {
-          clearInterval(this.timer);
-          this.timer = undefined;
-        } else if (!this.collecting) {
-          this.collecting = true;
-          this.collect().subscribe({ complete: () => (this.collecting = false), error: () => (this.collecting = false) });
-        }
-      },
-      Math.min(60_000, Math.max(1000, this.settings.minAgeMs / 2)),
-    );
-    this.timer.unref();
+    if (this.timer && !this.timer.closed) return;
+    const timer = interval(Math.min(60_000, Math.max(1000, this.settings.minAgeMs / 2)), this.scheduler)
+      .pipe(
+        takeWhile(() => this.record.of(this.engine.name).length > 0),
+        exhaustMap(() => this.collect().pipe(catchError(() => EMPTY))),
+      )
+      .subscribe();
+    this.timer = timer;
+    this.held.add(timer);
   }
 
   /**
@@ -250,11 +274,13 @@ export class ImageCollector {
 }
 
 /** The collector of a module's engine, told to --debug (`images`) and the metrics; none when `image_gc = false`. */
-export function imageCollector({ config, note, images, log }: RuntimeContext, engine: ImageEngine): ImageCollector | undefined {
+export function imageCollector({ config, note, images, log, scheduler, held }: RuntimeContext, engine: ImageEngine): ImageCollector | undefined {
   if (!config.imageGc) return undefined;
-  return new ImageCollector(engine, new ImageRecord(config.folder, engine.name, (text) => log.warn(text)), config.imageGc, {
+  const record = new ImageRecord(config.folder, engine.name, (text) => log.warn(text));
+  const observer: ImageGcObserver = {
     note: (text) => note('images', text),
     removed: (name) => images?.(name, { removed: 1 }),
     used: (name, usedRatio) => images?.(name, { usedRatio }),
-  });
+  };
+  return new ImageCollector(engine, record, config.imageGc, observer, scheduler, held);
 }

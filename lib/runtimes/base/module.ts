@@ -1,6 +1,6 @@
 // A runtime module: what a runtime's folder exports (lib/runtimes/<name>/index.ts) and what the agent gives it to
 // make its runtimes. bin/wiring.ts lists the modules; nothing else names a runtime.
-import type { Observable } from 'rxjs';
+import type { Observable, SchedulerLike, Subscription } from 'rxjs';
 import type { Logger } from '../../logger.js';
 import type { WorkloadContainerFigures } from '../../metrics.js';
 import type { Container, ContainerEvent, Engine, WatchState } from '../../ports.js';
@@ -29,6 +29,10 @@ export interface RuntimeContext {
   readonly config: RuntimeSettings;
   /** --debug: tells `text` under `stage` when that stage is traced. */
   readonly note: (stage: string, text: string) => void;
+  /** The run's clock and timers. */
+  readonly scheduler: SchedulerLike;
+  /** What a runtime keeps going for the whole run (a timer): the run lets it go when it ends. */
+  readonly held: Subscription;
   /** The metrics: an image removed by the collector, or how full an engine's image store is. */
   readonly images?: (engine: string, change: { readonly removed?: number; readonly usedRatio?: number }) => void;
 }
