@@ -376,8 +376,8 @@ describe('the systemd runtime: the watch of its units (virtual time)', () => {
   // rx~systemd-events~1
   it('follows the news; a show answered after news does not undo them; while the news come, all units are shown at once and every 30 s', () => {
     const scheduler = testScheduler();
+    const shows: Array<[number, string]> = [];
     scheduler.run(({ cold, expectObservable }) => {
-      const shows: Array<[number, string]> = [];
       let truth = 'active';
       const watch = new UnitWatch(
         {
@@ -404,6 +404,11 @@ describe('the systemd runtime: the watch of its units (virtual time)', () => {
       );
       expectObservable(states$, '^ 40s !').toBe('10ms f', { f: 'failed' });
     });
+    expect(shows[0], 'all units shown as the news come up').to.deep.equal([0, 'web.service']);
+    expect(
+      shows.filter(([at]) => at > 0),
+      'then one show every 30 s while the news come',
+    ).to.deep.equal([[30_000, 'web.service']]);
   });
 
   // rx~systemd-events~1

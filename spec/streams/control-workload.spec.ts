@@ -259,13 +259,25 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       const scheduler = testScheduler();
       scheduler.run(({ cold, flush }) => {
         const runtime = new FakeRuntime({
-          states: (id) => cold(id === 'id-nginx-1' ? '-r 9ms u' : '-r', { r: ExecutionState.running(), u: unhealthy }),
+          states: (id) => cold(id === 'id-nginx-3' ? '-r' : '-r 9ms u', { r: ExecutionState.running(), u: unhealthy }),
           stop: () => cold('5ms |'),
         });
-        const deps: ControlDeps = { ...depsFor(runtime), backoff: { firstDelayMs: 0, maxDelayMs: 0, resetAfterMs: 0 } };
-        record(controlWorkload(cold('a', { a: create({ ...nginx, restartPolicy: 'OnFailure' }) }), deps).pipe(map(show)), scheduler);
+        const deps: ControlDeps = { ...depsFor(runtime), backoff: { firstDelayMs: 100, maxDelayMs: 100, resetAfterMs: 600_000 } };
+        const out = record(controlWorkload(cold('a', { a: create({ ...nginx, restartPolicy: 'OnFailure' }) }), deps).pipe(map(show)), scheduler);
         flush();
-        expect(runtime.calls.slice(0, 5)).to.deep.equal(['create nginx', 'watch id-nginx-1', 'stop id-nginx-1', 'delete id-nginx-1', 'create nginx']);
+        expect(runtime.calls.slice(0, 8)).to.deep.equal([
+          'create nginx',
+          'watch id-nginx-1',
+          'stop id-nginx-1',
+          'delete id-nginx-1',
+          'create nginx',
+          'watch id-nginx-2',
+          'stop id-nginx-2',
+          'delete id-nginx-2',
+        ]);
+        // The first restart comes once it is stopped (16 ms); the second, a short run again, 100 ms of back-off after its stop (32 ms).
+        const restarts = out.values.filter(([, v]) => v.endsWith('Stopping(RequestedAtRuntime)')).map(([t]) => t);
+        expect(restarts).to.deep.equal([16, 32 + 100]);
       });
     });
   });
