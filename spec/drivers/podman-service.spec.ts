@@ -11,7 +11,8 @@ import { Cli } from '../../lib/runtimes/base/cli.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
 import { podmanFigures } from '../../lib/runtimes/podman/stats.js';
 import { lastValueFrom } from 'rxjs';
-import { IMAGE, PodmanAgent, busybox, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { IMAGE, PodmanAgent, busybox, cleanup, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { makeRuntimes } from '../../bin/wiring.js';
 import { until } from '../../scripts/harness/wait.js';
 
 /** A call of the CLI as it was told: its subcommand and the way it took. */
@@ -263,13 +264,21 @@ describe('Podman through its service (real Podman)', function () {
   });
 
   // rx~podman-service-fallback~1
-  it('with the switch off (no route) no service is started and every call is a Podman process of its own', async () => {
-    const before = execFileSync('sh', ['-c', 'pgrep -fc "podman system service" || true'], { encoding: 'utf8' }).trim();
-    agent = new PodmanAgent(uniqueAgent('off'), undefined, new Cli({ binary: 'podman' }));
-    const w = busybox('plain', agent.agentName);
-    agent.send({ kind: 'serverHello', added: [w] });
-    await agent.waitFor('plain', /^Running\(Ok\)$/);
-    expect(agent.cli.calls, 'Podman processes for the start').to.be.greaterThan(1);
-    expect(execFileSync('sh', ['-c', 'pgrep -fc "podman system service" || true'], { encoding: 'utf8' }).trim()).to.equal(before);
+  it('with the switch off (podman_service = false) the runtime starts no service and every call is a Podman process of its own', async () => {
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-switch-'));
+    folders.push(folder);
+    let calls = 0;
+    const made = makeRuntimes(silentLogger, { podmanService: false, folder, observeCall: (call) => call.cli === 'podman' && calls++ });
+    const agentName = uniqueAgent('off');
+    try {
+      await lastValueFrom(made.connectors.get('podman')!.createWorkload(busybox('plain', agentName), {}));
+      expect(calls, 'Podman processes for the create').to.be.greaterThan(0);
+      expect(existsSync(path.join(folder, 'podman.sock')), "the agent's own service socket").to.equal(false);
+      const services = execFileSync('sh', ['-c', `pgrep -fc "[s]ystem service.*${folder}" || true`], { encoding: 'utf8' }).trim();
+      expect(services, 'services started for the folder').to.equal('0');
+    } finally {
+      made.dispose();
+      cleanup(agentName);
+    }
   });
 });
