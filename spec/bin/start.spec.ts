@@ -37,29 +37,23 @@ describe('the start of the agent as shipped', function () {
     server.stop();
   });
 
-  for (const [form, env] of [
-    ['as its launcher starts it', {}],
-    ['as the systemd unit starts it (NODE_OPTIONS)', { NODE_OPTIONS: '--max-semi-space-size=1' }],
-  ] as const) {
-    // swdd~agent-sends-hello~1
-    it(`sends its hello before it loads the runtimes (${form}): stopped for good at that load, it has said hello`, async () => {
-      const options = [...('NODE_OPTIONS' in env ? [env.NODE_OPTIONS] : []), `--require=${stuckAt}`].join(' ');
-      agent = spawn(BIN, ['-n', 'hello_first', '-s', server.url, '-k', '-r', run, '-t', 'zone=front'], {
-        env: { ...process.env, NODE_OPTIONS: options },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let said = '';
-      agent.stderr!.on('data', (d: Buffer) => (said += d.toString()));
-      const stream = await server.nextStream();
-      const first = await stream.waitFor(() => true);
-      expect(first.ToServerEnum.case).to.equal('agentHello');
-      if (first.ToServerEnum.case !== 'agentHello') return;
-      expect(first.ToServerEnum.value.agentName).to.equal('hello_first');
-      expect(first.ToServerEnum.value.protocolVersion).to.equal('1.0.1');
-      expect(first.ToServerEnum.value.tags?.tags).to.deep.equal({ zone: 'front' });
-      // It did go on to load the rest, and is held there: the order, not a race.
-      for (let waited = 0; !said.includes('loading child_process') && waited < 10_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
-      expect(said).to.match(/info {2}Agent 'hello_first' connecting to http:\/\/127\.0\.0\.1:\d+ \(insecure\)\.\nloading child_process\n/);
+  // swdd~agent-sends-hello~1
+  it('sends its hello before it loads the runtimes: stopped for good at that load, it has said hello', async () => {
+    agent = spawn(BIN, ['-n', 'hello_first', '-s', server.url, '-k', '-r', run, '-t', 'zone=front'], {
+      env: { ...process.env, NODE_OPTIONS: `--require=${stuckAt}` },
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
-  }
+    let said = '';
+    agent.stderr!.on('data', (d: Buffer) => (said += d.toString()));
+    const stream = await server.nextStream();
+    const first = await stream.waitFor(() => true);
+    expect(first.ToServerEnum.case).to.equal('agentHello');
+    if (first.ToServerEnum.case !== 'agentHello') return;
+    expect(first.ToServerEnum.value.agentName).to.equal('hello_first');
+    expect(first.ToServerEnum.value.protocolVersion).to.equal('1.0.1');
+    expect(first.ToServerEnum.value.tags?.tags).to.deep.equal({ zone: 'front' });
+    // It did go on to load the rest, and is held there: the order, not a race.
+    for (let waited = 0; !said.includes('loading child_process') && waited < 10_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+    expect(said).to.match(/info {2}Agent 'hello_first' connecting to http:\/\/127\.0\.0\.1:\d+ \(insecure\)\.\nloading child_process\n/);
+  });
 });

@@ -122,7 +122,7 @@ describe("container states from Podman's events (real Podman)", function () {
     }
   });
 
-  it('when the event process is killed, the next exit is still reported (one poll a second), and the stream comes back', async () => {
+  it('when the event process is killed, the next exit is still reported (by the polls meanwhile), and the stream comes back', async () => {
     agent = new PodmanAgent(uniqueAgent('events'), undefined, new Cli({ binary: 'podman' }), { verifyMs: 600_000 });
     const late = busybox('late', agent.agentName, { script: 'sleep 3; exit 4' });
     agent.send({ kind: 'serverHello', added: [late] });

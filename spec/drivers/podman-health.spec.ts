@@ -177,6 +177,10 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
       const db = withCheck(agent.agentName, 'true', '--health-timeout', '600h', '--health-interval', '.5s');
       agent.send({ kind: 'serverHello', added: [db] });
       await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
+      // Each check is a podman exec of its own: some four in two seconds (none at the default 30 s).
+      const calls = agent.cli.calls;
+      await sleep(2000);
+      expect(agent.cli.calls - calls, 'podman calls in 2 s').to.be.within(3, 6);
     });
 
     // rx~health-runs-checks-on-interval~1

@@ -112,11 +112,16 @@ describe('the image collector (lib/runtimes/base/image-gc.ts)', () => {
 
   // rx~image-gc~1
   it('an image the engine refuses to remove stays recorded and is tried again; one it no longer has is forgotten', async () => {
-    const { gc, record, removed, state, pulled } = fake({ used: 'image is in use by a container', gone: 'image not known' });
+    const refuse: Record<string, string> = { used: 'image is in use by a container', gone: 'image not known' };
+    const { gc, record, removed, state, pulled } = fake(refuse);
     for (const image of ['used', 'gone']) await pulled(image);
     state.now = 2000;
     expect(await collect(gc)).to.equal(0);
     expect(removed).to.deep.equal([]);
     expect(record.of('fake').map((r) => r.image)).to.deep.equal(['used']);
+    // Its container went: the next collection tries again, and it goes.
+    delete refuse.used;
+    expect(await collect(gc)).to.equal(1);
+    expect(removed).to.deep.equal(['used id-used']);
   });
 });
