@@ -82,9 +82,12 @@ describe("a failed create touches only what carries the instance's labels", func
     const w = busybox('leftover', agent.agentName);
     const key = instanceKey(w.instanceName);
     // A create that got as far as the container (what a crash mid-create leaves): labelled, not started.
-    podman('create', '--name', key, `--label=name=${key}`, `--label=agent=${agent.agentName}`, IMAGE, '/bin/sleep', '1');
+    const left = podman('create', '--name', key, `--label=name=${key}`, `--label=agent=${agent.agentName}`, IMAGE, '/bin/sleep', '1');
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('leftover', /^Running\(Ok\)$/);
+    const now = podman('ps', '--all', '--no-trunc', '--format', '{{.ID}}', `--filter=label=name=${key}`).split('\n');
+    expect(now, 'one container of the instance, not the one left').to.have.length(1);
+    expect(now[0]).to.not.equal(left);
   });
 
   // swdd~podman-kube-create-workload-apply-manifest~1
