@@ -1,4 +1,4 @@
-// What `--help` and `--version` print. It imports nothing of the agent, so bin/ank-agent.js answers them
+// What `--help` and `--version` print. It imports nothing of the agent, so bin/ank-agent.cjs answers them
 // without loading it.
 import { existsSync, readFileSync } from 'node:fs';
 import { DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, LINE_VERSIONS } from '../lib/defaults.js';

@@ -1,5 +1,5 @@
 // npm run build, after tsc: the agent as two files (dist/bin/ank-agent.cjs, its start; dist/bin/ank-agent-run.cjs, its run) and prom-client as another
-// (dist/bin/prom-client.cjs, loaded only when the metrics endpoint is on). Together with bin/ank-agent.js
+// (dist/bin/prom-client.cjs, loaded only when the metrics endpoint is on). Together with bin/ank-agent.cjs
 // and dist/bin/about.js they are all the installed package needs: no node_modules at run time.
 import { build } from 'esbuild';
 
@@ -12,7 +12,7 @@ await build({
   ...common,
   entryPoints: ['dist/bin/main.js'],
   outfile: 'dist/bin/ank-agent.cjs',
-  // The run is loaded by bin/ank-agent.js (with its code cache); the import() of main.ts is the unbundled path.
+  // The run is loaded by bin/ank-agent.cjs (with its code cache); the import() of main.ts is the unbundled path.
   external: ['./run.js'],
   supported: { 'dynamic-import': false },
   define: { 'import.meta.url': '__bundleUrl' },

@@ -1,6 +1,6 @@
 // npm run build, last step: V8's code cache of the run's bundle, so that the agent does not compile what its
-// modules run when they load (the start's bundle is small and compiles as it is: bin/ank-agent.js). The file
-// is the bundle's CRC-32 (4 bytes, big-endian), then the cache: bin/ank-agent.js uses it only for the bundle it
+// modules run when they load (the start's bundle is small and compiles as it is: bin/ank-agent.cjs). The file
+// is the bundle's CRC-32 (4 bytes, big-endian), then the cache: bin/ank-agent.cjs uses it only for the bundle it
 // was made of (CRC-32: native and cheap, where loading node:crypto for a SHA-256 cost some 20 ms).
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -10,8 +10,8 @@ import vm from 'node:vm';
 import { crc32 } from 'node:zlib';
 
 // V8 takes a code cache only under the flags it was made with: made under the Node options the agent is
-// shipped with (the first line of bin/ank-agent.js).
-const shipped = /^#!\/usr\/bin\/env -S node(.*)$/.exec(readFileSync('bin/ank-agent.js', 'utf8').split('\n')[0])?.[1].trim().split(/\s+/).filter(Boolean) ?? [];
+// shipped with (the first line of bin/ank-agent.cjs).
+const shipped = /^#!\/usr\/bin\/env -S node(.*)$/.exec(readFileSync('bin/ank-agent.cjs', 'utf8').split('\n')[0])?.[1].trim().split(/\s+/).filter(Boolean) ?? [];
 if (shipped.join(' ') !== process.execArgv.join(' ')) {
   const again = spawnSync(process.execPath, [...shipped, ...process.argv.slice(1)], { stdio: 'inherit' });
   process.exit(again.status ?? 1);

@@ -92,7 +92,7 @@ async function idleFloor(run: string, idleSeconds: number): Promise<void> {
   const hex = (message: Uint8Array) => frame(message).toString('hex');
   const floor = spawn(
     process.execPath,
-    ['--max-semi-space-size=1', writeIdleFloor(run), server.url, hex(encodeAgentHello('floor', '1.0.1', {})), hex(encodeAgentLoadStatus('floor', 3, 2 ** 33))],
+    [writeIdleFloor(run), server.url, hex(encodeAgentHello('floor', '1.0.1', {})), hex(encodeAgentLoadStatus('floor', 3, 2 ** 33))],
     { stdio: 'ignore' },
   );
   try {

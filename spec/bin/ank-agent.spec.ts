@@ -96,7 +96,7 @@ describe('ank-agent (the command line)', () => {
     const copy = mkdtempSync(path.join(tmp, 'stale-'));
     mkdirSync(path.join(copy, 'bin'));
     mkdirSync(path.join(copy, 'dist', 'bin'), { recursive: true });
-    writeFileSync(path.join(copy, 'bin', 'ank-agent.js'), readFileSync(BIN), { mode: 0o755 });
+    writeFileSync(path.join(copy, 'bin', 'ank-agent.cjs'), readFileSync(BIN), { mode: 0o755 });
     writeFileSync(path.join(copy, 'package.json'), readFileSync('package.json'));
     for (const file of ['ank-agent.cjs', 'ank-agent-run.cache', 'about.js', 'prom-client.cjs'])
       writeFileSync(path.join(copy, 'dist', 'bin', file), readFileSync(path.join('dist', 'bin', file)));
@@ -116,7 +116,7 @@ describe('ank-agent (the command line)', () => {
     const shipped = await debugOf(BIN);
     expect(shipped).to.contain('Connecting to the server as agent');
     expect(shipped).to.contain('ank-agent: compiled from the code cache.');
-    const stale = await debugOf(path.join(copy, 'bin', 'ank-agent.js'));
+    const stale = await debugOf(path.join(copy, 'bin', 'ank-agent.cjs'));
     expect(stale).to.contain('Connecting TO the server as agent');
     expect(stale).to.contain('ank-agent: the code cache was made of another bundle: compiling without it.');
     // Under other Node options (as with another Node version) V8 rejects the cache: the bundle compiles without it.

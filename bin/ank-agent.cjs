@@ -1,20 +1,22 @@
-#!/usr/bin/env -S node --max-semi-space-size=1
+#!/usr/bin/env node
 // Entry point: --help and --version answer from a small module; anything else runs the agent as `npm ci`
 // built it (see README): two bundled files, its start (small: it says hello, compiled as it is) and its run (compiled
 // from V8's code cache made of it, so that it does not compile what its modules run as they load). Without the bundles,
 // or when the compiled modules are newer (a developer ran tsc alone), those modules run instead.
-// The line above is the Node option the agent is shipped with (README "Running it"): a young generation of
-// 1 MiB, so the garbage of a burst of work does not stay resident (`node bin/ank-agent.js` runs without it;
-// NODE_OPTIONS=--max-semi-space-size=1 gives it there).
+// No Node option: one would make V8 refuse Node's own code cache (bin/main.ts keeps the young generation small
+// once the agent is loaded). CommonJS: an ES module as the entry costs Node's start some 8 ms more.
 // Node's modules taken as they are, not imported: an import of a built-in module makes an ES module of it, which
 // reads every export (node:fs's streams among them) and costs the start some 16 ms of CPU.
 const { existsSync, readFileSync, statSync } = process.getBuiltinModule('node:fs');
 const { createRequire } = process.getBuiltinModule('node:module');
-const { fileURLToPath } = process.getBuiltinModule('node:url');
+const { pathToFileURL } = process.getBuiltinModule('node:url');
+const path = process.getBuiltinModule('node:path');
 const vm = process.getBuiltinModule('node:vm');
 
 const args = process.argv.slice(2);
-const dist = (file) => fileURLToPath(new URL(`../dist/bin/${file}`, import.meta.url));
+const dist = (file) => path.join(__dirname, '..', 'dist', 'bin', file);
+/** An ES module of dist/bin (the unbundled modules, --help and --version), imported. */
+const importDist = (file) => import(pathToFileURL(dist(file)).href);
 const notBuilt = () => {
   process.stderr.write('ank-agent: the agent is not built yet: run `npm ci` (or `npm run build`) in the project folder.\n');
   process.exit(1);
@@ -55,8 +57,7 @@ function loadBundle(bundle, cacheFile) {
 
 if (args.length > 0 && args.every((a) => a === '--help' || a === '--version')) {
   if (!existsSync(dist('about.js'))) notBuilt();
-  const { HELP, versionText } = await import(new URL('../dist/bin/about.js', import.meta.url).href);
-  process.stdout.write(args[0] === '--help' ? HELP : versionText());
+  importDist('about.js').then(({ HELP, versionText }) => process.stdout.write(args[0] === '--help' ? HELP : versionText()));
 } else if (
   ['ank-agent.cjs', 'ank-agent-run.cjs'].every((f) => existsSync(dist(f))) &&
   !(existsSync(dist('main.js')) && newer(dist('main.js'), dist('ank-agent.cjs')))
@@ -65,7 +66,7 @@ if (args.length > 0 && args.every((a) => a === '--help' || a === '--version')) {
   // save it nothing: it is small, and its time goes to Node's HTTP/2, which Node compiles with a cache of its own.
   loadBundle(dist('ank-agent.cjs')).main(args, { loadRun: () => loadBundle(dist('ank-agent-run.cjs'), dist('ank-agent-run.cache')) });
 } else if (existsSync(dist('main.js'))) {
-  (await import(new URL('../dist/bin/main.js', import.meta.url).href)).main(args);
+  importDist('main.js').then(({ main }) => main(args));
 } else {
   notBuilt();
 }
