@@ -176,6 +176,16 @@ export function latestStates(stream: AgentStream): Map<string, string> {
  * released agent does its work on tokio's worker threads, Node its garbage collection and compiling on
  * threads of its own: the main thread's alone would leave those out.
  */
+/** Resolves once the process has used less than 1 ms of CPU in 300 ms: it has taken what was sent. */
+export async function settled(pid: number): Promise<void> {
+  for (let before = processCpuMs(pid); ; ) {
+    await sleep(300);
+    const now = processCpuMs(pid);
+    if (now - before < 1) return;
+    before = now;
+  }
+}
+
 export function processCpuMs(pid: number): number {
   let ns = 0;
   for (const task of readdirSync(`/proc/${pid}/task`)) {

@@ -10,22 +10,12 @@ import path from 'node:path';
 import { type AgentStream, FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { record, sleep } from '../report.js';
-import { processCpuMs, rssKiB, writeIdleFloor } from '../measure.js';
+import { processCpuMs, rssKiB, settled, writeIdleFloor } from '../measure.js';
 import { encodeAgentHello, encodeAgentLoadStatus } from '../../lib/codec/hello.js';
 import { frame } from '../../lib/drivers/grpc-call.js';
 
 /** A process's CPU so far, in ms, to the nanosecond. */
 const cpuMs = processCpuMs;
-
-/** Resolves once the process has used less than 1 ms of CPU in 300 ms: it has taken what was sent. */
-async function settled(pid: number): Promise<void> {
-  for (let before = cpuMs(pid); ; ) {
-    await sleep(300);
-    const now = cpuMs(pid);
-    if (now - before < 1) return;
-    before = now;
-  }
-}
 
 /** States of `count` workloads of other agents from `from`, `per` to a message. */
 function sendStates(stream: AgentStream, from: number, count: number, per: number, state: 'running' | 'removed'): void {
