@@ -2,7 +2,7 @@
 # Installs what the containerd runtime needs: containerd, runc and the CNI plugins from Debian's packages, and
 # nerdctl v2.0.3 built from the Go module proxy; starts containerd when it is not running (no systemd here)
 # and loads the local busybox image into it (no registry is needed). Idempotent; needs root (or sudo) and the
-# local image of scripts/setup-podman.sh, which calls it.
+# local image of scripts/setup-podman.sh (scripts/setup-tests.sh runs both).
 set -euo pipefail
 SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
 IMAGE=localhost/busybox:latest

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs and configures Podman from Debian's packages and builds the local busybox image the
-# examples and tests use (no registry is needed); then, through setup-containerd.sh, containerd and nerdctl
-# for the containerd runtime. Idempotent; needs root (or sudo).
+# examples and tests use (no registry is needed): what the quick start needs. The tests need more
+# (scripts/setup-tests.sh). Idempotent; needs root (or sudo).
 set -euo pipefail
 SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
 IMAGE=localhost/busybox:latest
@@ -50,12 +50,3 @@ out=$($SUDO podman run --rm "$IMAGE" /bin/echo podman-ok 2>"$errors") || { echo 
 rm -f "$errors"
 [ "$out" = podman-ok ] || { echo "setup-podman: unexpected output: $out" >&2; exit 1; }
 echo "setup-podman: podman $(podman --version | awk '{print $3}') works with $IMAGE"
-
-# The containerd runtime's parts (containerd, nerdctl) and the same image in containerd.
-bash "$(dirname "$0")/setup-containerd.sh"
-
-# A registry for the specs of images pulled ahead.
-bash "$(dirname "$0")/setup-registry.sh"
-
-# The Debian image with systemd the systemd runtime's specs run as a container.
-bash "$(dirname "$0")/setup-systemd.sh"

@@ -42,7 +42,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     try {
       nerdctl('version');
     } catch {
-      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-podman.sh runs it)');
+      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-tests.sh runs it)');
     }
   });
   let agent: PodmanAgent;

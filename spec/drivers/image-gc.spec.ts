@@ -28,7 +28,7 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
   let user = '';
   before(async () => {
     requirePodman();
-    if (!hasRegistry()) throw new Error('docker-registry is missing: run scripts/setup-registry.sh (scripts/setup-podman.sh runs it)');
+    if (!hasRegistry()) throw new Error('docker-registry is missing: run scripts/setup-registry.sh (scripts/setup-tests.sh runs it)');
     await registry.start();
     for (let i = 1; i <= 4; i++) images.push(registry.pushBig(`gc:v${i}`, 1, IMAGE));
     user = registry.pushBig('gc:user', 1, IMAGE);
@@ -192,7 +192,7 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
     try {
       execFileSync('nerdctl', ['version'], { stdio: 'ignore' });
     } catch {
-      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-podman.sh runs it)');
+      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-tests.sh runs it)');
     }
     const name = uniqueAgent('gcfam');
     agent = new PodmanAgent(name, undefined, undefined, { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder: newFolder(), pullAhead: true });

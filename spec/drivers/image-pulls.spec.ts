@@ -37,7 +37,7 @@ describe('images pulled ahead (real registry, real Podman)', function () {
   let small = '';
   before(async () => {
     requirePodman();
-    if (!hasRegistry()) throw new Error('docker-registry is missing: run scripts/setup-registry.sh (scripts/setup-podman.sh runs it)');
+    if (!hasRegistry()) throw new Error('docker-registry is missing: run scripts/setup-registry.sh (scripts/setup-tests.sh runs it)');
     await registry.start();
     big = registry.pushBig('big:v1', 40, IMAGE);
     small = registry.push(IMAGE, 'small:v1');
@@ -178,7 +178,7 @@ describe('images pulled ahead (real registry, real Podman)', function () {
     try {
       execFileSync('nerdctl', ['version'], { stdio: 'ignore' });
     } catch {
-      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-podman.sh runs it)');
+      throw new Error('nerdctl and containerd are missing: run scripts/setup-containerd.sh (scripts/setup-tests.sh runs it)');
     }
     agent = new PodmanAgent(uniqueAgent('pullfam'), undefined, undefined, { pullAhead: true });
     const pod = `${agent.agentName.replace(/_/g, '-')}-web`;
