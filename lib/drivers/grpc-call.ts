@@ -4,6 +4,7 @@
 // them (bin/main.ts), and what the server sends meanwhile is kept until the connection takes the call over
 // (lib/drivers/grpc-connection.ts). @grpc/grpc-js would cost the start ~70 ms of loading (README).
 import http2 from 'node:http2';
+import net from 'node:net';
 import tls from 'node:tls';
 import { certificatesOf, serverCertificateProblem } from './tls-credentials.js';
 
@@ -143,7 +144,14 @@ export class GrpcCall {
   private over = false;
   private full = false;
   private status?: { code: number; message: string };
-  private readonly timers: { connecting?: NodeJS.Timeout; pinging?: NodeJS.Timeout; unanswered?: NodeJS.Timeout; alive?: NodeJS.Timeout } = {};
+  private readonly timers: {
+    connecting?: NodeJS.Timeout;
+    pinging?: NodeJS.Timeout;
+    unanswered?: NodeJS.Timeout;
+    late?: NodeJS.Timeout;
+    answerless?: NodeJS.Timeout;
+    alive?: NodeJS.Timeout;
+  } = {};
 
   constructor(readonly options: CallOptions) {
     const keepaliveMs = options.keepaliveMs ?? 10_000;
@@ -152,10 +160,21 @@ export class GrpcCall {
     const at = target.lastIndexOf(':');
     const [host, port] = [target.slice(0, at).replace(/^\[|\]$/g, ''), Number(target.slice(at + 1))];
     const security = options.security;
-    const session = http2.connect(
-      `http://${target}`,
-      security.insecure ? {} : { createConnection: () => tlsConnection(host, port, security, (problem) => session.destroy(new Error(problem))) },
-    );
+    let socket: net.Socket | undefined;
+    const session = http2.connect(`http://${target}`, {
+      createConnection: () => {
+        socket = security.insecure ? net.connect({ host, port }) : tlsConnection(host, port, security, (problem) => session.destroy(new Error(problem)));
+        return socket;
+      },
+    });
+    /**
+     * An answer nghttp2 cannot decode (a header field over 64 KiB, as a refusal of 100 000 characters is) makes it
+     * end the session without a word to Node's side, which then stops reading: the server's close of the
+     * connection stays unread until the keepalive gives up. Reading is started again when the call had no
+     * answer a second after it opened, or a ping none a second after it was sent; a connection that is gone
+     * then ends at once, and one that is only slow reads on as it would.
+     */
+    const readOn = () => (socket as { _handle?: { readStart?: () => number } } | undefined)?._handle?.readStart?.();
     this.session = session;
     session.on('error', (err: NodeJS.ErrnoException) =>
       this.fail(err.code === 'ECONNREFUSED' || err.code === 'ENOTFOUND' ? `${err.message} (${options.serverUrl})` : err.message),
@@ -176,8 +195,10 @@ export class GrpcCall {
           this.fail('the server did not answer a keepalive ping: the connection is lost');
           session.destroy();
         }, keepaliveTimeoutMs);
+        this.timers.late = setTimeout(readOn, 1000);
         session.ping(() => {
           clearTimeout(this.timers.unanswered);
+          clearTimeout(this.timers.late);
           this.timers.unanswered = undefined;
         });
       }, keepaliveMs);
@@ -198,7 +219,11 @@ export class GrpcCall {
       if (headers['grpc-status'] === undefined) return;
       this.status = { code: Number(headers['grpc-status']), message: decodeMessage(String(headers['grpc-message'] ?? '')) };
     };
+    this.timers.answerless = setTimeout(readOn, 1000);
+    let answered = false;
     stream.on('response', (headers) => {
+      answered = true;
+      clearTimeout(this.timers.answerless);
       const http = Number(headers[':status']);
       const type = String(headers['content-type'] ?? '');
       if (http !== 200) this.fail(`the server answered HTTP ${http}`, fromHttpStatus(http));
@@ -221,7 +246,8 @@ export class GrpcCall {
     stream.on('end', () => {
       if (this.status?.code === Status.OK) this.tell('end');
       else if (this.status) this.fail(this.status.message || `the server ended the stream with status ${this.status.code}`, this.status.code);
-      else this.fail('the server ended the stream without a status');
+      else if (answered) this.fail('the server ended the stream without a status');
+      else this.fail('the connection ended before an answer the agent can read (nghttp2 refuses a header field over 64 KiB)');
     });
     stream.on('close', () => this.fail(session.destroyed ? 'the connection closed' : `the stream was reset by the server (code ${stream.rstCode})`));
     // An open call keeps the process alive, even while nothing else holds the loop.

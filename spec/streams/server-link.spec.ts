@@ -190,6 +190,19 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     expect((l.errors[0] as Error).message).to.include("Unsupported protocol version '0.8.0'");
   });
 
+  it('a refusal too long for HTTP/2 to read (100 000 characters) ends the call within seconds, not at the keepalive', async () => {
+    const started = Date.now();
+    const failed = firstValueFrom(connectAgent({ serverUrl: server.url, security: insecure }, new Subject<never>())).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    const stream = await server.nextStream();
+    stream.close(grpc.status.FAILED_PRECONDITION, 'x'.repeat(100_000));
+    const error = await failed;
+    expect(error?.message).to.equal('the connection ended before an answer the agent can read (nghttp2 refuses a header field over 64 KiB)');
+    expect(Date.now() - started, 'the keepalive would take 30 s').to.be.below(5000);
+  });
+
   it('a web server that answers the call with a page is said to be no gRPC server, naming what it answered', async () => {
     const web = http2.createServer((_request, response) => {
       response.writeHead(200, { 'content-type': 'text/html' });
