@@ -18,6 +18,8 @@ export const SERVICE_IDLE_S = 60;
 const START_WITHIN_MS = 5000;
 /** The wait before a failed service is started again, doubled at each failure up to the most. */
 const RETRY_MS = { first: 1000, most: 5 * 60_000 };
+/** How long a service that works but answers no ping is waited for before it counts as lost. */
+const BUSY_FOR_MS = 10_000;
 /** A unix socket's path has room for 107 bytes. */
 const MAX_SOCKET_PATH = 107;
 /** The most a REST answer may hold (as the CLI's output). */
@@ -58,6 +60,8 @@ export class PodmanService implements CallRoute {
   /** The wait before the next start after a failure: doubled by each failure in a row, set back when it is up. */
   private retryMs = RETRY_MS.first;
   private child?: ChildProcess;
+  /** Since when the service has not answered a ping (undefined while it answers). */
+  private unansweredSince?: number;
   private readonly ownSocket?: string;
 
   constructor(private readonly options: ServiceOptions) {
@@ -106,15 +110,21 @@ export class PodmanService implements CallRoute {
 
   /**
    * Whether the service answers its ping within `withinMs`, or, where its process is known, works on: a service
-   * busy with a burst of creates may answer late, and one killed then would leave its creates half made.
+   * busy with a burst of creates may answer late, and one killed then would leave its creates half made. One
+   * that works on without an answer for BUSY_FOR_MS is taken as lost all the same (it may spin on a lock).
    */
   async alive(withinMs: number): Promise<boolean> {
     const state = this.state;
     if (state.kind !== 'up') return false;
     const before = state.pid === undefined ? undefined : work(state.pid);
-    if (await ping(state.socket, withinMs)) return true;
+    if (await ping(state.socket, withinMs)) {
+      this.unansweredSince = undefined;
+      return true;
+    }
+    this.unansweredSince ??= Date.now() - withinMs;
     const after = state.pid === undefined ? undefined : work(state.pid);
-    return before !== undefined && after !== undefined && !after.stopped && after.cpuTicks > before.cpuTicks;
+    const works = before !== undefined && after !== undefined && !after.stopped && after.cpuTicks > before.cpuTicks;
+    return works && Date.now() - this.unansweredSince < BUSY_FOR_MS;
   }
 
   /** The service is gone: ours is killed (a stalled one may hold Podman's locks), and started again after a wait. */
@@ -188,6 +198,7 @@ export class PodmanService implements CallRoute {
   private up(socket: string, pid: number | undefined, what: string): void {
     if (this.state.kind !== 'starting') return;
     this.state = { kind: 'up', socket, pid };
+    this.unansweredSince = undefined;
     this.retryMs = RETRY_MS.first;
     this.options.note?.(`service up: ${what} at '${socket}'${pid === undefined ? '' : ` (pid ${pid})`}`);
   }
