@@ -180,6 +180,8 @@ export class PodmanAgent {
       pullAhead: cache.pullAhead,
       runtimes: builtInRuntimes(silentLogger, {
         ...cache,
+        // The podman CLI is given (through the specs' one service): no service of the agent's own beside it.
+        podmanService: false,
         clis: { podman: this.cli, ...(cache.nerdctl && { nerdctl: cache.nerdctl }), ...cache.clis },
         modules: cache.podmanTimers === undefined ? undefined : [podmanModule({ podmanTimers: cache.podmanTimers }), containerdModule],
       }),
