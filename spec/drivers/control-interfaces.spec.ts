@@ -34,6 +34,7 @@ describe('Control Interfaces on real FIFOs', () => {
   afterEach(() => {
     clients.splice(0).forEach((c) => c.close());
     hub.closeAll();
+    rmSync(io, { recursive: true, force: true });
   });
   const open = async (spec: WorkloadSpec, options?: { read?: boolean }) => {
     const { controlInterfacePath } = await firstValueFrom(hub.prepare(spec));

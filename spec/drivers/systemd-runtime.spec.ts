@@ -1,6 +1,6 @@
 // The systemd runtime on real systemd (PID 1 of a Podman container; the agent's systemctl, journalctl and bus
 // bridge reach it through wrappers), driven by the workload core.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -51,6 +51,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
   afterEach(() => {
     agent?.stop();
     host?.stop();
+    rmSync(folder, { recursive: true, force: true });
   });
 
   const calls = () => clis.systemctl.calls;
