@@ -19,7 +19,7 @@ const importsOf = (text: string) =>
 const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
 /**
  * Where side effects live: lib/drivers/, the runtimes' image pulls and launcher, and in a runtime's folder its connector, its service,
- * CLI, event sources, health check loop and what a lost create left; the pure parts beside them (config, state table, health rules) are core.
+ * CLI, event sources and health check loop; the pure parts beside them (config, state table, health rules) are core.
  */
 const RUNTIME_DRIVER = /^lib\/runtimes\/[^/]+\/(index|runtime|kube|cli|events|health-checks|image-pulls|image-gc|service|lost-creates)\.ts$/;
 const isDriver = (file: string) => file.startsWith('lib/drivers/') || RUNTIME_DRIVER.test(file);

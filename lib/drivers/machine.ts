@@ -65,17 +65,10 @@ export function killMarkedProcesses(marker: string): number {
   let killed = 0;
   for (let pass = 0; pass < 5; pass++) {
     let found = 0;
-    for (const pid of readdirSync('/proc')) {
-      if (!/^\d+$/.test(pid)) continue;
-      let environ: Buffer;
-      try {
-        environ = readFileSync(`/proc/${pid}/environ`);
-      } catch {
-        continue; // gone, or not ours to read
-      }
+    for (const [pid, environ] of eachProcess('environ')) {
       if (!Buffer.concat([Buffer.from([0]), environ]).includes(needle)) continue;
       try {
-        process.kill(Number(pid), 'SIGKILL');
+        process.kill(pid, 'SIGKILL');
         found += 1;
       } catch {
         // gone already
@@ -85,6 +78,30 @@ export function killMarkedProcesses(marker: string): number {
     if (found === 0) break;
   }
   return killed;
+}
+
+/** Every process with its /proc/<pid>/`file` (cmdline, environ), leaving out those gone meanwhile or not ours to read. */
+export function* eachProcess(file: 'cmdline' | 'environ'): Iterable<[pid: number, content: Buffer]> {
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      yield [Number(pid), readFileSync(`/proc/${pid}/${file}`)];
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+}
+
+/** Whether process `pid` is stopped (SIGSTOP, a debugger) and the CPU time it has used, in ticks (/proc/<pid>/stat); undefined once it is gone. */
+export function processWork(pid: number): { readonly stopped: boolean; readonly cpuTicks: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // After the command's name (in parentheses, which may hold anything): the state, then utime and stime as the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { stopped: fields[0] === 'T' || fields[0] === 't', cpuTicks: Number(fields[11]) + Number(fields[12]) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** The bytes a process has read so far, sockets included (/proc/<pid>/io): a download's progress. Undefined once it is gone. */

@@ -4,8 +4,8 @@
 // leaves conmon and the runtime's container (`runc init` waiting to start, or the workload's process) running,
 // listed by no `podman ps`. Measured here: 2 of 20 creates, the service SIGKILLed twice during them. Such remains
 // are found by conmon's arguments (the container's name and id) and removed by the OCI runtime itself.
-import { readFileSync, readdirSync } from 'node:fs';
 import { EMPTY, type Observable, catchError, concat, defer, ignoreElements } from 'rxjs';
+import { eachProcess } from '../../drivers/machine.js';
 import { Cli } from '../base/cli.js';
 
 /** A conmon of a container Podman does not list. */
@@ -25,21 +25,15 @@ const after = (argv: readonly string[], flag: string): string | undefined => {
   return at < 0 ? undefined : argv[at + 1];
 };
 
-/** The conmon processes of containers named `name` whose ids are not in `listed` (`proc`: the /proc to read). */
-export function lostContainers(name: string, listed: ReadonlySet<string>, proc = '/proc'): LostContainer[] {
+/** The conmon processes of containers named `name` whose ids are not in `listed`, among `processes` (pid and cmdline). */
+export function lostContainers(name: string, listed: ReadonlySet<string>, processes: Iterable<[number, Buffer]> = eachProcess('cmdline')): LostContainer[] {
   const lost: LostContainer[] = [];
-  for (const entry of readdirSync(proc)) {
-    if (!/^\d+$/.test(entry)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`${proc}/${entry}/cmdline`, 'latin1').split('\0');
-    } catch {
-      continue;
-    }
+  for (const [pid, cmdline] of processes) {
+    const argv = cmdline.toString('latin1').split('\0');
     if (!argv[0]?.endsWith('conmon') || after(argv, '-n') !== name) continue;
     const id = after(argv, '-c');
     const runtime = after(argv, '-r');
-    if (id && runtime && /^[0-9a-f]{64}$/.test(id) && !listed.has(id)) lost.push({ conmonPid: Number(entry), id, runtime });
+    if (id && runtime && /^[0-9a-f]{64}$/.test(id) && !listed.has(id)) lost.push({ conmonPid: pid, id, runtime });
   }
   return lost;
 }

@@ -8,6 +8,7 @@ import { lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { Logger } from '../../logger.js';
+import { processWork } from '../../drivers/machine.js';
 import { type CallRoute, CliError, type Plan, RouteLost } from '../base/cli.js';
 
 /** Where a Podman run by the system (its socket unit) listens, as root. */
@@ -116,13 +117,13 @@ export class PodmanService implements CallRoute {
   async alive(withinMs: number): Promise<boolean> {
     const state = this.state;
     if (state.kind !== 'up') return false;
-    const before = state.pid === undefined ? undefined : work(state.pid);
+    const before = state.pid === undefined ? undefined : processWork(state.pid);
     if (await ping(state.socket, withinMs)) {
       this.unansweredSince = undefined;
       return true;
     }
     this.unansweredSince ??= Date.now() - withinMs;
-    const after = state.pid === undefined ? undefined : work(state.pid);
+    const after = state.pid === undefined ? undefined : processWork(state.pid);
     const works = before !== undefined && after !== undefined && !after.stopped && after.cpuTicks > before.cpuTicks;
     return works && Date.now() - this.unansweredSince < BUSY_FOR_MS;
   }
@@ -334,18 +335,6 @@ function servicePid(socket: string): number | undefined {
     const pid = Number(readFileSync(`${socket}.pid`, 'utf8'));
     const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     return command.includes('service') && command.includes(`unix://${socket}`) ? pid : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Whether process `pid` is stopped (SIGSTOP, a debugger) and the CPU time it has used (/proc/<pid>/stat); undefined when it is gone. */
-function work(pid: number): { readonly stopped: boolean; readonly cpuTicks: number } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    // After the command's name (in parentheses, which may hold anything): the state, then utime and stime as the 12th and 13th.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { stopped: fields[0] === 'T' || fields[0] === 't', cpuTicks: Number(fields[11]) + Number(fields[12]) };
   } catch {
     return undefined;
   }
