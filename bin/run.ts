@@ -23,7 +23,7 @@ import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import { ConfigError, type RunConfig, defaultRunFolder, resolveStandaloneConfig, selectRuntimes } from '../lib/config.js';
 import { ControlInterfacePipes } from '../lib/drivers/control-interface-pipes.js';
 import type { MetricsEndpoint } from '../lib/drivers/metrics.js';
-import { launcher } from '../lib/drivers/launcher.js';
+import { Processes } from '../lib/drivers/processes.js';
 import { connectAgent } from '../lib/drivers/grpc-connection.js';
 import { hostSide } from '../lib/drivers/host-side.js';
 import { createLogger } from '../lib/drivers/log.js';
@@ -84,11 +84,12 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
   const running = new RunningWorkloads();
   // The metrics are told what the runtimes do from the start; the endpoint asks the runtimes for their figures.
   let metrics: MetricsEndpoint | undefined;
-  launcher.warn = (text) => log.warn(text);
+  // What runs the runtimes' processes, for the whole run: disposed with the runtimes at its end.
+  const processes = new Processes({ warn: (text) => log.warn(text) });
   const runtimes = userErrors(() =>
     enabledRuntimes(log, setting.runtimes, {
       folder: setting.ioFolder,
-      launcher,
+      processes,
       trace,
       observeCall: (call) => metrics?.apply({ kind: 'cliCall', call }),
       eventsRestarted: (engine) => metrics?.apply({ kind: 'eventsRestarted', engine }),
@@ -96,7 +97,11 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
     }),
   );
   metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running, runtimes);
-  runAgent(setting, runtimes, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
+  const dispose = () => {
+    runtimes.dispose();
+    processes.dispose();
+  };
+  runAgent(setting, { connectors: runtimes.connectors, dispose }, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */

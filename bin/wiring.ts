@@ -1,8 +1,8 @@
-// How the runtimes are put together: each runtime module of the list is given the agent's launcher, its CLIs,
+// How the runtimes are put together: each runtime module of the list is given the run's processes, its CLIs,
 // a container cache for its engine and the agent config's settings; used by the agent and by the specs and
 // benchmarks that run it on real parts.
 import { EMPTY, type Observable, Subscription, asyncScheduler, forkJoin, map, merge, of } from 'rxjs';
-import { type Launcher, launcher as agentLauncher } from '../lib/drivers/launcher.js';
+import type { Processes } from '../lib/drivers/processes.js';
 import type { Logger } from '../lib/logger.js';
 import type { CliCall, WorkloadContainerFigures } from '../lib/metrics.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
@@ -24,9 +24,10 @@ export const RUNTIME_MODULES: readonly RuntimeModule[] = [podmanModule(), contai
 export interface RuntimeWiring {
   /** The modules to make (all of the list unless given). */
   readonly modules?: readonly RuntimeModule[];
-  /** CLIs by binary name that the modules are to use (the specs' wrappers); others are made on the launcher. */
+  /** What runs the runtimes' processes: the run's. */
+  readonly processes: Processes;
+  /** CLIs by binary name that the modules are to use (the specs' wrappers); others are made on `processes`. */
   readonly clis?: Readonly<Record<string, Cli>>;
-  readonly launcher?: Launcher;
   /** Whether the caches follow their engines' events (false: polls only). */
   readonly events?: boolean;
   readonly verifyMs?: number;
@@ -59,7 +60,7 @@ export interface MadeRuntimes {
   readonly dispose: () => void;
 }
 
-export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRuntimes {
+export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
   const { events = true, verifyMs = VERIFY_INTERVAL_MS, trace = noTrace } = wiring;
   const held = new Subscription();
   const context: RuntimeContext = {
@@ -72,7 +73,7 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
         ...options,
         binary,
         log,
-        launcher: wiring.launcher ?? agentLauncher,
+        processes: wiring.processes,
         observe: (call) => {
           wiring.observeCall?.({ cli: binary, ...call });
           if (trace.enabled(binary))
@@ -115,4 +116,4 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring = {}): MadeRunti
 }
 
 /** The runtimes by name (the specs' and benchmarks' way in). */
-export const builtInRuntimes = (log: Logger, wiring: RuntimeWiring = {}): ReadonlyMap<string, RuntimeConnector> => makeRuntimes(log, wiring).connectors;
+export const builtInRuntimes = (log: Logger, wiring: RuntimeWiring): ReadonlyMap<string, RuntimeConnector> => makeRuntimes(log, wiring).connectors;

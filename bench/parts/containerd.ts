@@ -5,6 +5,7 @@ import { median, p95, record, sleep } from '../report.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../measure.js';
 import { exitLatencies } from './latency.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 /** When containerd says a container finished (ms, wall clock). */
 const containerdFinishedAt = (name: string) =>
@@ -28,8 +29,8 @@ export async function benchContainerd(count: number, idleSeconds: number): Promi
     record({ name: `containerd: exit noticed, median (${how})`, value: median(latencies), unit: 'ms', target: events ? '<50' : undefined });
     record({ name: `containerd: exit noticed, p95 (${how})`, value: p95(latencies), unit: 'ms', target: events ? '<100' : undefined });
   }
-  const nerdctl = new Cli({ binary: 'nerdctl' });
-  const agent = new PodmanAgent(uniqueAgent('ctrdidle'), undefined, new Cli({ binary: 'podman' }), { nerdctl });
+  const nerdctl = harnessCli('nerdctl');
+  const agent = new PodmanAgent(uniqueAgent('ctrdidle'), undefined, harnessCli('podman'), { nerdctl });
   try {
     const idle = Array.from({ length: 50 }, (_, i) => onContainerd(`idle${i}`, agent.agentName, SLEEP_UNTIL_STOPPED));
     agent.send({ kind: 'serverHello', added: idle });

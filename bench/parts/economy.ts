@@ -4,6 +4,7 @@ import { Cli } from '../../lib/runtimes/base/cli.js';
 import { cpuMs, record, sleep } from '../report.js';
 import { PodmanAgent, busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../measure.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 /** CPU time (ms) of the children this process waited for: what the podman calls it ran cost. */
 const childCpuMs = () => cpuMs(process.pid).children;
@@ -12,7 +13,7 @@ export async function benchEconomy(idleSeconds: number): Promise<void> {
   console.log(`\n2. Podman call economy (real Podman, sleeping busybox workloads, steady state over ${idleSeconds} s)`);
   for (const events of [true, false]) {
     for (const n of [1, 10, 50]) {
-      const agent = new PodmanAgent(uniqueAgent('bench'), undefined, new Cli({ binary: 'podman' }), { events });
+      const agent = new PodmanAgent(uniqueAgent('bench'), undefined, harnessCli('podman'), { events });
       const how = events ? 'events' : 'events off: one poll a second';
       try {
         const specs = Array.from({ length: n }, (_, i) => busybox(`sleeper${i}`, agent.agentName));

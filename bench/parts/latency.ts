@@ -12,6 +12,7 @@ import { runWorkloads } from '../../streams/run-workloads.js';
 import { median, p95, record } from '../report.js';
 import { PodmanAgent, busybox, cleanup, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until, finishedAt } from '../measure.js';
+import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
 
 /** A workload that sleeps `script` and exits 0, on a runtime; when its container finished, by its name. */
 export interface ExitRuntime {
@@ -28,7 +29,7 @@ export async function exitLatencies(events: boolean, count: number, { make, fini
   const seen = new Map<string, number>();
   const sub = runWorkloads(input, {
     agentName,
-    runtimes: builtInRuntimes(silentLogger, { events }),
+    runtimes: builtInRuntimes(silentLogger, { events, processes: harnessProcesses() }),
     prepare: () => of({}),
     release: () => EMPTY,
   }).subscribe((states) => {
@@ -54,7 +55,7 @@ export async function benchLatency(): Promise<void> {
     record({ name: `exit noticed, p95 (${how})`, value: p95(l), unit: 'ms', target: events ? '<100' : undefined });
   }
   // The restart itself: without the crash-loop back-off, which would space these quick exits out.
-  const agent = new PodmanAgent(uniqueAgent('restart'), undefined, new Cli({ binary: 'podman' }), {
+  const agent = new PodmanAgent(uniqueAgent('restart'), undefined, harnessCli('podman'), {
     backoff: { firstDelayMs: 0, maxDelayMs: 0, resetAfterMs: 0 },
   });
   try {

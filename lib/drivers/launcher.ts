@@ -2,7 +2,7 @@
 // that the agent's own process never forks for them. A fork of a Node process of ~80 MiB copies its page
 // tables and write-protects every page (each later write of the agent's faults), and libuv blocks the event
 // loop until the child has exec'd, milliseconds on a busy machine; a fork of `sh` costs a fraction of that
-// and blocks nothing here. Streams (events, logs) and health checks still spawn directly: they need pipes.
+// and blocks nothing here. It is one way of lib/drivers/processes.ts to make a call.
 //
 // A call is one line of shell, every word single-quoted, so no name or argument is ever read as shell:
 //   { 'podman' 'ps' … <in >N.out 2>N.err & echo "N $!"; wait $!; s=$?; printf . >>N.out && printf . >>N.err || s=F$s; echo "N = $s"; } & echo "N s $!"
@@ -11,36 +11,13 @@
 // in a place no other user can fill where there is one (/run as root). Podman and nerdctl exit 0 when their
 // output cannot be written (a full disk): the shell's own mark after it tells output that was kept whole from
 // output that was lost, which is never read as "nothing". Where no folder can be made at all (no space, no
-// inodes, read-only), the calls are spawned directly, with pipes.
+// inodes, read-only), the calls are spawned directly, with pipes (lib/drivers/processes.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, fstatSync, lstatSync, mkdtempSync, openSync, readSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
-
-/** How a launched command ended: its exit status and the start of what it wrote. */
-export type Ending =
-  | { readonly kind: 'exited'; readonly code: number; readonly stdout: Buffer; readonly stderr: Buffer }
-  /** It wrote more on stdout than the caller keeps. */
-  | { readonly kind: 'too-much'; readonly code: number }
-  /** It could not be started at all. */
-  | { readonly kind: 'not-run'; readonly message: string }
-  /** It ran and exited with `code`, but what it wrote could not be kept whole (a full disk). */
-  | { readonly kind: 'output-lost'; readonly code: number; readonly message: string };
-
-/** Signals a launched command while it runs; `pid()` is its pid while it runs and the pid is known. */
-export type Kill = ((signal?: NodeJS.Signals) => void) & { readonly pid: () => number | undefined };
-
-export interface Launch {
-  readonly binary: string;
-  readonly args: readonly string[];
-  /** Given on its stdin; otherwise stdin is /dev/null. */
-  readonly input?: string;
-  /** Bytes of stdout kept at most; more ends the call as `too-much`. */
-  readonly maxStdout: number;
-  /** Bytes of stderr kept (the rest is not read). */
-  readonly maxStderr: number;
-}
+import type { Ending, Kill, Launch } from './process-call.js';
 
 interface Job {
   readonly launch: Launch;
@@ -73,31 +50,51 @@ export class Launcher {
   private next = 0;
   private unread = '';
   private folder?: string;
-
-  /** Told once why the calls are spawned directly (no folder for their files could be made). */
-  warn: (text: string) => void = () => undefined;
+  /** Whether the parent was swept of the folders of agents killed before they could remove theirs. */
+  private swept = false;
   private spawnsDirectly = false;
 
-  /** `parent`: where the folder of the calls' files is made. */
-  constructor(private readonly parent = privateParent()) {}
+  /**
+   * `parent`: where the folder of the calls' files is made; `warn`: told once why calls cannot go through the
+   * shell (no folder for their files could be made).
+   */
+  constructor(
+    private readonly parent: string,
+    private readonly warn: (text: string) => void = () => undefined,
+  ) {}
 
   /** The shell's pid, while one runs. */
   get shellPid(): number | undefined {
     return this.shell?.pid;
   }
 
-  /** Starts a command; `done` is told once how it ended. Returns a kill that signals the command while it runs, and tells its pid once known. */
-  launch(launch: Launch, done: (ending: Ending) => void): Kill {
-    if ([launch.binary, ...launch.args].some((word) => word.includes('\0'))) {
-      queueMicrotask(() => done({ kind: 'not-run', message: 'an argument holds a NUL character.' }));
-      return Object.assign(() => undefined, { pid: () => undefined });
+  /**
+   * Whether calls can go through the shell now: its private folder is there, made if need be (again, if a
+   * cleaner of /tmp took it). When it cannot be made the reason is told once, until it can.
+   */
+  ready(): boolean {
+    if (this.folder !== undefined && existsSync(this.folder)) return true;
+    this.folder = undefined;
+    try {
+      this.sweep();
+      this.folder = mkdtempSync(path.join(this.parent, `${FOLDER_PREFIX}${process.pid}-`));
+      this.spawnsDirectly = false;
+      return true;
+    } catch (err) {
+      if (!this.spawnsDirectly)
+        this.warn(`Cannot make a folder for the runtime calls' output in ${this.parent} (${(err as Error).message}): they are started directly.`);
+      this.spawnsDirectly = true;
+      return false;
     }
+  }
+
+  /** Starts a command (ready() said yes); `done` is told once how it ended. Returns a kill that signals the command while it runs, and tells its pid once known. */
+  launch(launch: Launch, done: (ending: Ending) => void): Kill {
     const id = this.next++;
     const job: Job = { launch, done, submitted: performance.now() };
     this.jobs.set(id, job);
     try {
-      if (this.hasFolder()) this.submit(id, job);
-      else this.spawn(id, job);
+      this.submit(id, job);
     } catch (err) {
       queueMicrotask(() => this.end(id, { kind: 'not-run', message: (err as Error).message }));
     }
@@ -111,6 +108,24 @@ export class Launcher {
     return Object.assign(kill, { pid: () => (this.jobs.has(id) && job.status === undefined ? job.pid : undefined) });
   }
 
+  /** Ends the shell (its calls run on to their end, in a session of their own) and removes the folder. */
+  dispose(): void {
+    this.shell?.stdin?.end();
+    this.shell = undefined;
+    if (this.folder !== undefined) removeQuietly(this.folder);
+    this.folder = undefined;
+  }
+
+  /** The first time: removes the folders in the parent left by agents killed before they could remove theirs. */
+  private sweep(): void {
+    if (this.swept) return;
+    this.swept = true;
+    for (const name of readdirSync(this.parent)) {
+      const pid = name.startsWith(FOLDER_PREFIX) ? Number.parseInt(name.slice(FOLDER_PREFIX.length), 10) : Number.NaN;
+      if (pid > 0 && !alive(pid)) removeStale(path.join(this.parent, name));
+    }
+  }
+
   private submit(id: number, job: Job): void {
     const input = job.launch.input;
     if (input !== undefined) writeFileSync(this.file(id, 'in'), input, { mode: 0o600 });
@@ -119,48 +134,6 @@ export class Launcher {
     this.shellIn().write(
       `{ ${command} <${stdin} >${stdout} 2>${stderr} & echo "${id} $!"; wait $!; s=$?; printf . >>${stdout} && printf . >>${stderr} || s=F$s; echo "${id} = $s"; } & echo "${id} s $!"\n`,
     );
-  }
-
-  /**
-   * Whether the private folder is there, made if need be (again, if a cleaner of /tmp took it). When it cannot
-   * be made the calls are spawned directly until it can, and the reason is told once.
-   */
-  private hasFolder(): boolean {
-    if (this.folder !== undefined && existsSync(this.folder)) return true;
-    this.folder = undefined;
-    try {
-      this.folder = mkdtempSync(path.join(this.parent, `${FOLDER_PREFIX}${process.pid}-`));
-      removedAtExit(this.folder, this.parent);
-      this.spawnsDirectly = false;
-      return true;
-    } catch (err) {
-      if (!this.spawnsDirectly)
-        this.warn(`Cannot make a folder for the runtime calls' output in ${this.parent} (${(err as Error).message}): they are started directly.`);
-      this.spawnsDirectly = true;
-      return false;
-    }
-  }
-
-  /** A call started by the agent's process itself, its output read from pipes (no file is needed). */
-  private spawn(id: number, job: Job): void {
-    const { binary, args, input, maxStdout, maxStderr } = job.launch;
-    const child = spawn(binary, [...args], { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    job.pid = child.pid;
-    if (job.pid !== undefined && job.pending) signalProcess(job.pid, job.pending);
-    const [stdout, stderr] = [new Kept(maxStdout + 1), new Kept(maxStderr)];
-    child.stdout!.on('data', (chunk: Buffer) => stdout.add(chunk));
-    child.stderr!.on('data', (chunk: Buffer) => stderr.add(chunk));
-    child.stdin?.on('error', () => undefined).end(input);
-    child.on('error', (err) =>
-      this.end(id, { kind: 'not-run', message: `${binary}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : err.message}` }),
-    );
-    child.on('close', (code, signal) => {
-      const status = code ?? 128 + (signal ? os.constants.signals[signal] : 0);
-      this.end(
-        id,
-        stdout.bytes() > maxStdout ? { kind: 'too-much', code: status } : { kind: 'exited', code: status, stdout: stdout.all(), stderr: stderr.all() },
-      );
-    });
   }
 
   /** A file of a call in the private folder. */
@@ -262,36 +235,10 @@ export function privateParent(): string {
   return os.tmpdir();
 }
 
-/** What a process wrote on a pipe, kept up to a limit (the rest is counted, not kept). */
-export class Kept {
-  private readonly chunks: Buffer[] = [];
-  private count = 0;
-
-  constructor(private readonly limit: number) {}
-
-  add(chunk: Buffer): void {
-    if (this.count < this.limit) this.chunks.push(chunk.subarray(0, this.limit - this.count));
-    this.count += chunk.length;
-  }
-
-  bytes(): number {
-    return this.count;
-  }
-
-  all(): Buffer {
-    return Buffer.concat(this.chunks);
-  }
-}
-
-/** The one launcher of the agent's process. */
-export const launcher = new Launcher();
-
 const FOLDER_PREFIX = 'ank-agent-calls-';
-const foldersMade: string[] = [];
-const sweptParents = new Set<string>();
 
 /**
- * A folder removed at exit; one a call still running writes into (ENOTEMPTY) is left to the sweep of the next
+ * The folder removed at the end; one a call still running writes into (ENOTEMPTY) is left to the sweep of the next
  * start, never a stack trace at the exit.
  */
 function removeQuietly(folder: string): void {
@@ -299,18 +246,6 @@ function removeQuietly(folder: string): void {
     rmSync(folder, { recursive: true, force: true, maxRetries: 2 });
   } catch {
     // Swept at the next start.
-  }
-}
-
-/** Removes the folder when the process exits; the first time in a parent, the folders left there by agents killed before they could exit. */
-function removedAtExit(folder: string, parent: string): void {
-  if (foldersMade.length === 0) process.once('exit', () => foldersMade.forEach(removeQuietly));
-  foldersMade.push(folder);
-  if (sweptParents.has(parent)) return;
-  sweptParents.add(parent);
-  for (const name of readdirSync(parent)) {
-    const pid = name.startsWith(FOLDER_PREFIX) ? Number.parseInt(name.slice(FOLDER_PREFIX.length), 10) : Number.NaN;
-    if (pid > 0 && !alive(pid)) removeStale(path.join(parent, name));
   }
 }
 

@@ -10,16 +10,17 @@ import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
+import type { Cli } from '../../lib/runtimes/base/cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { containerdModule } from '../../lib/runtimes/containerd/index.js';
-import { podmanModule } from '../../lib/runtimes/podman/index.js';
+import { PARTIAL_DOWNLOADS, podmanModule } from '../../lib/runtimes/podman/index.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
 import type { ImageGcSettings } from '../../lib/config.js';
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
 import { runWorkloads } from '../../streams/run-workloads.js';
+import { harnessCli, harnessProcesses } from './processes.js';
 
 export const IMAGE = 'localhost/busybox:latest';
 
@@ -45,7 +46,7 @@ export function specService(): PodmanService | undefined {
 }
 
 /** The Podman CLI of a node's agent: through the specs' service where there is one. */
-export const agentPodman = (): Cli => new Cli({ binary: 'podman', route: specService() });
+export const agentPodman = (): Cli => harnessCli('podman', { route: specService(), leftovers: PARTIAL_DOWNLOADS });
 
 export const uniqueAgent = (prefix = 'spec') => `${prefix}_${randomBytes(4).toString('hex')}`;
 
@@ -179,6 +180,7 @@ export class PodmanAgent {
       running: this.running,
       pullAhead: cache.pullAhead,
       runtimes: builtInRuntimes(silentLogger, {
+        processes: harnessProcesses(),
         ...cache,
         // The podman CLI is given (through the specs' one service): no service of the agent's own beside it.
         podmanService: false,

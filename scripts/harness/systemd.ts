@@ -8,8 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Cli } from '../../lib/runtimes/base/cli.js';
+import type { Cli } from '../../lib/runtimes/base/cli.js';
 import { until } from './wait.js';
+import { harnessCli } from './processes.js';
 
 export const SYSTEMD_IMAGE = 'localhost/systemd:bookworm';
 /** Each process of the container: pid, where it waits in the kernel, command line (the image has no `ps`). */
@@ -86,7 +87,7 @@ export class SystemdHost {
 
   /** The wrappers as the runtime's CLIs, by binary name. */
   clis(): Record<string, Cli> {
-    return Object.fromEntries(SYSTEMD_TOOLS.map((tool) => [tool, new Cli({ binary: path.join(this.bin, tool) })]));
+    return Object.fromEntries(SYSTEMD_TOOLS.map((tool) => [tool, harnessCli(path.join(this.bin, tool))]));
   }
 
   /** Runs a command in the container's namespaces; its output. A command that does not end within 30 s fails

@@ -16,6 +16,7 @@ import { instanceKey } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
 import { PrivateContainerd, startContainerd, stopContainerd } from '../../scripts/harness/containerd.js';
+import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
 
 const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 /**
@@ -53,7 +54,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
   let agent: PodmanAgent;
   const started: PodmanAgent[] = [];
   const newAgent = (name = uniqueAgent('ctrd'), ioFolder?: string, cache = {}) => {
-    const made = new PodmanAgent(name, ioFolder, new Cli({ binary: 'podman' }), cache);
+    const made = new PodmanAgent(name, ioFolder, harnessCli('podman'), cache);
     started.push(made);
     return made;
   };
@@ -82,7 +83,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     agent.send({ kind: 'serverHello', added: [named] });
     await agent.waitFor('named', /^Running\(Ok\)$/);
     expect(nerdctl('ps', '--format', '{{.Names}}', `--filter=label=name=${instanceKey(named.instanceName)}`)).to.equal(mine);
-    const runtime = builtInRuntimes(silentLogger).get('containerd')!;
+    const runtime = builtInRuntimes(silentLogger, { processes: harnessProcesses() }).get('containerd')!;
     const id = await lastValueFrom(runtime.getWorkloadId(named.instanceName));
     expect(id).to.match(/^[0-9a-f]{64}$/);
     agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: named.instanceName, dependencies: {} }] });
@@ -128,7 +129,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     execFileSync('mkdir', [pipes]);
     execFileSync('mkfifo', [path.join(pipes, 'input'), path.join(pipes, 'output')]);
     writeFileSync(path.join(host, 'x.conf'), 'hello from a file');
-    const runtime = builtInRuntimes(silentLogger).get('containerd')!;
+    const runtime = builtInRuntimes(silentLogger, { processes: harnessProcesses() }).get('containerd')!;
     const w = onContainerd('mounted', agent.agentName);
     const id = await lastValueFrom(
       runtime.createWorkload(w, { controlInterfacePath: pipes, fileMounts: [{ hostPath: path.join(host, 'x.conf'), mountPoint: '/etc/app/x.conf' }] }),
@@ -157,7 +158,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('kept', /^Running\(Ok\)$/);
     const container = containersOf(agent.agentName);
-    const runtime = builtInRuntimes(silentLogger).get('containerd')!;
+    const runtime = builtInRuntimes(silentLogger, { processes: harnessProcesses() }).get('containerd')!;
     const existing = await lastValueFrom(runtime.listReusableWorkloads(agent.agentName));
     expect(existing.map((e) => [instanceKey(e.instanceName), e.runtime])).to.deep.equal([[instanceKey(w.instanceName), 'containerd']]);
     // The agent ends (its containerd workloads keep running) and starts again with the same workload.

@@ -6,6 +6,7 @@ import { expect } from 'chai';
 import { instanceKey } from '../../lib/workload.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 /** A podman workload whose commandOptions are `options` (a quick stop beside them). */
@@ -112,7 +113,7 @@ describe("a failed create touches only what carries the instance's labels", func
         this.skip();
       }
     });
-    beforeEach(() => (ctrd = new PodmanAgent(uniqueAgent('foreignc'), undefined, new Cli({ binary: 'podman' }))));
+    beforeEach(() => (ctrd = new PodmanAgent(uniqueAgent('foreignc'), undefined, harnessCli('podman'))));
     afterEach(() => {
       ctrd.stop();
       for (const name of names.splice(0)) execFileSync('sh', ['-c', `nerdctl rm -f ${name}`], { stdio: 'ignore' });

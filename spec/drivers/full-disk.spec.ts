@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { Launcher } from '../../lib/drivers/launcher.js';
+import { Processes } from '../../lib/drivers/processes.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { IMAGE, PodmanAgent, busybox, cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
@@ -25,7 +25,8 @@ describe('a full temporary folder (real Podman, a tmpfs filled by an unprivilege
   // swdd~podman-state-getter-returns-lost-state~1, swdd~podman-state-getter-maps-state~3
   it('running workloads stay Running when the place of the calls\' output fills up: a list that could not be kept is no "no containers"', async () => {
     const dir = tmpfs('size=64k');
-    const agent = new PodmanAgent(uniqueAgent('full'), undefined, new Cli({ binary: 'podman', launcher: new Launcher(dir) }), { events: false, verifyMs: 500 });
+    const processes = new Processes({ parent: dir });
+    const agent = new PodmanAgent(uniqueAgent('full'), undefined, new Cli({ binary: 'podman', processes }), { events: false, verifyMs: 500 });
     try {
       const names = ['one', 'two', 'three'];
       agent.send({ kind: 'serverHello', added: names.map((n) => busybox(n, agent.agentName)) });
@@ -46,6 +47,7 @@ describe('a full temporary folder (real Podman, a tmpfs filled by an unprivilege
       }
     } finally {
       agent.stop();
+      processes.dispose();
     }
   });
 

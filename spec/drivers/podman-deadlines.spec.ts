@@ -8,6 +8,7 @@ import { firstValueFrom, forkJoin } from 'rxjs';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { until } from '../../scripts/harness/wait.js';
 import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 describe('Podman calls under faults (a podman wrapper on PATH)', function () {
   this.timeout(60_000);
@@ -35,7 +36,7 @@ ${real} "$@"
   });
 
   it('a hung `podman ps` is killed at its deadline and reported as Failed(Unknown) with the reason; the cache keeps polling and the state comes back', async () => {
-    agent = new PodmanAgent(uniqueAgent('deadline'), undefined, new Cli({ binary: wrapper, deadlines: { query: 500, command: 5000 } }));
+    agent = new PodmanAgent(uniqueAgent('deadline'), undefined, harnessCli(wrapper, { deadlines: { query: 500, command: 5000 } }));
     const w = busybox('watched', agent.agentName);
     agent.send({ kind: 'serverHello', added: [w] });
     await agent.waitFor('watched', /^Running\(Ok\)$/);
@@ -55,7 +56,7 @@ ${real} "$@"
 
   // A create may pull its image for as long as a pull may take, but not go its command deadline without progress.
   it('a hung `podman run` is killed once it has gone its deadline without progress: the create fails and is retried, and the retry runs the workload', async () => {
-    agent = new PodmanAgent(uniqueAgent('deadline'), undefined, new Cli({ binary: wrapper, deadlines: { query: 5000, command: 1000 } }));
+    agent = new PodmanAgent(uniqueAgent('deadline'), undefined, harnessCli(wrapper, { deadlines: { query: 5000, command: 1000 } }));
     writeFileSync(hang('run'), '');
     const w = busybox('stuck', agent.agentName);
     agent.send({ kind: 'serverHello', added: [w] });
@@ -65,7 +66,7 @@ ${real} "$@"
   });
 
   it('at most a bounded number of podman calls run at once: the others wait in line', async () => {
-    const cli = new Cli({ binary: wrapper, maxProcesses: 3 });
+    const cli = harnessCli(wrapper, { maxProcesses: 3 });
     writeFileSync(path.join(dir, 'slow'), '');
     rmSync(path.join(dir, 'concurrency'), { force: true });
     rmSync(path.join(dir, 'running'), { force: true, recursive: true });
@@ -81,7 +82,7 @@ ${real} "$@"
   });
 
   it('at most a bounded number of output streams (podman logs) run at once: the next starts when one ends', async () => {
-    const cli = new Cli({ binary: wrapper, maxStreams: 2 });
+    const cli = harnessCli(wrapper, { maxStreams: 2 });
     writeFileSync(hang('logs'), '');
     const lines: string[] = [];
     const subs = Array.from({ length: 3 }, () => cli.lines(['logs', 'x']).subscribe((line) => lines.push(line)));

@@ -6,6 +6,7 @@ import { conmonExits, containerEvents } from '../../lib/runtimes/podman/events.j
 import type { ContainerEvent } from '../../lib/ports.js';
 import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 /** The `podman events` processes this test process started. */
 const eventProcesses = () =>
@@ -38,7 +39,7 @@ describe("container states from Podman's events (real Podman)", function () {
     // (a start of the run that ended, told late: lib/container-view.ts staleStart). Tried again once until the
     // cache's rule for it is back; a second failure in a row fails the run.
     this.retries(1);
-    agent = new PodmanAgent(uniqueAgent('churn'), undefined, new Cli({ binary: 'podman' }), { verifyMs: 600_000 });
+    agent = new PodmanAgent(uniqueAgent('churn'), undefined, harnessCli('podman'), { verifyMs: 600_000 });
     const mine = busybox('mine', agent.agentName, { script: 'sleep 4; exit 3' });
     agent.send({ kind: 'serverHello', added: [mine] });
     await agent.waitFor('mine', /^Running\(Ok\)$/);
@@ -55,7 +56,7 @@ describe("container states from Podman's events (real Podman)", function () {
 
   it('an exit is reported from its event with the exit code (0: Succeeded(Ok), 3: Failed(ExecFailed)), without a podman ps', async () => {
     // Verification every 10 minutes: between the start and the exits, only the events can tell.
-    agent = new PodmanAgent(uniqueAgent('events'), undefined, new Cli({ binary: 'podman' }), { verifyMs: 600_000 });
+    agent = new PodmanAgent(uniqueAgent('events'), undefined, harnessCli('podman'), { verifyMs: 600_000 });
     const ok = busybox('ok', agent.agentName, { script: 'sleep 2; exit 0' });
     const three = busybox('three', agent.agentName, { script: 'sleep 2; exit 3' });
     agent.send({ kind: 'serverHello', added: [ok, three] });
@@ -76,7 +77,7 @@ describe("container states from Podman's events (real Podman)", function () {
   };
   it("Podman's died event carries the exit code and the time Podman gives it", async () => {
     const seen: ContainerEvent[] = [];
-    const sub = containerEvents(new Cli({ binary: 'podman' })).subscribe((e) => seen.push(e));
+    const sub = containerEvents(harnessCli('podman')).subscribe((e) => seen.push(e));
     try {
       await new Promise((r) => setTimeout(r, 500)); // the stream is up
       const started = Date.now();
@@ -93,7 +94,7 @@ describe("container states from Podman's events (real Podman)", function () {
   // swdd~podman-state-getter-reset-cache~1
   it("Podman's start event names the container and carries its labels: enough for the cache to show a new workload's container", async () => {
     const seen: ContainerEvent[] = [];
-    const sub = containerEvents(new Cli({ binary: 'podman' })).subscribe((e) => seen.push(e));
+    const sub = containerEvents(harnessCli('podman')).subscribe((e) => seen.push(e));
     try {
       await new Promise((r) => setTimeout(r, 500)); // the stream is up
       const id = execFileSync('podman', ['run', '-d', '--label=name=told.1.x', 'localhost/busybox:latest', 'sleep', '1'], { encoding: 'utf8' }).trim();
@@ -123,7 +124,7 @@ describe("container states from Podman's events (real Podman)", function () {
   });
 
   it('when the event process is killed, the next exit is still reported (by the polls meanwhile), and the stream comes back', async () => {
-    agent = new PodmanAgent(uniqueAgent('events'), undefined, new Cli({ binary: 'podman' }), { verifyMs: 600_000 });
+    agent = new PodmanAgent(uniqueAgent('events'), undefined, harnessCli('podman'), { verifyMs: 600_000 });
     const late = busybox('late', agent.agentName, { script: 'sleep 3; exit 4' });
     agent.send({ kind: 'serverHello', added: [late] });
     await agent.waitFor('late', /^Running\(Ok\)$/);

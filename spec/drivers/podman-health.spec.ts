@@ -6,6 +6,7 @@ import { Cli } from '../../lib/runtimes/base/cli.js';
 import { instanceKey } from '../../lib/workload.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 /**
  * A workload that is healthy while /tmp/ok exists in it, checked every second; failures in its start period
@@ -106,7 +107,7 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
 
   // rx~health-switch-off~1
   it('with health_checks = false the released behaviour: states from the container alone, the checks left to Podman', async () => {
-    agent = new PodmanAgent(uniqueAgent('nohealth'), undefined, new Cli({ binary: 'podman' }), { health: false });
+    agent = new PodmanAgent(uniqueAgent('nohealth'), undefined, harnessCli('podman'), { health: false });
     const db = checked('db', agent.agentName);
     agent.send({ kind: 'serverHello', added: [db] });
     await agent.waitFor('db', /^Running\(Ok\)$/);
@@ -281,7 +282,7 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
 
     // rx~health-kube-liveness-probes~1
     it("on a host whose systemd runs Podman's timers, the agent runs no check itself and follows the status they leave", async () => {
-      agent = new PodmanAgent(uniqueAgent('kubetimers'), undefined, new Cli({ binary: 'podman' }), { podmanTimers: true });
+      agent = new PodmanAgent(uniqueAgent('kubetimers'), undefined, harnessCli('podman'), { podmanTimers: true });
       const { w, app } = probed(agent.agentName);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('db', KUBE_WAITING, 30_000);
@@ -296,7 +297,7 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
 
     // rx~health-switch-off~1
     it('with health_checks = false the released behaviour: the pod is Running(Ok) as its containers run', async () => {
-      agent = new PodmanAgent(uniqueAgent('kubenohealth'), undefined, new Cli({ binary: 'podman' }), { health: false });
+      agent = new PodmanAgent(uniqueAgent('kubenohealth'), undefined, harnessCli('podman'), { health: false });
       const { w } = probed(agent.agentName);
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('db', /^Running\(Ok\)$/, 30_000);

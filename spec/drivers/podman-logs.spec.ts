@@ -8,6 +8,7 @@ import { until } from '../../scripts/harness/wait.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
 import { serveLogs } from '../../streams/logs.js';
 import { PodmanAgent, busybox, containerOf, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 const podmanLogsProcesses = (container: string) => {
   try {
@@ -73,7 +74,7 @@ describe('workload logs (real Podman)', function () {
 });
 
 describe('reading a log stream (a real process through the CLI driver)', () => {
-  const sh = new Cli({ binary: '/bin/sh' });
+  const sh = harnessCli('/bin/sh');
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   it('reads nothing while the server connection is full, and goes on when it can take more again', async () => {

@@ -15,6 +15,7 @@ import { containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/
 import { instanceKey } from '../../lib/workload.js';
 import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
 import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, specService, uniqueAgent } from '../../scripts/harness/podman.js';
+import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
 
 describe('Podman runtimes (real Podman)', function () {
   this.timeout(60_000);
@@ -165,7 +166,7 @@ describe('Podman runtimes (real Podman)', function () {
       const wrapper = path.join(dir, 'podman');
       const real = execFileSync('sh', ['-c', 'command -v podman'], { encoding: 'utf8' }).trim();
       writeFileSync(wrapper, `#!/bin/sh\ncase "$1" in run|start) echo "$1" >> ${dir}/calls;; esac\nexec ${real} "$@"\n`, { mode: 0o755 });
-      const crashing = new PodmanAgent(uniqueAgent('crash'), undefined, new Cli({ binary: wrapper }));
+      const crashing = new PodmanAgent(uniqueAgent('crash'), undefined, harnessCli(wrapper));
       try {
         crashing.send({ kind: 'serverHello', added: [busybox('crasher', crashing.agentName, { script: 'exit 1', restartPolicy: 'Always' })] });
         await crashing.waitFor('crasher', /^Running|^Failed/);
@@ -223,14 +224,14 @@ describe('Podman runtimes (real Podman)', function () {
 
     // swdd~podman-name-returns-podman~1, swdd~podman-kube-name-returns-podman-kube~1, swdd~containerd-name-returns-containerd~1
     it('the built-in runtimes are named podman, podman-kube, containerd and systemd', () => {
-      const runtimes = builtInRuntimes(silentLogger);
+      const runtimes = builtInRuntimes(silentLogger, { processes: harnessProcesses() });
       expect([...runtimes.keys()]).to.deep.equal(['podman', 'podman-kube', 'containerd', 'systemd']);
       expect([...runtimes.values()].map((r) => r.name)).to.deep.equal(['podman', 'podman-kube', 'containerd', 'systemd']);
     });
 
     // swdd~podman-create-workload-returns-workload-id~1, swdd~podman-list-of-existing-workloads-uses-labels~1, swdd~podman-get-workload-id-uses-label~1
     it('the id is the container id; the agent label lists the workloads, the name label finds one', async () => {
-      const runtime = builtInRuntimes(silentLogger).get('podman') as RuntimeConnector<string>;
+      const runtime = builtInRuntimes(silentLogger, { processes: harnessProcesses() }).get('podman') as RuntimeConnector<string>;
       const w = busybox('direct', agent.agentName);
       const id = await firstValueFrom(runtime.createWorkload(w, {}));
       expect(podman('inspect', instanceKey(w.instanceName), '--format={{.Id}}')).to.equal(id);
@@ -247,7 +248,7 @@ describe('Podman runtimes (real Podman)', function () {
 
     // swdd~podman-create-workload-deletes-failed-container~1
     it('a container that cannot start is removed again', async () => {
-      const runtime = builtInRuntimes(silentLogger).get('podman') as RuntimeConnector<string>;
+      const runtime = builtInRuntimes(silentLogger, { processes: harnessProcesses() }).get('podman') as RuntimeConnector<string>;
       const w = spec('broken', agent.agentName, 'podman', `image: ${IMAGE}\ncommandArgs: ["/no/such/program"]\n`);
       const error = await firstValueFrom(runtime.createWorkload(w, {})).then(
         () => undefined,
@@ -262,7 +263,7 @@ describe('Podman runtimes (real Podman)', function () {
       this.timeout(150_000);
       /** The podman calls of `watcher` over `seconds` (through the service or not), once its 50 workloads run. */
       let calls = 0;
-      const counted = (route?: CallRoute) => new Cli({ binary: 'podman', route, observe: () => calls++ });
+      const counted = (route?: CallRoute) => harnessCli('podman', { route, observe: () => calls++ });
       const callsOver = async (watcher: PodmanAgent, seconds: number) => {
         const workloads = Array.from({ length: 50 }, (_, i) => busybox(`sleeper${i}`, watcher.agentName));
         watcher.send({ kind: 'serverHello', added: workloads });
@@ -332,7 +333,7 @@ describe('Podman runtimes (real Podman)', function () {
       const w = kube('found', `${agent.agentName}-found`.replace(/_/g, '-'));
       agent.send({ kind: 'serverHello', added: [w] });
       await agent.waitFor('found', /^Running/);
-      const runtime = builtInRuntimes(silentLogger).get('podman-kube') as RuntimeConnector<KubeId>;
+      const runtime = builtInRuntimes(silentLogger, { processes: harnessProcesses() }).get('podman-kube') as RuntimeConnector<KubeId>;
       const existing = await firstValueFrom(runtime.listReusableWorkloads(agent.agentName));
       expect(existing).to.have.length(1);
       expect(existing[0].instanceName).to.deep.equal(w.instanceName);
@@ -344,7 +345,7 @@ describe('Podman runtimes (real Podman)', function () {
     it('a create returns the id the runtime keeps: the instance, the pods it played, the manifest and the down options', async () => {
       const pod = `${agent.agentName}-direct`.replace(/_/g, '-');
       const w = kube('direct', pod);
-      const runtime = builtInRuntimes(silentLogger).get('podman-kube') as RuntimeConnector<KubeId>;
+      const runtime = builtInRuntimes(silentLogger, { processes: harnessProcesses() }).get('podman-kube') as RuntimeConnector<KubeId>;
       const id = await lastValueFrom(runtime.createWorkload(w, {}));
       try {
         expect(id.instance).to.equal(instanceKey(w.instanceName));

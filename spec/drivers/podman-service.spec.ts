@@ -14,6 +14,7 @@ import { lastValueFrom } from 'rxjs';
 import { IMAGE, PodmanAgent, busybox, cleanup, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { makeRuntimes } from '../../bin/wiring.js';
 import { until } from '../../scripts/harness/wait.js';
+import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
 
 /** A call of the CLI as it was told: its subcommand and the way it took. */
 interface Call {
@@ -57,7 +58,7 @@ describe('Podman through its service (real Podman)', function () {
     const notes: string[] = [];
     const service = new PodmanService({ binary: 'podman', folder, log: silentLogger, systemSocket, note: (text) => notes.push(text) });
     const calls: Call[] = [];
-    const cli = new Cli({ binary: 'podman', route: service, observe: ({ subcommand, via }) => calls.push({ subcommand, via }) });
+    const cli = harnessCli('podman', { route: service, observe: ({ subcommand, via }) => calls.push({ subcommand, via }) });
     const pid = () => {
       const socket = service.socket;
       return socket && existsSync(`${socket}.pid`) ? Number(readFileSync(`${socket}.pid`, 'utf8')) : undefined;
@@ -227,7 +228,7 @@ describe('Podman through its service (real Podman)', function () {
     expect(calls.filter((c) => c.subcommand === 'exec').map((c) => c.via)).to.include('CLI (the service keeps every exec session)');
     expect(podman('inspect', '--format={{len .ExecIDs}}', `checked.${w.instanceName.id}.${agent.agentName}`), 'exec sessions kept').to.equal('0');
     const scraped: Call[] = [];
-    const scraper = new Cli({ binary: 'podman', route: service, observe: ({ subcommand, via }) => scraped.push({ subcommand, via }) });
+    const scraper = harnessCli('podman', { route: service, observe: ({ subcommand, via }) => scraped.push({ subcommand, via }) });
     const figures = await lastValueFrom(podmanFigures(scraper, agent.agentName, () => undefined));
     expect(figures.find((f) => f.workload === 'checked')?.PIDs).to.be.greaterThan(0);
     expect(scraped.map((c) => `${c.subcommand} ${c.via}`).sort()).to.deep.equal(['ps service (REST)', 'stats service (REST)']);
@@ -268,7 +269,12 @@ describe('Podman through its service (real Podman)', function () {
     const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-switch-'));
     folders.push(folder);
     let calls = 0;
-    const made = makeRuntimes(silentLogger, { podmanService: false, folder, observeCall: (call) => call.cli === 'podman' && calls++ });
+    const made = makeRuntimes(silentLogger, {
+      processes: harnessProcesses(),
+      podmanService: false,
+      folder,
+      observeCall: (call) => call.cli === 'podman' && calls++,
+    });
     const agentName = uniqueAgent('off');
     try {
       await lastValueFrom(made.connectors.get('podman')!.createWorkload(busybox('plain', agentName), {}));

@@ -7,11 +7,13 @@ import { expect } from 'chai';
 import { lastValueFrom, tap, toArray } from 'rxjs';
 import { ImagePulls, registryOf } from '../../lib/runtimes/base/image-pulls.js';
 import { podmanImagePull } from '../../lib/runtimes/podman/images.js';
+import { PARTIAL_DOWNLOADS } from '../../lib/runtimes/podman/index.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
 import { IMAGE, PodmanAgent, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { Registry, SlowProxy, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 /** Podman's folders of partial downloads. */
 const downloads = () => listFolder('/var/tmp').filter((name) => /^storage\d+$/.test(name));
@@ -49,7 +51,7 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
   it('a new workload whose image takes longer to download than a command may take runs once the download is done', async () => {
     const slow = await proxy({ bytesPerSecond: 256 * 1024 });
     // Commands may take 3 s here; the download takes about 8.
-    const agent = new PodmanAgent(uniqueAgent('slow'), undefined, new Cli({ binary: 'podman', deadlines: { query: 10_000, command: 3000 } }));
+    const agent = new PodmanAgent(uniqueAgent('slow'), undefined, harnessCli('podman', { deadlines: { query: 10_000, command: 3000 } }));
     try {
       const w = spec(
         'slow',
@@ -69,7 +71,7 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
   it('a pull that makes no progress is ended, its partial download removed; a pull from another registry goes on meanwhile, one more from the stalled one says it waits for a slot', async () => {
     const stalled = await proxy({ stallAfter: 256 * 1024 });
     const before = downloads();
-    const pulls = new ImagePulls(new Cli({ binary: 'podman' }), { deadlineMs: 60_000, stallMs: 2000 });
+    const pulls = new ImagePulls(harnessCli('podman', { leftovers: PARTIAL_DOWNLOADS }), { deadlineMs: 60_000, stallMs: 2000 });
     const stalledImage = via(image, registry, stalled);
     expect(registryOf(stalledImage)).not.to.equal(registryOf(image));
     // Both slots of the stalled registry held (two pulls of the image, told apart by an option).

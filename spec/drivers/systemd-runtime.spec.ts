@@ -13,6 +13,7 @@ import type { WorkloadSpec } from '../../lib/workload.js';
 import { PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { SystemdHost, requireSystemd } from '../../scripts/harness/systemd.js';
 import { until } from '../../scripts/harness/wait.js';
+import { harnessProcesses } from '../../scripts/harness/processes.js';
 
 const SLEEPER = 'ExecStart=/bin/sleep 3600';
 
@@ -162,7 +163,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
       ioAgent.stop();
     }
     // The Control Interface, as the agent's host side hands its folder to the runtime.
-    const systemd = builtInRuntimes(silentLogger, { clis, folder }).get('systemd')!;
+    const systemd = builtInRuntimes(silentLogger, { clis, folder, processes: harnessProcesses() }).get('systemd')!;
     const refused = await lastValueFrom(systemd.createWorkload(unitWorkload('ci', agent.agentName, 'sleeper.service'), { controlInterfacePath: folder })).catch(
       (e: Error) => e,
     );

@@ -3,25 +3,33 @@
 import { expect } from 'chai';
 import { NEVER, Observable, Subject, of, takeUntil, timer } from 'rxjs';
 import { ExecutionState, exitedWith, formatState } from '../../lib/execution-state.js';
-import type { CheckOutcome } from '../../lib/runtimes/base/cli.js';
+import type { Attempt } from '../../lib/runtimes/base/cli.js';
 import type { HealthCheck } from '../../lib/runtimes/podman/health.js';
-import { type Checker, healthChecks, withHealth } from '../../lib/runtimes/podman/health-checks.js';
+import { type CheckOutcome, type Checker, healthChecks, withHealth } from '../../lib/runtimes/podman/health-checks.js';
 import { record, testScheduler } from '../helpers/virtual-time.js';
 
 const check: HealthCheck = { command: 'cat /tmp/ok', argv: ['/bin/sh', '-c', 'cat /tmp/ok'], intervalMs: 1000, timeoutMs: 500, retries: 2, startPeriodMs: 0 };
 const WAITING = "Pending(Starting): Waiting for its health check to pass ('cat /tmp/ok').";
 const failedWith = (output: string) => `Failed(ExecFailed): Health check 'cat /tmp/ok' failed: ${output}`;
 
+/** How `podman exec` ends for each outcome: a check's exit code, or Podman's own 125 when it cannot run it. */
+const ATTEMPTS: Record<CheckOutcome['kind'], Attempt> = {
+  passed: { kind: 'exited', code: 0, output: '' },
+  failed: { kind: 'exited', code: 1, output: 'no file' },
+  'not-run': { kind: 'exited', code: 125, output: 'no file' },
+  'timed-out': { kind: 'timed-out', output: '' },
+};
+
 /** A checker whose n-th check ends as `outcomes[n]` after `delay` (the last outcome again once they run out); it counts its checks. */
 function virtualChecker(outcomes: readonly CheckOutcome['kind'][], delay: (ms: number) => Observable<unknown>): Checker & { checks: number } {
   const checker = {
     checks: 0,
-    check: (): Observable<CheckOutcome> => {
+    attempt: (): Observable<Attempt> => {
       const kind = outcomes[Math.min(checker.checks, outcomes.length - 1)];
       checker.checks += 1;
-      return new Observable<CheckOutcome>((subscriber) =>
+      return new Observable<Attempt>((subscriber) =>
         delay(10).subscribe(() => {
-          subscriber.next({ kind, output: kind === 'passed' ? '' : 'no file' });
+          subscriber.next(ATTEMPTS[kind]);
           subscriber.complete();
         }),
       );

@@ -15,6 +15,7 @@ import { nerdctlImagePull } from '../../lib/runtimes/containerd/nerdctl.js';
 import { ContainerdRuntime } from '../../lib/runtimes/containerd/runtime.js';
 import { PodmanKubeRuntime } from '../../lib/runtimes/podman/kube.js';
 import { workload } from '../../scripts/harness/fixtures.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 
 const pullOf = (options: string[], general: string[] = []) =>
   podmanImagePull(
@@ -76,7 +77,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
   });
 
   it('an update to the image its current instance runs, from the same storage, has nothing to fetch (no podman call)', () => {
-    const runtime = new PodmanRuntime(new Cli({ binary: '/nonexistent/podman' }), () => EMPTY);
+    const runtime = new PodmanRuntime(harnessCli('/nonexistent/podman'), () => EMPTY);
     const at = (config: string) => ({ ...workload('web', { config }), runtime: 'podman' });
     const current = at('image: app:1\ncommandOptions: ["-e", "A=1"]');
     expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
@@ -153,7 +154,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
   });
 
   it('an update of a containerd or podman-kube workload to the images its current instance runs has nothing to fetch', () => {
-    const cli = new Cli({ binary: '/nonexistent/nerdctl' });
+    const cli = harnessCli('/nonexistent/nerdctl');
     const containerd = new ContainerdRuntime(cli, () => () => EMPTY);
     const at = (runtime: string, config: string) => ({ ...workload('web', { config }), runtime });
     const current = at('containerd', 'image: app:1');
@@ -184,7 +185,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     const podman = script('podman', `case "$1 $2" in "image exists") exit ${present ? 0 : 1};; pull*) echo 'Error: denied' >&2; exit ${pullExit};; esac`);
     const sync = script('sync', 'exit 0');
     const calls = () => readFileSync(log, 'utf8').trim().split('\n');
-    return { pulls: new ImagePulls(new Cli({ binary: podman }), { flush: new Cli({ binary: sync }) }), calls, podman };
+    return { pulls: new ImagePulls(harnessCli(podman), { flush: harnessCli(sync) }), calls, podman };
   }
   const image = podmanImagePull(parseContainerConfig('image: reg.example/app:2'));
 
@@ -208,7 +209,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
       new ImageRecord(undefined, 'fake'),
       { high: 85, low: 80, minAgeMs: 1000 },
     );
-    const pulls = new ImagePulls(new Cli({ binary: podman }), { gc });
+    const pulls = new ImagePulls(harnessCli(podman), { gc });
     const creates = Array.from({ length: 5 }, (_, i) => pulls.creating([image], of(`container ${i}`)));
     expect(await lastValueFrom(forkJoin(creates))).to.deep.equal(['container 0', 'container 1', 'container 2', 'container 3', 'container 4']);
     expect(calls().filter((c) => c.startsWith('podman image exists'))).to.have.length(1);

@@ -23,7 +23,8 @@ import type { ImageCollector } from './image-gc.js';
 import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../../workload.js';
 import { lastWords } from '../../cli-words.js';
-import { Cli, CliError, Slots } from './cli.js';
+import { type Call, type Cli, CliError } from './cli.js';
+import { Slots } from './slots.js';
 import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 
 /** Pulls from one registry that run at once; more wait for one to end (a registry that stalls holds up no other). */
@@ -69,7 +70,7 @@ export class ImagePulls {
   ) {
     this.deadlineMs = options.deadlineMs ?? PULL_DEADLINE_MS;
     this.stallMs = options.stallMs ?? PULL_STALL_MS;
-    this.flush = options.flush ?? new Cli({ binary: 'sync', deadlines: { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS } });
+    this.flush = options.flush ?? cli.sibling('sync', { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS });
     this.gc = options.gc;
     this.creates = new Slots(options.maxCreates ?? DEFAULT_MAX_CREATES);
   }
@@ -123,7 +124,7 @@ export class ImagePulls {
         const waiting = `Waiting for a pull slot: ${MAX_PULLS} pulls from ${registryOf(pull.image)} are under way`;
         const pull$ = concat(
           defer(() => (slots.full ? of(waiting) : EMPTY)),
-          slots.run(this.cli.run(pull.args, undefined, 'command', this.deadlineMs, this.stallMs).pipe(ignoreElements(), catchError(inLastWords))),
+          slots.run(this.cli.run(pull.args, { deadlineMs: this.deadlineMs, stallMs: this.stallMs }).pipe(ignoreElements(), catchError(inLastWords))),
           // A flush that fails does not undo the pull.
           this.flush.run([]).pipe(
             ignoreElements(),
@@ -199,7 +200,7 @@ export class ImagePulls {
     return defer(() => {
       let check = this.checking.get(key);
       if (!check) {
-        check = this.cli.run(pull.present, undefined, 'query').pipe(
+        check = this.cli.run(pull.present, { kind: 'query' }).pipe(
           map(() => true),
           catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err))),
           finalize(() => this.checking.delete(key)),
@@ -226,6 +227,6 @@ export function registryOf(image: string): string {
  * pull's deadline, and the command deadline as the longest it may go without progress, so that a slow download
  * finishes and a create that hangs ends as soon as before. A create that never pulls keeps the command deadline.
  */
-export function createDeadlines(pulls: readonly ImagePull[], cli: Cli): [deadlineMs: number | undefined, stallMs: number | undefined] {
-  return pulls.every((pull) => pull.policy === 'never') ? [undefined, undefined] : [PULL_DEADLINE_MS, cli.commandDeadlineMs];
+export function createDeadlines(pulls: readonly ImagePull[], cli: Cli): Pick<Call, 'deadlineMs' | 'stallMs'> {
+  return pulls.every((pull) => pull.policy === 'never') ? {} : { deadlineMs: PULL_DEADLINE_MS, stallMs: cli.commandDeadlineMs };
 }

@@ -18,8 +18,8 @@ export interface RuntimeModule {
 /** What the agent gives a module. */
 export interface RuntimeContext {
   readonly log: Logger;
-  /** A runner of the CLI `binary` (`podman`, `nerdctl`) on the agent's launcher, its calls told to --debug and the metrics. */
-  readonly cli: (binary: string, options?: Omit<CliOptions, 'binary' | 'launcher' | 'log' | 'observe'>) => Cli;
+  /** A runner of the CLI `binary` (`podman`, `nerdctl`) on the run's processes, its calls told to --debug and the metrics. */
+  readonly cli: (binary: string, options?: Omit<CliOptions, 'binary' | 'processes' | 'log' | 'observe'>) => Cli;
   /**
    * A state checker over a cache of the containers `source` tells of: polled while watched, kept by its events
    * where it has them (the agent may follow by polls alone), told by `--debug=<stage>`.

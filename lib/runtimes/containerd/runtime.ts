@@ -23,7 +23,7 @@ export type Scope = readonly string[];
 
 /** swdd~containerd-nerdctlcli-container-state-cache-all-containers~1: every container of a scope, as `nerdctl ps` shows it (one call: its Status column carries the state and exit code). */
 export const listContainers = (cli: Cli, filters: readonly string[] = [], scope: Scope = []): Observable<Container[]> =>
-  cli.run([...scope, 'ps', '--all', '--no-trunc', '--format', 'json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseContainers));
+  cli.run([...scope, 'ps', '--all', '--no-trunc', '--format', 'json', ...filters.map((f) => `--filter=${f}`)], { kind: 'query' }).pipe(map(parseContainers));
 
 /** The events of containers and their tasks of one containerd (`containerd`: the general options that select it), in every namespace. */
 export const containerdEvents = (cli: Cli, containerd: Scope = []): Observable<NamespacedEvent> =>
@@ -36,7 +36,7 @@ export const containerdEvents = (cli: Cli, containerd: Scope = []): Observable<N
 
 /** The figures of containerd's containers (of the default scope) for the metrics: `nerdctl stats` once. */
 export const containerdStats = (cli: Cli): Observable<ContainerFigures[]> =>
-  cli.run(['stats', '--no-stream', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(map(parseStats));
+  cli.run(['stats', '--no-stream', '--no-trunc', '--format', '{{json .}}'], { kind: 'query' }).pipe(map(parseStats));
 
 /** swdd~containerd-implements-runtime-connector~1, swdd~containerd-uses-nerdctl-cli~1 */
 export class ContainerdRuntime implements RuntimeConnector<string> {
@@ -94,12 +94,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = nerdctlImagePull(config, scope);
-      const run$ = this.cli.run(
-        containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options),
-        undefined,
-        'command',
-        ...createDeadlines([pull], this.cli),
-      );
+      const run$ = this.cli.run(containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options), createDeadlines([pull], this.cli));
       return this.pulls.creating([pull], run$).pipe(
         map((stdout) => {
           const id = stdout.trim().split('\n').at(-1)!;
@@ -184,7 +179,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   /** Containers that pass `filters` in every namespace nerdctl knows (the default scope's alone when it cannot list them). */
   private everywhere(filters: readonly string[]): Observable<Array<{ scope: Scope; containers: Container[] }>> {
     const inScope = (scope: Scope) => listContainers(this.cli, filters, scope).pipe(map((containers) => ({ scope, containers })));
-    return this.cli.run([...this.defaults, 'namespace', 'ls', '--quiet'], undefined, 'query').pipe(
+    return this.cli.run([...this.defaults, 'namespace', 'ls', '--quiet'], { kind: 'query' }).pipe(
       map((out) =>
         out
           .split('\n')
@@ -225,7 +220,7 @@ export function nerdctlImageEngine(cli: Cli): ImageEngine {
     imagesInUse: (scope) => listContainers(cli, [], scope).pipe(map(imagesUsedBy)),
     // Every name of containerd's is an image of its own: the image a reference names is its target's digest.
     describe: (scope, image) =>
-      cli.run([...scope, 'images', '--no-trunc', '--format', '{{json .}}'], undefined, 'query').pipe(map((text) => namesOf(text, image))),
+      cli.run([...scope, 'images', '--no-trunc', '--format', '{{json .}}'], { kind: 'query' }).pipe(map((text) => namesOf(text, image))),
     // By the reference (a digest would remove every name of it), after the collector saw it names the agent's image alone.
     remove: (scope, image) => cli.run([...scope, 'rmi', image]),
     storeFolder: (scope) => (scope.includes('--address') ? throwError(() => new Error("another containerd's root is not known")) : of(CONTAINERD_ROOT)),

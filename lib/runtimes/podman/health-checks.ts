@@ -1,5 +1,6 @@
 // Health checks of containers (lib/runtimes/podman/health.ts has the rules): the check loop, the overlay on a
 // workload's state, and the health of a pod's probed containers; both podman runtimes use them.
+import { randomBytes } from 'node:crypto';
 import {
   EMPTY,
   asyncScheduler,
@@ -8,6 +9,7 @@ import {
   defer,
   distinctUntilChanged,
   exhaustMap,
+  finalize,
   map,
   merge,
   mergeMap,
@@ -16,14 +18,53 @@ import {
   startWith,
   switchMap,
   takeWhile,
+  tap,
   timer,
 } from 'rxjs';
+import { killMarkedProcesses } from '../../drivers/machine.js';
 import { type ExecutionState, heardAt, is, sameState } from '../../execution-state.js';
 import type { Cli } from '../base/cli.js';
 import { type CheckResult, type Health, type HealthCheck, NO_CHECK_YET, combinedHealth, healthOfInspect, healthState, nextHealth, timedOut } from './health.js';
 
 /** What the checks ask of the container CLI: a check run in the container, and (where Podman's timers run them) its inspect. */
-export type Checker = Pick<Cli, 'check' | 'run'>;
+export type Checker = Pick<Cli, 'attempt' | 'run'>;
+
+/** How a health check in a container ended: `output` is the start of what it wrote on stdout and stderr. */
+export type CheckOutcome =
+  | { readonly kind: 'passed' | 'failed'; readonly output: string }
+  /** Still running at its timeout: killed, with all it started. */
+  | { readonly kind: 'timed-out'; readonly output: string }
+  /** Podman could not run it (the container is not running): it says nothing of the health. */
+  | { readonly kind: 'not-run'; readonly output: string };
+
+/** The variable that marks a check's processes in the container, so that all of them can be found and killed. */
+const CHECK_MARK = 'ANKAGENT_HEALTH_CHECK';
+/** How much of a check's output is kept (a state shows 512 characters of it). */
+const MAX_CHECK_OUTPUT_BYTES = 4096;
+/** Checks run by the local CLI whatever the service (lib/runtimes/podman/service.ts): it keeps every exec session. */
+const EXEC_WAY = 'CLI (the service keeps every exec session)';
+/** Podman's own exit code for "podman failed" (not the check's): nerdctl's and Docker's alike. */
+const PODMAN_FAILED = 125;
+
+/**
+ * Runs a health check in a running container (`podman exec`). A check still running at `timeoutMs` has failed:
+ * it is killed, and so is everything it started in the container, found by the variable it carries (`podman
+ * exec` leaves them running when its client dies). The same when the check is cancelled.
+ */
+export function checkInContainer(cli: Checker, container: string, argv: readonly string[], timeoutMs: number): Observable<CheckOutcome> {
+  return defer(() => {
+    const marker = `${CHECK_MARK}=${randomBytes(12).toString('hex')}`;
+    let ended = false;
+    return cli.attempt(['exec', '--env', marker, container, ...argv], timeoutMs, MAX_CHECK_OUTPUT_BYTES, EXEC_WAY).pipe(
+      map((attempt): CheckOutcome => {
+        if (attempt.kind !== 'exited') return attempt;
+        return { kind: attempt.code === 0 ? 'passed' : attempt.code === PODMAN_FAILED ? 'not-run' : 'failed', output: attempt.output };
+      }),
+      tap((outcome) => (ended = outcome.kind !== 'timed-out')),
+      finalize(() => ended || setImmediate(() => killMarkedProcesses(marker))),
+    );
+  });
+}
 
 /**
  * A health-checked workload's state (lib/runtimes/podman/health.ts): while its containers run, `health$` (subscribed
@@ -55,13 +96,13 @@ export function withHealth(container$: Observable<ExecutionState>, health$: () =
 export function healthChecks(cli: Checker, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
   const statuses$ = podmanRunsThem
     ? timer(check.intervalMs, check.intervalMs).pipe(
-        exhaustMap(() => cli.run(['inspect', '--format', '{{json .State.Health}}', id], undefined, 'query').pipe(catchError(() => EMPTY))),
+        exhaustMap(() => cli.run(['inspect', '--format', '{{json .State.Health}}', id], { kind: 'query' }).pipe(catchError(() => EMPTY))),
         map(healthOfInspect),
       )
     : defer(() => {
         const started = asyncScheduler.now();
         return timer(check.intervalMs, check.intervalMs).pipe(
-          exhaustMap(() => cli.check(id, check.argv, check.timeoutMs)),
+          exhaustMap(() => checkInContainer(cli, id, check.argv, check.timeoutMs)),
           mergeMap((outcome): Observable<CheckResult> => {
             if (outcome.kind === 'not-run') return EMPTY;
             const output = outcome.kind === 'timed-out' ? timedOut(check) : outcome.output;

@@ -90,7 +90,7 @@ export function podmanImageEngine(cli: Cli): ImageEngine {
     name: 'podman',
     imagesInUse: (storage) => podmanContainers(cli, [], storage).pipe(map(imagesUsedBy)),
     describe: (storage, image) =>
-      cli.run([...storage, 'image', 'inspect', '--format', '{{.Id}} {{json .RepoTags}}', '--', image], undefined, 'query').pipe(
+      cli.run([...storage, 'image', 'inspect', '--format', '{{.Id}} {{json .RepoTags}}', '--', image], { kind: 'query' }).pipe(
         map((text) => imageNames(text)),
         catchError((err: unknown) => (err instanceof CliError && /image not known/.test(err.message) ? of(undefined) : throwError(() => err))),
       ),
@@ -100,7 +100,7 @@ export function podmanImageEngine(cli: Cli): ImageEngine {
       const key = storage.join('\0');
       let folder = folders.get(key);
       if (!folder) {
-        folder = cli.run([...storage, 'info', '--format', '{{.Store.GraphRoot}}'], undefined, 'query').pipe(
+        folder = cli.run([...storage, 'info', '--format', '{{.Store.GraphRoot}}'], { kind: 'query' }).pipe(
           map((text) => text.trim()),
           shareReplay(1),
         );

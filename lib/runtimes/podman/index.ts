@@ -1,6 +1,7 @@
 // The Podman module: the `podman` and `podman-kube` runtimes on one Podman CLI, one container cache (kept by
 // `podman events` and conmon's exit files) and one image storage's pulls.
 import { existsSync } from 'node:fs';
+import { downloadFoldersOf, removeDownloadFolders } from '../../drivers/machine.js';
 import { Subject } from 'rxjs';
 import type { ContainerEvent } from '../../ports.js';
 import type { RuntimeConnector } from '../../runtime-connector.js';
@@ -20,6 +21,9 @@ import { podmanImageEngine } from './images.js';
  * timers (a podman-kube container's livenessProbe then runs by Podman, which the agent cannot turn off); the
  * host tells unless given. `systemSocket`: where the system's Podman service listens (SYSTEM_SOCKET unless given).
  */
+/** What a Podman call killed amid a pull leaves: its partial downloads, which Podman removes only when a pull ends by itself. */
+export const PARTIAL_DOWNLOADS = { of: downloadFoldersOf, remove: removeDownloadFolders };
+
 export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTimers?: boolean; readonly systemSocket?: string } = {}): RuntimeModule {
   return {
     names: ['podman', 'podman-kube'],
@@ -28,7 +32,7 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
       const service = config.podmanService
         ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
         : undefined;
-      const cli = cliOf('podman', { route: service });
+      const cli = cliOf('podman', { route: service, leftovers: PARTIAL_DOWNLOADS });
       // Started now, so that it answers by the time the agent asks for its workloads.
       service?.warm();
       // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run

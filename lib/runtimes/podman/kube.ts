@@ -115,7 +115,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         this.pulls.under(pulls),
         defer(() => {
           const started = Date.now();
-          return this.pulls.creating(pulls, this.cli.run(play, manifest, 'command', ...createDeadlines(pulls, this.cli))).pipe(
+          return this.pulls.creating(pulls, this.cli.run(play, { input: manifest, ...createDeadlines(pulls, this.cli) })).pipe(
             // What a failed play left behind goes, so that a retry starts clean: only pods it made, never one of
             // the manifest's names that was there before (another agent's or program's pod; `kube down` would take it).
             catchError((err: unknown) =>
@@ -179,7 +179,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
       switchMap((containers) =>
         containers.length === 0
           ? of([])
-          : this.cli.run(['inspect', '--format', '{{.Id}} {{json .Config.Healthcheck}}', ...containers.map((c) => c.id)], undefined, 'query').pipe(
+          : this.cli.run(['inspect', '--format', '{{.Id}} {{json .Config.Healthcheck}}', ...containers.map((c) => c.id)], { kind: 'query' }).pipe(
               map((out) =>
                 out.split('\n').flatMap((line): Probe[] => {
                   const [containerId, json] = [line.slice(0, line.indexOf(' ')), line.slice(line.indexOf(' ') + 1)];
@@ -195,7 +195,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 
   /** swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1 */
   deleteWorkload({ instance, manifest, downOptions }: KubeId): Observable<void> {
-    return concat(this.cli.run(['kube', 'down', ...downOptions, '-'], manifest).pipe(ignoreElements()), this.removeVolumes(instance));
+    return concat(this.cli.run(['kube', 'down', ...downOptions, '-'], { input: manifest }).pipe(ignoreElements()), this.removeVolumes(instance));
   }
 
   /** The logs of all containers of the workload's pods. */
@@ -206,7 +206,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** The pods of these names that were made at `since` (ms since the epoch) or later, removed. */
   private removePodsMadeSince(generalOptions: readonly string[], names: readonly string[], since: number): Observable<never> {
     if (names.length === 0) return EMPTY;
-    return this.cli.run([...generalOptions, 'pod', 'ps', '--format', 'json'], undefined, 'query').pipe(
+    return this.cli.run([...generalOptions, 'pod', 'ps', '--format', 'json'], { kind: 'query' }).pipe(
       switchMap((out) => {
         const pods = (JSON.parse(out || 'null') as Array<{ Id: string; Name: string; Created: string }> | null) ?? [];
         const made = pods.filter((p) => names.some((n) => isPodNamed(p.Name, n)) && Date.parse(p.Created) >= since - 1);

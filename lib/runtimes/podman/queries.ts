@@ -23,7 +23,7 @@ interface PodmanRow {
 
 /** `podman ps --all --format=json`, optionally filtered, of the storage `generalOptions` choose, as the cache's containers. */
 export const podmanContainers = (cli: Cli, filters: readonly string[] = [], generalOptions: readonly string[] = []): Observable<Container[]> =>
-  cli.run([...generalOptions, 'ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(
+  cli.run([...generalOptions, 'ps', '--all', '--format=json', ...filters.map((f) => `--filter=${f}`)], { kind: 'query' }).pipe(
     map((text) =>
       parseJsonList<PodmanRow>(text).map((r) => ({
         id: r.Id,
@@ -41,7 +41,7 @@ export const podmanContainers = (cli: Cli, filters: readonly string[] = [], gene
 
 /** `podman volume ls --format=json`, optionally filtered. */
 export const podmanVolumes = (cli: Cli, filters: readonly string[] = []): Observable<Volume[]> =>
-  cli.run(['volume', 'ls', '--format=json', ...filters.map((f) => `--filter=${f}`)], undefined, 'query').pipe(map(parseJsonList<Volume>));
+  cli.run(['volume', 'ls', '--format=json', ...filters.map((f) => `--filter=${f}`)], { kind: 'query' }).pipe(map(parseJsonList<Volume>));
 
 /** A list Podman printed; one that cannot be read is an error of the call, never an empty list. */
 function parseJsonList<T>(text: string): T[] {

@@ -74,10 +74,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = podmanImagePull(given);
-      const create$ = this.pulls.creating(
-        [pull],
-        this.cli.run(containerRunArgs(config, key, agentName, options), undefined, 'command', ...createDeadlines([pull], this.cli)),
-      );
+      const create$ = this.pulls.creating([pull], this.cli.run(containerRunArgs(config, key, agentName, options), createDeadlines([pull], this.cli)));
       return create$.pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined, create$)),
@@ -153,7 +150,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    */
   private sweepLost(name: string): Observable<never> {
     return podmanContainers(this.cli).pipe(
-      mergeMap((listed) => removeLost(lostContainers(name, new Set(listed.map((c) => c.id))))),
+      mergeMap((listed) => removeLost(this.cli, lostContainers(name, new Set(listed.map((c) => c.id))))),
       catchError(() => EMPTY),
     );
   }

@@ -14,7 +14,7 @@ export interface PodmanFigures extends ContainerFigures {
 }
 
 export function podmanFigures(cli: Cli, agentName: string, podOwner: (pod: string) => string | undefined): Observable<WorkloadContainerFigures[]> {
-  const stats$ = cli.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], undefined, 'query').pipe(
+  const stats$ = cli.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], { kind: 'query' }).pipe(
     map((out) =>
       out
         .split('\n')

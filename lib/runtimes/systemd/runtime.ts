@@ -37,7 +37,7 @@ export const RECENT_START_US = 3_000_000;
 
 /** `systemctl [options] show` of units, read. */
 export const showUnits = (systemctl: Cli, options: readonly string[], units: readonly string[]): Observable<Map<string, UnitProps>> =>
-  systemctl.run([...QUIET, ...options, ...showArgs(units)], undefined, 'query').pipe(map(parseShow));
+  systemctl.run([...QUIET, ...options, ...showArgs(units)], { kind: 'query' }).pipe(map(parseShow));
 
 export class SystemdRuntime implements RuntimeConnector<UnitId> {
   readonly name = 'systemd';
@@ -192,7 +192,7 @@ export class SystemdRuntime implements RuntimeConnector<UnitId> {
   }
 
   private systemctlOn(id: Omit<UnitId, 'started'>, verb: 'start' | 'stop' | 'restart'): Observable<never> {
-    return this.systemctl.run([...QUIET, ...id.options, verb, id.unit], undefined, 'command').pipe(ignoreElements());
+    return this.systemctl.run([...QUIET, ...id.options, verb, id.unit]).pipe(ignoreElements());
   }
 
   private forget(id: UnitId): Observable<never> {

@@ -1,20 +1,41 @@
-// The launcher starts the runtime CLIs' short calls from one long-lived /bin/sh (real shell, real processes):
-// what a server or a workload put into an argument reaches the command as it is, never as shell.
+// The process driver (lib/drivers/processes.ts) starts the runtime CLIs' short calls from one long-lived /bin/sh, its
+// launcher (real shell, real processes): what a server or a workload put into an argument reaches the command as it
+// is, never as shell; the run that made it disposes it, and it leaves nothing.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { type Ending, type Launch, Launcher, privateParent } from '../../lib/drivers/launcher.js';
+import { privateParent } from '../../lib/drivers/launcher.js';
+import { type Ending, type Launch, Processes, type ProcessesOptions } from '../../lib/drivers/processes.js';
 import { until } from '../../scripts/harness/wait.js';
 import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
 
 const LIMITS = { maxStdout: 1024, maxStderr: 256 };
 
-/** Runs a command through the launcher to its end. */
-function run(launcher: Launcher, binary: string, args: string[], more: Partial<Launch> = {}): Promise<Ending> {
-  return new Promise((resolve) => launcher.launch({ binary, args, ...LIMITS, ...more }, resolve));
+/** Runs a command through the driver to its end. */
+function run(launcher: Processes, binary: string, args: string[], more: Partial<Launch> = {}): Promise<Ending> {
+  return new Promise((resolve) => launcher.call({ binary, args, ...LIMITS, ...more }, resolve));
 }
+
+/** The drivers a spec made, disposed after it as the run disposes its own. */
+const made: Processes[] = [];
+function processes(options: ProcessesOptions = {}): Processes {
+  const driver = new Processes(options);
+  made.push(driver);
+  return driver;
+}
+/** The parents of call folders a spec made, removed after it. */
+const parents: string[] = [];
+function tempParent(): string {
+  const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
+  parents.push(parent);
+  return parent;
+}
+afterEach(() => {
+  made.splice(0).forEach((driver) => driver.dispose());
+  parents.splice(0).forEach((parent) => rmSync(parent, { recursive: true, force: true }));
+});
 
 const text = (ending: Ending) =>
   ending.kind === 'exited' ? { code: ending.code, stdout: ending.stdout.toString(), stderr: ending.stderr.toString() } : ending;
@@ -25,15 +46,15 @@ const childrenOf = (pid: number) =>
     .split('\n')
     .filter((line) => Number(line.trim().split(/\s+/)[0]) === pid);
 
-describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses-podman-cli~1)', () => {
+describe('The process driver (one shell starts the runtime CLI calls; swdd~podman-uses-podman-cli~1)', () => {
   it('passes every argument to the command exactly, whatever shell it looks like', async () => {
     const words = ["it's", 'a b', '$(touch /tmp/pwned)', '`id`', '"; exit 3; "', 'line\nbreak', '*', '-n', '', '\\', "''"];
-    const ending = await run(new Launcher(), '/usr/bin/printf', ['<%s>', ...words]);
+    const ending = await run(processes(), '/usr/bin/printf', ['<%s>', ...words]);
     expect(text(ending)).to.deep.equal({ code: 0, stdout: words.map((w) => `<${w}>`).join(''), stderr: '' });
   });
 
   it('gives the input on stdin, and nothing of its own script otherwise', async () => {
-    const launcher = new Launcher();
+    const launcher = processes();
     expect(text(await run(launcher, 'cat', [], { input: 'kind: Pod\n' }))).to.deep.equal({ code: 0, stdout: 'kind: Pod\n', stderr: '' });
     // Without input the command reads /dev/null, not the lines that start the next calls.
     const [reader] = await Promise.all([run(launcher, 'cat', []), run(launcher, 'true', [])]);
@@ -41,7 +62,7 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   it('tells a failure by its exit code and what the command said on stderr, kept up to the limit', async () => {
-    const ending = await run(new Launcher(), 'sh', ['-c', 'printf "%0300d" 0 >&2; exit 3']);
+    const ending = await run(processes(), 'sh', ['-c', 'printf "%0300d" 0 >&2; exit 3']);
     expect(ending.kind).to.equal('exited');
     if (ending.kind !== 'exited') return;
     expect(ending.code).to.equal(3);
@@ -49,21 +70,21 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   it('ends a call whose output is over the limit as too much, reading no more than the limit', async () => {
-    expect(await run(new Launcher(), 'head', ['-c', '1025', '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
-    expect(text(await run(new Launcher(), 'head', ['-c', '1024', '/dev/zero']))).to.include({ code: 0 });
+    expect(await run(processes(), 'head', ['-c', '1025', '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
+    expect(text(await run(processes(), 'head', ['-c', '1024', '/dev/zero']))).to.include({ code: 0 });
   });
 
   it('says a command that cannot be run could not be run, and refuses a NUL in an argument', async () => {
-    expect(await run(new Launcher(), 'no-such-cli-here', ['ps'])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found' });
-    expect(await run(new Launcher(), 'echo', ['a\0b'])).to.deep.equal({ kind: 'not-run', message: 'an argument holds a NUL character.' });
+    expect(await run(processes(), 'no-such-cli-here', ['ps'])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found' });
+    expect(await run(processes(), 'echo', ['a\0b'])).to.deep.equal({ kind: 'not-run', message: 'an argument holds a NUL character.' });
   });
 
   it('kills a call asked to, whether or not its pid is known yet', async () => {
-    const launcher = new Launcher();
+    const launcher = processes();
     let early: Ending | undefined;
-    launcher.launch({ binary: 'sleep', args: ['30'], ...LIMITS }, (ending) => (early = ending))('SIGKILL');
+    launcher.call({ binary: 'sleep', args: ['30'], ...LIMITS }, (ending) => (early = ending))('SIGKILL');
     let late: Ending | undefined;
-    const kill = launcher.launch({ binary: 'sleep', args: ['30'], ...LIMITS }, (ending) => (late = ending));
+    const kill = launcher.call({ binary: 'sleep', args: ['30'], ...LIMITS }, (ending) => (late = ending));
     await new Promise((resolve) => setTimeout(resolve, 300));
     kill('SIGTERM');
     await until(() => early !== undefined && late !== undefined, 'both calls to end');
@@ -72,8 +93,8 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   it('leaves no process and no file behind once its calls have ended', async () => {
-    const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
-    const launcher = new Launcher(parent);
+    const parent = tempParent();
+    const launcher = processes({ parent: parent });
     await Promise.all(Array.from({ length: 20 }, (_, i) => run(launcher, 'echo', [String(i)], { input: i % 2 ? 'x' : undefined })));
     await until(() => childrenOf(launcher.shellPid!).length === 0, 'the subshells to be reaped');
     const [folder] = readdirSync(parent);
@@ -81,33 +102,66 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   it('makes its folder again when something removed it, and the calls go on', async () => {
-    const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
-    const launcher = new Launcher(parent);
+    const parent = tempParent();
+    const launcher = processes({ parent: parent });
     expect(text(await run(launcher, 'echo', ['before']))).to.deep.equal({ code: 0, stdout: 'before\n', stderr: '' });
     rmSync(path.join(parent, readdirSync(parent)[0]), { recursive: true });
     expect(text(await run(launcher, 'echo', ['after']))).to.deep.equal({ code: 0, stdout: 'after\n', stderr: '' });
   });
 
   it('removes the folders that agents killed before they could exit left, and no other', async () => {
-    const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
+    const parent = tempParent();
     const gone = spawnSync('true').pid;
     for (const name of [`ank-agent-calls-${gone}-dead01`, `ank-agent-calls-${process.pid}-live01`, 'unrelated']) {
       mkdirSync(path.join(parent, name));
       writeFileSync(path.join(parent, name, '3.out'), 'left');
     }
     symlinkSync('/etc', path.join(parent, `ank-agent-calls-${gone}-link01`));
-    const launcher = new Launcher(parent);
+    const launcher = processes({ parent: parent });
     await run(launcher, 'true', []);
     const left = readdirSync(parent).filter((name) => !name.startsWith(`ank-agent-calls-${process.pid}-`) || name.endsWith('live01'));
     expect(left).to.have.members([`ank-agent-calls-${gone}-link01`, `ank-agent-calls-${process.pid}-live01`, 'unrelated']);
     expect(existsSync('/etc/passwd')).to.equal(true);
   });
 
+  it('disposed, it ends its shell and removes its folder, and a call in flight runs on to its end', async () => {
+    const parent = tempParent();
+    const launcher = new Processes({ parent });
+    await run(launcher, 'true', []);
+    const shell = launcher.shellPid!;
+    const marker = path.join(parent, 'ran-on');
+    launcher.call({ binary: 'sh', args: ['-c', `sleep 0.3; touch ${marker}`], ...LIMITS }, () => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    launcher.dispose();
+    await until(() => !existsSync(`/proc/${shell}`) || /^State:\s+Z/m.test(readFileSync(`/proc/${shell}/status`, 'utf8')), 'the shell to end');
+    await until(() => existsSync(marker), 'the call in flight to end');
+    expect(readdirSync(parent).filter((name) => name.startsWith('ank-agent-calls-'))).to.deep.equal([]);
+  });
+
+  it('a piped call keeps the start of a flood of output and drops the rest, never failing for it; a kill ends it even when a child holds its pipes', async () => {
+    const launcher = processes();
+    const flood = await new Promise<Ending>((resolve) =>
+      launcher.piped({ binary: 'sh', args: ['-c', 'head -c 100000 /dev/zero; head -c 5000 /dev/zero >&2; exit 4'], ...LIMITS }, resolve),
+    );
+    expect(flood.kind === 'exited' && [flood.code, flood.stdout.length, flood.stderr.length]).to.deep.equal([4, 1024, 256]);
+    let held: Ending | undefined;
+    const kill = launcher.piped({ binary: 'sh', args: ['-c', 'sleep 29.7 & exec sleep 30'], ...LIMITS }, (ending) => (held = ending));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    kill('SIGKILL');
+    try {
+      await until(() => held !== undefined, 'the killed call to end');
+      expect(held).to.include({ kind: 'exited', code: 137 });
+    } finally {
+      spawnSync('pkill', ['-f', '^sleep 29.7$']);
+    }
+  });
+
   it("leaves a Ctrl-C at the agent's terminal to the agent: the call in flight runs to its end", async () => {
     // An agent in a process group of its own, as a terminal's foreground job is; SIGINT goes to the whole group.
-    const script = `import { Launcher } from ${JSON.stringify(path.resolve('lib/drivers/launcher.ts'))};
+    const script = `import { Processes } from ${JSON.stringify(path.resolve('lib/drivers/processes.ts'))};
       process.on('SIGINT', () => console.log('SIGINT'));
-      new Launcher().launch({ binary: 'sleep', args: ['1'], maxStdout: 64, maxStderr: 64 }, (e) => console.log(JSON.stringify(e)));
+      const processes = new Processes();
+      processes.call({ binary: 'sleep', args: ['1'], maxStdout: 64, maxStderr: 64 }, (e) => { console.log(JSON.stringify(e)); processes.dispose(); });
       setTimeout(() => undefined, 3000);`;
     const agent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
     let said = '';
@@ -124,12 +178,12 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   it('replaces a stuck shell: a call killed at its deadline before it started ends, and the next call runs', async () => {
-    const launcher = new Launcher();
+    const launcher = processes();
     await run(launcher, 'true', []);
     const stuck = launcher.shellPid!;
     process.kill(stuck, 'SIGSTOP');
     let ending: Ending | undefined;
-    const kill = launcher.launch({ binary: 'true', args: [], ...LIMITS }, (e) => (ending = e));
+    const kill = launcher.call({ binary: 'true', args: [], ...LIMITS }, (e) => (ending = e));
     await new Promise((resolve) => setTimeout(resolve, 1200));
     expect(ending).to.equal(undefined);
     kill('SIGKILL');
@@ -140,7 +194,7 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
   });
 
   it('fails the calls in flight when its shell is killed, and starts another shell for the next call', async () => {
-    const launcher = new Launcher();
+    const launcher = processes();
     await run(launcher, 'true', []);
     const inFlight = run(launcher, 'sleep', ['5']);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -161,7 +215,7 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
 
     it('never reads output its file system could not keep as "nothing": the call fails, and works again once there is room', async () => {
       const dir = tmpfs('size=64k');
-      const launcher = new Launcher(dir);
+      const launcher = processes({ parent: dir });
       expect(text(await run(launcher, 'echo', ['[]']))).to.deep.equal({ code: 0, stdout: '[]\n', stderr: '' });
       asNobody(`dd if=/dev/zero of=${dir}/fill bs=4k`);
       // As Podman and nerdctl do: exit 0 whether or not their output could be written.
@@ -178,9 +232,8 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
       it(`with ${what} it starts the calls directly and says why once: arguments, input, output, exit codes and kills as through the shell`, async () => {
         const dir = tmpfs(options);
         asNobody(`cd ${dir} && ${fill}`);
-        const launcher = new Launcher(dir);
         const warned: string[] = [];
-        launcher.warn = (t) => warned.push(t);
+        const launcher = processes({ parent: dir, warn: (t) => warned.push(t) });
         const words = ["it's", '$(id)', 'line\nbreak', ''];
         expect(text(await run(launcher, '/usr/bin/printf', ['<%s>', ...words]))).to.deep.equal({
           code: 0,
@@ -192,7 +245,7 @@ describe('The launcher (one shell starts the runtime CLI calls; swdd~podman-uses
         expect(await run(launcher, 'head', ['-c', '1025', '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
         expect(await run(launcher, 'no-such-cli-here', [])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found' });
         let killed: Ending | undefined;
-        launcher.launch({ binary: 'sleep', args: ['30'], ...LIMITS }, (e) => (killed = e))('SIGKILL');
+        launcher.call({ binary: 'sleep', args: ['30'], ...LIMITS }, (e) => (killed = e))('SIGKILL');
         await until(() => killed !== undefined, 'the killed call to end');
         expect(text(killed!)).to.include({ code: 137 });
         expect(warned).to.have.length(1);
