@@ -53,7 +53,7 @@ interface Setting {
   readonly name: string;
   readonly ioFolder: string;
   /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
-  readonly runtimes: Pick<RuntimeWiring, 'health' | 'containerdScope' | 'podmanService' | 'maxCreates' | 'imageGc'> & { readonly wanted?: readonly string[] };
+  readonly runtimes: Pick<RuntimeWiring, 'health' | 'keys' | 'maxCreates' | 'imageGc'> & { readonly wanted?: readonly string[] };
   readonly backoff?: CrashLoopBackoff;
   /** Images are pulled ahead: an update's before its old instance stops, a waiting workload's while it waits. */
   readonly pullAhead: boolean;
@@ -229,8 +229,7 @@ const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 
   runtimes: {
     wanted: c.runtimes,
     health: c.healthChecks,
-    containerdScope: c.containerdScope,
-    podmanService: c.podmanService,
+    keys: c.runtimeKeys,
     maxCreates: c.maxCreates,
     imageGc: c.imageGc,
   },

@@ -8,7 +8,7 @@ import type { CliCall, WorkloadContainerFigures } from '../lib/metrics.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { Cli } from '../lib/runtimes/base/cli.js';
-import type { ImageGcSettings } from '../lib/config.js';
+import type { ImageGcSettings, RuntimeKeys } from '../lib/config.js';
 import { DEFAULT_MAX_CREATES } from '../lib/defaults.js';
 import type { ContainerSource, RuntimeContext, RuntimeModule } from '../lib/runtimes/base/module.js';
 import { containerdModule } from '../lib/runtimes/containerd/index.js';
@@ -33,12 +33,10 @@ export interface RuntimeWiring {
   readonly verifyMs?: number;
   /** The agent runs the workloads' health checks (agent config `health_checks`). */
   readonly health?: boolean;
-  /** nerdctl's general options for every containerd workload (agent config `containerd`). */
-  readonly containerdScope?: readonly string[];
+  /** The agent config's keys that runtime modules read (none unless given). */
+  readonly keys?: RuntimeKeys;
   /** The agent's io folder: Podman's service gets its socket there (without one, only the system's service is used). */
   readonly folder?: string;
-  /** Podman is asked through its service (agent config `podman_service`; true unless said). */
-  readonly podmanService?: boolean;
   /** When the images the agent pulled are collected (agent config `image_gc`; none unless given). */
   readonly imageGc?: ImageGcSettings;
   /** Creates at once, by engine (DEFAULT_MAX_CREATES unless given). */
@@ -95,9 +93,8 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
     config: {
       health: wiring.health ?? true,
       events,
-      containerdScope: wiring.containerdScope ?? [],
+      keys: wiring.keys ?? {},
       folder: wiring.folder,
-      podmanService: wiring.podmanService ?? true,
       maxCreates: (engine) => wiring.maxCreates?.[engine] ?? DEFAULT_MAX_CREATES,
       imageGc: wiring.imageGc,
     },

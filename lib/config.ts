@@ -39,10 +39,11 @@ export interface RunConfig {
    * waits (`pull_ahead = false`: the released agent's order, the image pulled by the create).
    */
   readonly pullAhead: boolean;
-  /** nerdctl's general options for every containerd workload, from `containerd = { namespace, address }`. */
-  readonly containerdScope: readonly string[];
-  /** Podman is asked through its running service (`podman_service = false`: a Podman process for every call). */
-  readonly podmanService: boolean;
+  /**
+   * The keys of the agent config that runtime modules read, as checked here: `podman_service` (false: a Podman
+   * process for every call) and `containerd = { namespace, address }` (nerdctl's scope for every containerd workload).
+   */
+  readonly runtimeKeys: RuntimeKeys;
   /** When the agent collects the images it pulled (`image_gc`; false: never). */
   readonly imageGc?: ImageGcSettings;
   /** How many creates each engine runs at once (`ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES`), by engine (`podman`, `containerd`). */
@@ -123,8 +124,12 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   metrics: 'string',
 };
 
-/** The keys of `containerd`, as nerdctl's general options. */
-const CONTAINERD_KEYS = { namespace: '--namespace', address: '--address' } as const;
+/** The keys of `containerd`. */
+const CONTAINERD_KEYS = ['namespace', 'address'];
+
+/** The keys of the file that runtime modules read (lib/runtimes/<name>/index.ts), passed on to them as given. */
+const RUNTIME_KEYS = ['podman_service', 'containerd'] as const;
+export type RuntimeKeys = Readonly<Partial<Pick<ConfigFile, (typeof RUNTIME_KEYS)[number]>>>;
 
 /** The keys of `crash_loop_backoff`, in seconds. */
 const BACKOFF_KEYS = { first_delay: 'firstDelayMs', max_delay: 'maxDelayMs', reset_after: 'resetAfterMs' } as const;
@@ -183,9 +188,9 @@ export function parseConfigFile(text: string, where: string, warn: (message: str
   if (doc.version !== 'v1') {
     throw new ConfigError(`The agent config '${where}' must say version = 'v1'${doc.version === undefined ? '' : `, not '${String(doc.version)}'`}.`);
   }
-  const containerd = Object.keys((doc.containerd as Record<string, string> | undefined) ?? {}).filter((key) => !(key in CONTAINERD_KEYS));
+  const containerd = Object.keys((doc.containerd as Record<string, string> | undefined) ?? {}).filter((key) => !CONTAINERD_KEYS.includes(key));
   if (containerd.length > 0) {
-    throw new ConfigError(`The key 'containerd' in the agent config '${where}' takes ${Object.keys(CONTAINERD_KEYS).join(' and ')}, not '${containerd[0]}'.`);
+    throw new ConfigError(`The key 'containerd' in the agent config '${where}' takes ${CONTAINERD_KEYS.join(' and ')}, not '${containerd[0]}'.`);
   }
   for (const item of ['ca_pem', 'crt_pem', 'key_pem'] as const) {
     if (doc[item] !== undefined && doc[`${item}_content`] !== undefined) {
@@ -291,8 +296,7 @@ function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<
     crashLoopBackoff,
     healthChecks: file.health_checks ?? true,
     pullAhead: file.pull_ahead ?? true,
-    containerdScope: Object.entries(file.containerd ?? {}).flatMap(([key, value]) => [CONTAINERD_KEYS[key as keyof typeof CONTAINERD_KEYS], value]),
-    podmanService: file.podman_service ?? true,
+    runtimeKeys: Object.fromEntries(RUNTIME_KEYS.flatMap((key) => (file[key] === undefined ? [] : [[key, file[key]]]))),
     imageGc: imageGcOf(file.image_gc),
     maxCreates: { podman: maxCreates(env, 'PODMAN'), containerd: maxCreates(env, 'CONTAINERD') },
     metrics,

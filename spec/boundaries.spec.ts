@@ -79,16 +79,28 @@ function folderCycles(sources: readonly Source[]): string[] {
   return cyclesOf(new Map([...folders].map(([folder, edges]) => [folder, [...edges]])));
 }
 
-/** What a runtime's folder imports of lib/runtimes/ that is neither its own nor the base: each as `file: target`. */
+/**
+ * What a runtime's folder imports of lib/runtimes/ that is neither its own, nor the base, nor the parts the container
+ * runtimes share (`containers/`, which builds on the base only): each as `file: target`.
+ */
 function runtimeCrossings(sources: readonly Source[]): string[] {
   return [...importGraph(sources)].flatMap(([file, targets]) => {
     const own = /^lib\/runtimes\/([^/]+)\//.exec(file)?.[1];
     if (own === undefined || own === 'base') return [];
+    const shared = own === 'containers' ? ['base'] : ['base', 'containers'];
     return targets
-      .filter((t) => t.startsWith('lib/runtimes/') && !t.startsWith(`lib/runtimes/${own}/`) && !t.startsWith('lib/runtimes/base/'))
+      .filter((t) => t.startsWith('lib/runtimes/') && !t.startsWith(`lib/runtimes/${own}/`) && !shared.some((s) => t.startsWith(`lib/runtimes/${s}/`)))
       .map((t) => `${file}: ${t}`);
   });
 }
+
+/** The lines of the base of the runtimes (code and comments) that name an engine or a container CLI's own words. */
+const engineWords = (sources: readonly Source[]): string[] =>
+  sources
+    .filter(({ file }) => file.startsWith('lib/runtimes/base/'))
+    .flatMap(({ file, text }) =>
+      text.split('\n').flatMap((line, i) => (/podman|nerdctl|containerd|docker|\bexec\b|\b125\b/i.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])),
+    );
 
 function cyclesOf(edges: ReadonlyMap<string, readonly string[]>): string[] {
   const cycles = new Set<string>();
@@ -129,7 +141,21 @@ describe('the boundaries of the code', () => {
       { file: 'lib/runtimes/base/cli.ts', text: '' },
     ];
     expect(folderCycles(made)).to.deep.equal(['lib/runtimes/a/ -> lib/runtimes/b/ -> lib/runtimes/a/']);
+    const shared = [
+      { file: 'lib/runtimes/containers/x.ts', text: "import { p } from '../podman/runtime.js';" },
+      { file: 'lib/runtimes/podman/runtime.ts', text: "import { x } from '../containers/x.js';" },
+    ];
+    expect(runtimeCrossings(shared)).to.deep.equal([
+      'lib/runtimes/containers/x.ts: lib/runtimes/podman/runtime.ts',
+    ]);
     expect(runtimeCrossings(made)).to.deep.equal(['lib/runtimes/a/runtime.ts: lib/runtimes/b/runtime.ts', 'lib/runtimes/b/x.ts: lib/runtimes/a/runtime.ts']);
+  });
+
+  it('the base of the runtimes names no engine: what one runtime needs lives in its folder', () => {
+    expect(engineWords(sourcesUnder('lib'))).to.deep.equal([]);
+    expect(engineWords([{ file: 'lib/runtimes/base/cli.ts', text: 'ok\n// Podman exits 125' }])).to.deep.equal([
+      'lib/runtimes/base/cli.ts:2: // Podman exits 125',
+    ]);
   });
 
   it('the core imports no I/O and reads no clock; drivers import nothing from streams/; the domain nothing of the folders that build on it', () => {

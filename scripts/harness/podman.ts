@@ -15,7 +15,7 @@ import { builtInRuntimes } from '../../bin/wiring.js';
 import { containerdModule } from '../../lib/runtimes/containerd/index.js';
 import { PARTIAL_DOWNLOADS, podmanModule } from '../../lib/runtimes/podman/index.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
-import type { ImageGcSettings } from '../../lib/config.js';
+import type { ImageGcSettings, RuntimeKeys } from '../../lib/config.js';
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
@@ -165,7 +165,7 @@ export class PodmanAgent {
       backoff?: CrashLoopBackoff;
       nerdctl?: Cli;
       pullAhead?: boolean;
-      containerdScope?: readonly string[];
+      keys?: RuntimeKeys;
       /** The images the agent pulled are recorded in `folder` and collected so. */
       imageGc?: ImageGcSettings;
       folder?: string;
@@ -183,7 +183,7 @@ export class PodmanAgent {
         processes: harnessProcesses(),
         ...cache,
         // The podman CLI is given (through the specs' one service): no service of the agent's own beside it.
-        podmanService: false,
+        keys: { ...cache.keys, podman_service: false },
         clis: { podman: this.cli, ...(cache.nerdctl && { nerdctl: cache.nerdctl }), ...cache.clis },
         modules: cache.podmanTimers === undefined ? undefined : [podmanModule({ podmanTimers: cache.podmanTimers }), containerdModule],
       }),

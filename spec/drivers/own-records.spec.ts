@@ -6,7 +6,7 @@ import { chmodSync, chownSync, existsSync, lstatSync, mkdtempSync, readFileSync,
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { MAX_RECORD_BYTES, ImageRecord } from '../../lib/runtimes/base/image-record.js';
+import { MAX_RECORD_BYTES, ImageRecord } from '../../lib/runtimes/containers/image-record.js';
 import { unitRecord } from '../../lib/runtimes/systemd/runtime.js';
 
 const entry = { engine: 'podman', storage: [], image: 'reg.example/app:1', id: 'a'.repeat(64) };

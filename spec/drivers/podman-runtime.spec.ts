@@ -11,7 +11,7 @@ import { type KubeId, podsPlayed } from '../../lib/runtimes/podman/kube.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
-import { containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
+import { containerRunArgs, parseContainerConfig } from '../../lib/runtimes/containers/run-config.js';
 import { instanceKey } from '../../lib/workload.js';
 import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
 import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, specService, uniqueAgent } from '../../scripts/harness/podman.js';

@@ -271,7 +271,7 @@ describe('Podman through its service (real Podman)', function () {
     let calls = 0;
     const made = makeRuntimes(silentLogger, {
       processes: harnessProcesses(),
-      podmanService: false,
+      keys: { podman_service: false },
       folder,
       observeCall: (call) => call.cli === 'podman' && calls++,
     });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { ConfigError, parseConfigFile, resolveConfig } from '../../lib/config.js';
+import { containerdScope } from '../../lib/runtimes/containerd/index.js';
 import { KUBELET_BACKOFF, nextRestart } from '../../lib/restart-policy.js';
 
 const resolved = (toml: string) => resolveConfig({ name: 'a', insecure: true }, {}, parseConfigFile(`version = 'v1'\n${toml}`, 'test.toml'));
@@ -33,13 +34,13 @@ describe('the agent config: crash-loop back-off', () => {
 describe('the agent config: containerd and pull_ahead', () => {
   // rx~containerd-scope~1
   it('containerd = { namespace, address } becomes nerdctl general options for every containerd workload; other keys are refused', () => {
-    expect(resolved(`containerd = { namespace = 'cars', address = '/run/k3s/containerd.sock' }`).containerdScope).to.deep.equal([
+    expect(containerdScope(resolved(`containerd = { namespace = 'cars', address = '/run/k3s/containerd.sock' }`).runtimeKeys.containerd)).to.deep.equal([
       '--namespace',
       'cars',
       '--address',
       '/run/k3s/containerd.sock',
     ]);
-    expect(resolved('').containerdScope).to.deep.equal([]);
+    expect(containerdScope(resolved('').runtimeKeys.containerd)).to.deep.equal([]);
     expect(() => resolved(`containerd = { snapshotter = 'zfs' }`)).to.throw(
       ConfigError,
       "The key 'containerd' in the agent config 'test.toml' takes namespace and address, not 'snapshotter'.",
@@ -54,8 +55,8 @@ describe('the agent config: containerd and pull_ahead', () => {
 
   // rx~podman-service-fallback~1
   it('asks Podman through its service unless podman_service = false', () => {
-    expect(resolved('').podmanService).to.equal(true);
-    expect(resolved('podman_service = false').podmanService).to.equal(false);
+    expect(resolved('').runtimeKeys).to.deep.equal({});
+    expect(resolved('podman_service = false').runtimeKeys).to.deep.equal({ podman_service: false });
   });
 
   // rx~image-gc~1

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { parseManifest } from '../../lib/codec/manifest.js';
 import { specsFor } from '../../lib/desired-state.js';
-import { parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
+import { parseContainerConfig } from '../../lib/runtimes/containers/run-config.js';
 import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
 import { parseUnitConfig } from '../../lib/runtimes/systemd/unit-config.js';
 

@@ -1,9 +1,9 @@
 // The image collector's rules (lib/runtimes/base/image-gc.ts) on a fake engine and a clock of the spec's own.
 import { expect } from 'chai';
 import { Subscription, VirtualAction, VirtualTimeScheduler, lastValueFrom, of, throwError } from 'rxjs';
-import { ImageCollector, type ImageEngine, type ImageNames } from '../../lib/runtimes/base/image-gc.js';
-import { ImageRecord } from '../../lib/runtimes/base/image-record.js';
-import type { ImagePull } from '../../lib/runtimes/base/images.js';
+import { ImageCollector, type ImageEngine, type ImageNames } from '../../lib/runtimes/containers/image-gc.js';
+import { ImageRecord } from '../../lib/runtimes/containers/image-record.js';
+import type { ImagePull } from '../../lib/runtimes/containers/images.js';
 
 const pull = (image: string): ImagePull => ({ policy: 'missing', image, storage: [], args: [], present: [] });
 

@@ -4,7 +4,8 @@ import { fromBase64, toBase64 } from '../../lib/runtimes/podman/kube.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 import { kubeContainerState, kubeWorkloadState, podmanReading, podmanState } from '../../lib/runtimes/podman/container-state.js';
 import { parse as parseYaml } from 'yaml';
-import { RuntimeConfigError, containerRunArgs, parseContainerConfig } from '../../lib/runtimes/base/run-config.js';
+import { RuntimeConfigError } from '../../lib/runtimes/base/run-config.js';
+import { containerRunArgs, parseContainerConfig } from '../../lib/runtimes/containers/run-config.js';
 import { NO_CONTROL_INTERFACE_TARGET, parseKubeConfig, probedContainers, withControlInterface } from '../../lib/runtimes/podman/kube-config.js';
 
 const c = (state: string, exitCode = 0, pod = ''): Container => ({ id: 'x', state, exitCode, pod });

@@ -1,5 +1,4 @@
-// swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1: the one runner of a runtime's CLI (`podman`,
-// `nerdctl`, `systemctl`) on the run's process driver: short calls, each in a slot and with a deadline, streams of
+// The one runner of a runtime's CLI (the engine's command, `systemctl`) on the run's process driver: short calls, each in a slot and with a deadline, streams of
 // lines, conversations, and attempts whose output is kept only in part.
 import path from 'node:path';
 import { Observable, catchError, defer, of, throwError } from 'rxjs';
@@ -26,7 +25,7 @@ export class CliError extends Error {
 /** A query (ps, inspect, volume ls) or a command (run, start, stop, rm, kube …): each kind has its deadline. */
 export type CallKind = 'query' | 'command';
 
-/** Bytes of a call's standard output kept at most (the largest `ps` of thousands of containers fits); more fails the call. */
+/** Bytes of a call's standard output kept at most (the largest list of thousands of workloads fits); more fails the call. */
 const MAX_OUTPUT_BYTES = 64 * 2 ** 20;
 /** Bytes of its standard error kept: the message a failure reports. */
 const MAX_ERROR_BYTES = 16 * 2 ** 10;
@@ -42,8 +41,8 @@ export type Attempt =
 const PROGRESS_BYTES = 4096;
 
 /**
- * How a call goes other than by starting the CLI anew: through an engine's running service (Podman's:
- * lib/runtimes/podman/service.ts), answered by it (`answer`, its text as the CLI prints it) or by the CLI's
+ * How a call goes other than by starting the CLI anew: through an engine's running service (a runtime's own,
+ * which plans each call), answered by it (`answer`, its text as the CLI prints it) or by the CLI's
  * client of it (`args`); or locally, with the reason (`why`).
  */
 export type Plan =
@@ -75,20 +74,20 @@ const probeRoute = (route: CallRoute, lost: (err: RouteLost) => void): NodeJS.Ti
   }, ROUTE_PROBE_MS);
 
 export interface CliOptions {
-  /** The CLI (`podman`, `nerdctl`), by name on the PATH or by path. */
+  /** The CLI, by name on the PATH or by path. */
   readonly binary: string;
   /** How long a query (ps, volume ls) and a command (run, start, stop, rm, kube …) may take before it is killed, in ms. */
   readonly deadlines?: { readonly query: number; readonly command: number };
   /** How many calls may run at once; long-running streams (events, logs) are not counted. */
   readonly maxProcesses?: number;
-  /** How many output streams (`podman logs`, `podman events`) may run at once; more wait for one to end. */
+  /** How many output streams (logs, events) may run at once; more wait for one to end. */
   readonly maxStreams?: number;
   readonly log?: Logger;
   /** What runs its processes: the run's. */
   readonly processes: Processes;
   /**
    * What a call killed at its deadline or stall leaves behind that its engine removes only when it ends by itself
-   * (Podman's partial downloads): noted by its pid before the kill, removed once it has ended.
+   * (an engine's partial downloads): noted by its pid before the kill, removed once it has ended.
    */
   readonly leftovers?: {
     readonly of: (pid: number) => readonly string[];
@@ -141,7 +140,7 @@ export class Cli {
   /** How many processes this CLI started (for tests and benchmarks of the call economy). */
   calls = 0;
   private readonly binary: string;
-  /** The binary's name, as messages say it (`podman`, `nerdctl`). */
+  /** The binary's name, as messages say it. */
   private readonly command: string;
   private readonly deadlines: { readonly query: number; readonly command: number };
   private readonly slots: Slots;

@@ -7,10 +7,10 @@ import type { Container, ContainerEvent, Engine, WatchState } from '../../ports.
 import type { RuntimeConnector } from '../../runtime-connector.js';
 import type { RunningWorkloads } from '../../running-workloads.js';
 import type { Cli, CliOptions } from './cli.js';
-import type { ImageGcSettings } from '../../config.js';
+import type { ImageGcSettings, RuntimeKeys } from '../../config.js';
 
 export interface RuntimeModule {
-  /** The runtimes it makes, as workloads name them (`podman`, `podman-kube`). */
+  /** The runtimes it makes, as workloads name them. */
   readonly names: readonly string[];
   make(context: RuntimeContext): Runtimes;
 }
@@ -18,7 +18,7 @@ export interface RuntimeModule {
 /** What the agent gives a module. */
 export interface RuntimeContext {
   readonly log: Logger;
-  /** A runner of the CLI `binary` (`podman`, `nerdctl`) on the run's processes, its calls told to --debug and the metrics. */
+  /** A runner of the CLI `binary` on the run's processes, its calls told to --debug and the metrics. */
   readonly cli: (binary: string, options?: Omit<CliOptions, 'binary' | 'processes' | 'log' | 'observe'>) => Cli;
   /**
    * A state checker over a cache of the containers `source` tells of: polled while watched, kept by its events
@@ -42,13 +42,11 @@ export interface RuntimeSettings {
   readonly health: boolean;
   /** Whether states follow the engines' own news (false: polls only, the specs' and benchmarks' comparison). */
   readonly events: boolean;
-  /** The containerd namespace and address as nerdctl's general options (`containerd = { namespace, address }`). */
-  readonly containerdScope: readonly string[];
-  /** The agent's own folder (its io folder), where a runtime may keep what it runs (Podman's service socket). */
+  /** The agent's own folder (its io folder), where a runtime may keep what it runs (a service's socket). */
   readonly folder?: string;
-  /** Podman is asked through its running service (`podman_service`). */
-  readonly podmanService: boolean;
-  /** How many creates an engine runs at once, by engine (`podman`, `containerd`). */
+  /** The agent config's keys that runtime modules read, as lib/config.ts checked them: each module reads its own. */
+  readonly keys: RuntimeKeys;
+  /** How many creates an engine runs at once, by engine. */
   readonly maxCreates: (engine: string) => number;
   /** When the agent collects the images it pulled (agent config `image_gc`); undefined: never. */
   readonly imageGc?: ImageGcSettings;

@@ -6,13 +6,16 @@ import { parseInstanceKey } from '../../workload.js';
 import type { RuntimeModule } from '../base/module.js';
 import { type NamespacedEvent, splitScope } from './nerdctl.js';
 import { ContainerdRuntime, type Scope, containerdEvents, containerdStats, listContainers, nerdctlImageEngine } from './runtime.js';
-import { imageCollector } from '../base/image-gc.js';
-import { ImagePulls } from '../base/image-pulls.js';
+import { imageCollector } from '../containers/image-gc.js';
+import { ImagePulls } from '../containers/image-pulls.js';
 
 /** How many containerd scopes (namespace and address pairs) have a cache at once. */
 const MAX_SCOPES = 64;
 /** How many containerds (addresses) the agent follows by their events at once. */
 const MAX_EVENT_STREAMS = 4;
+
+/** Agent config `containerd = { namespace, address }`: nerdctl's general options for every containerd workload. */
+export const containerdScope = (table: Readonly<Record<string, string>> = {}): string[] => Object.entries(table).flatMap(([key, value]) => [`--${key}`, value]);
 
 export const containerdModule: RuntimeModule = {
   names: ['containerd'],
@@ -56,7 +59,7 @@ export const containerdModule: RuntimeModule = {
           new ContainerdRuntime(
             nerdctl,
             watchIn,
-            config.containerdScope,
+            containerdScope(config.keys.containerd),
             new ImagePulls(nerdctl, { gc: imageCollector(context, nerdctlImageEngine(nerdctl)), maxCreates: config.maxCreates('containerd') }),
           ),
         ],

@@ -2,8 +2,8 @@
 // state table of the released containerd connector. Pure: the driver is lib/runtimes/containerd/runtime.ts.
 import { ExecutionState, exitedWith } from '../../execution-state.js';
 import type { Container, ContainerChange, ContainerEvent, ContainerFigures, StateReading } from '../../ports.js';
-import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
-import type { ContainerConfig } from '../base/run-config.js';
+import { type ImagePull, type PullFlags, pullOptions } from '../containers/images.js';
+import type { ContainerConfig } from '../containers/run-config.js';
 
 /** `k=v,k=v` as nerdctl 2.0 writes a container's labels in `ps --format json` (a value may hold `=`). */
 export function parseLabels(text: string): Record<string, string> {

@@ -4,15 +4,16 @@ import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreE
 import { type NamespacedEvent, containerdReading, containerdState, nerdctlImagePull, parseContainers, parseEvent, parseStats } from './nerdctl.js';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
-import { RuntimeConfigError, parseContainerConfig, containerRunArgs } from '../base/run-config.js';
+import { RuntimeConfigError } from '../base/run-config.js';
+import { parseContainerConfig, containerRunArgs } from '../containers/run-config.js';
 import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { Cli } from '../base/cli.js';
-import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
-import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
-import type { ImagePull } from '../base/images.js';
-import { type ImageEngine, type ImageNames, imagesUsedBy } from '../base/image-gc.js';
+import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../containers/cli-steps.js';
+import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
+import type { ImagePull } from '../containers/images.js';
+import { type ImageEngine, type ImageNames, imagesUsedBy } from '../containers/image-gc.js';
 
 /**
  * Where containerd workloads live, as nerdctl's general options select it (`--namespace`, `--address`, …): the

@@ -5,7 +5,8 @@
 // and its timers need systemd, which many hosts do not run.
 import { ExecutionState, type HealthStatus, is } from '../../execution-state.js';
 import type { WorkloadSpec } from '../../workload.js';
-import { RuntimeConfigError, parseContainerConfig } from '../base/run-config.js';
+import { RuntimeConfigError } from '../base/run-config.js';
+import { parseContainerConfig } from '../containers/run-config.js';
 import { parseKubeConfig, probedContainers } from './kube-config.js';
 
 export interface HealthCheck {

@@ -4,11 +4,11 @@
 import { type Observable, catchError, map, of, shareReplay, throwError } from 'rxjs';
 import { parseAllDocuments } from 'yaml';
 import { type Cli, CliError } from '../base/cli.js';
-import { type ImageEngine, type ImageNames, imagesUsedBy } from '../base/image-gc.js';
+import { type ImageEngine, type ImageNames, imagesUsedBy } from '../containers/image-gc.js';
 import { podmanContainers } from './queries.js';
 import { isRecord } from '../../record.js';
-import { type ImagePull, type PullFlags, pullOptions } from '../base/images.js';
-import type { ContainerConfig } from '../base/run-config.js';
+import { type ImagePull, type PullFlags, pullOptions } from '../containers/images.js';
+import type { ContainerConfig } from '../containers/run-config.js';
 import { type KubeConfig, podOf } from './kube-config.js';
 
 /** Podman's (`run` and `kube play` take those of `pull`). */

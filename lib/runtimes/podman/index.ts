@@ -5,7 +5,7 @@ import { downloadFoldersOf, removeDownloadFolders } from '../../drivers/machine.
 import { Subject } from 'rxjs';
 import type { ContainerEvent } from '../../ports.js';
 import type { RuntimeConnector } from '../../runtime-connector.js';
-import { ImagePulls } from '../base/image-pulls.js';
+import { ImagePulls } from '../containers/image-pulls.js';
 import type { RuntimeModule } from '../base/module.js';
 import { conmonExits, containerEvents } from './events.js';
 import { PodmanKubeRuntime, runsInPod } from './kube.js';
@@ -13,7 +13,7 @@ import { podmanContainers } from './queries.js';
 import { PodmanRuntime } from './runtime.js';
 import { PodmanService } from './service.js';
 import { podmanFigures } from './stats.js';
-import { imageCollector } from '../base/image-gc.js';
+import { imageCollector } from '../containers/image-gc.js';
 import { podmanImageEngine } from './images.js';
 
 /**
@@ -29,9 +29,11 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
     names: ['podman', 'podman-kube'],
     make(context) {
       const { cli: cliOf, watch, config, log, note } = context;
-      const service = config.podmanService
-        ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
-        : undefined;
+      // Agent config `podman_service`: false asks Podman by a process of its own for every call.
+      const service =
+        config.keys.podman_service !== false
+          ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
+          : undefined;
       const cli = cliOf('podman', { route: service, leftovers: PARTIAL_DOWNLOADS });
       // Started now, so that it answers by the time the agent asks for its workloads.
       service?.warm();

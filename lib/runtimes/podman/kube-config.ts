@@ -1,7 +1,8 @@
 // The runtime config of the `podman-kube` runtime (a YAML string in the workload) and what its manifest says. Pure.
 import { parseAllDocuments } from 'yaml';
 import { isRecord } from '../../record.js';
-import { CONTROL_INTERFACE_MOUNT_POINT, RuntimeConfigError, document, list, text } from '../base/run-config.js';
+import { RuntimeConfigError, document, list, text } from '../base/run-config.js';
+import { CONTROL_INTERFACE_MOUNT_POINT } from '../containers/run-config.js';
 
 export interface KubeConfig {
   readonly generalOptions: readonly string[];

@@ -15,8 +15,8 @@ import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanc
 import type { Cli } from '../base/cli.js';
 import { type Volume, podmanContainers, podmanVolumes } from './queries.js';
 import { type Probe, probesHealth, withHealth } from './health-checks.js';
-import { logArgs, quietly, tolerateMissing } from '../base/cli-steps.js';
-import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
+import { logArgs, quietly, tolerateMissing } from '../containers/cli-steps.js';
+import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
 import { kubeImagePulls } from './images.js';
 
 /** The podman-kube runtime's handle of a workload: what `kube down`, the state getter and the logs need. */

@@ -1,4 +1,5 @@
-// The `podman` runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
+// swdd~podman-uses-podman-cli~1, swdd~podman-kube-uses-podman-cli~1 (through lib/runtimes/base/cli.ts): the `podman`
+// runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
 import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, mergeMap, of, switchMap, tap, throwError } from 'rxjs';
@@ -6,17 +7,17 @@ import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import { podmanReading, podmanState } from './container-state.js';
 import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
-import { containerRunArgs, nameOption, parseContainerConfig } from '../base/run-config.js';
+import { containerRunArgs, nameOption, parseContainerConfig } from '../containers/run-config.js';
 import { podmanImagePull } from './images.js';
 import { podmanContainers } from './queries.js';
 import { lostContainers, removeLost } from './lost-creates.js';
 import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import { ImagePulls, createDeadlines } from '../base/image-pulls.js';
+import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
 import { type Cli, CliError } from '../base/cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
-import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../base/cli-steps.js';
+import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../containers/cli-steps.js';
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {

@@ -30,7 +30,7 @@ import {
 import type { ImagePull } from './images.js';
 import type { Container } from '../../ports.js';
 import type { ImageGcSettings } from '../../config.js';
-import type { RuntimeContext } from './module.js';
+import type { RuntimeContext } from '../base/module.js';
 import { MAX_RECORDED, ImageRecord, type Recorded } from './image-record.js';
 
 /**

@@ -23,8 +23,8 @@ import type { ImageCollector } from './image-gc.js';
 import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../../workload.js';
 import { lastWords } from '../../cli-words.js';
-import { type Call, type Cli, CliError } from './cli.js';
-import { Slots } from './slots.js';
+import { type Call, type Cli, CliError } from '../base/cli.js';
+import { Slots } from '../base/slots.js';
 import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 
 /** Pulls from one registry that run at once; more wait for one to end (a registry that stalls holds up no other). */

@@ -6,7 +6,7 @@ import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import type { ExistingWorkload } from '../../runtime-connector.js';
 import { parseInstanceKey } from '../../workload.js';
-import { CliError } from './cli.js';
+import { CliError } from '../base/cli.js';
 
 /** What Podman and nerdctl say of a container or volume that is not there. */
 const missing = (err: unknown) => err instanceof CliError && /no such (container|volume)|no container with name or id/i.test(err.message);
