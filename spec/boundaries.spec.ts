@@ -145,9 +145,7 @@ describe('the boundaries of the code', () => {
       { file: 'lib/runtimes/containers/x.ts', text: "import { p } from '../podman/runtime.js';" },
       { file: 'lib/runtimes/podman/runtime.ts', text: "import { x } from '../containers/x.js';" },
     ];
-    expect(runtimeCrossings(shared)).to.deep.equal([
-      'lib/runtimes/containers/x.ts: lib/runtimes/podman/runtime.ts',
-    ]);
+    expect(runtimeCrossings(shared)).to.deep.equal(['lib/runtimes/containers/x.ts: lib/runtimes/podman/runtime.ts']);
     expect(runtimeCrossings(made)).to.deep.equal(['lib/runtimes/a/runtime.ts: lib/runtimes/b/runtime.ts', 'lib/runtimes/b/x.ts: lib/runtimes/a/runtime.ts']);
   });
 

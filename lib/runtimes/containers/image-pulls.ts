@@ -31,7 +31,7 @@ import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 export const MAX_PULLS = 2;
 /** How long a pull may take: an image of hundreds of MiB over a slow link. */
 export const PULL_DEADLINE_MS = 30 * 60_000;
-/** How long a pull may go without reading a byte before it is ended (containerd's CRI: 5 min). */
+/** How long a pull may go reading less than 4 KiB before it is ended (containerd's CRI: 5 min without progress). */
 export const PULL_STALL_MS = 5 * 60_000;
 /** How long the pulled layers may take to reach the disk. */
 export const FLUSH_DEADLINE_MS = 60_000;
