@@ -43,7 +43,9 @@ export interface RuntimeConnector<Id = unknown> {
    * Has the workload's image on the node (pulled when it is not there, or its options ask for a pull each
    * time), so that a create does not wait on the network; completes when it is there, fails with the pull's
    * reason; meanwhile it tells what it waits for, if anything (`waiting for a pull slot …`). Undefined when the
-   * image is known to be there: `current`, the instance it replaces, runs it.
+   * image is known to be there: `current`, the instance it replaces, runs it. Asked by the control loop's pure
+   * step: deciding changes nothing; the pull (and all it tells others) happens only when the observable is
+   * subscribed, by the loop's interpreter.
    */
   fetchImage?(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined;
   /**

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -16,6 +16,7 @@ import { ContainerdRuntime } from '../../lib/runtimes/containerd/runtime.js';
 import { PodmanKubeRuntime } from '../../lib/runtimes/podman/kube.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
+import type { WorkloadSpec } from '../../lib/workload.js';
 
 const pullOf = (options: string[], general: string[] = []) =>
   podmanImagePull(
@@ -175,8 +176,11 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
 // rx~pull-ahead~1
 describe('a pull ahead, as the CLI runs it (scripts in the place of podman and sync)', () => {
   /** `podman` and `sync` that write each call to a shared log; `podman image exists` says `present`, `podman pull` exits `pullExit`. */
+  const folders: string[] = [];
+  after(() => folders.forEach((folder) => rmSync(folder, { recursive: true, force: true })));
   function fakeClis(present: boolean, pullExit = 0) {
     const folder = mkdtempSync(path.join(tmpdir(), 'ank-pulls-'));
+    folders.push(folder);
     const log = path.join(folder, 'calls');
     const script = (name: string, body: string) => {
       writeFileSync(path.join(folder, name), `#!/bin/sh\necho "${name} $*" >> ${log}\n${body}\n`, { mode: 0o755 });
@@ -184,7 +188,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     };
     const podman = script('podman', `case "$1 $2" in "image exists") exit ${present ? 0 : 1};; pull*) echo 'Error: denied' >&2; exit ${pullExit};; esac`);
     const sync = script('sync', 'exit 0');
-    const calls = () => readFileSync(log, 'utf8').trim().split('\n');
+    const calls = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
     return { pulls: new ImagePulls(harnessCli(podman), { flush: harnessCli(sync) }), calls, podman };
   }
   const image = podmanImagePull(parseContainerConfig('image: reg.example/app:2'));
@@ -218,6 +222,26 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
       calls().filter((c) => c.startsWith('podman image exists')),
       'a create after the burst asks again',
     ).to.have.length(2);
+  });
+
+  // rx~pull-ahead~1, rx~image-gc~1
+  it("deciding an update's pull ahead runs nothing and tells the collector nothing: both come when the pull is subscribed", async () => {
+    const { calls, podman } = fakeClis(true);
+    const gc = new ImageCollector(
+      { name: 'fake', imagesInUse: () => of(new Set<string>()), describe: () => of(undefined), remove: () => of(''), storeFolder: () => of('/') },
+      new ImageRecord(undefined, 'fake'),
+      { high: 85, low: 80, minAgeMs: 1000 },
+    );
+    const wanted: string[] = [];
+    gc.want = (pull) => wanted.push(pull.image);
+    const pulls = new ImagePulls(harnessCli(podman), { gc });
+    const spec = (tag: string) => ({ runtime: 'podman', runtimeConfig: `image: reg.example/app:${tag}` }) as unknown as WorkloadSpec;
+    const pull$ = pulls.ahead((s) => [podmanImagePull(parseContainerConfig(s.runtimeConfig))], spec('2'), spec('1'));
+    expect(pull$, 'a new image is to be pulled').not.to.equal(undefined);
+    expect([wanted, calls()]).to.deep.equal([[], []]);
+    await lastValueFrom(pull$!, { defaultValue: undefined });
+    expect(wanted).to.deep.equal(['reg.example/app:2']);
+    expect(calls()).to.deep.equal(['podman image exists reg.example/app:2']);
   });
 
   it('an image that is there is neither pulled nor flushed; a pull that fails is not flushed and fails with the reason', async () => {

@@ -88,7 +88,8 @@ export class ImagePulls {
   /**
    * What an update to `next` has to fetch before its old instance stops, its images read by `imagesOf`:
    * `undefined` when nothing (their policy is never, or `current`, of the same runtime, runs them from the same
-   * storage), else all its pulls at once. A config that cannot be read fails at once.
+   * storage), else all its pulls at once. A config that cannot be read fails at once. The decision is pure (the
+   * control loop's step makes it); nothing happens, the collector told included, until the pulls are subscribed.
    */
   ahead(imagesOf: (spec: WorkloadSpec) => readonly ImagePull[], next: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
     let wanted: readonly ImagePull[];
@@ -105,9 +106,12 @@ export class ImagePulls {
     }
     // No reference begins with '-': the CLI would take such an "image" for an option; its create is left to refuse it.
     const pulls = wanted.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-') && !alreadyThere(pull, had));
-    // Until its create, a pulled-ahead image is the waiting workload's, whatever the collector sees of containers.
-    for (const pull of pulls) this.gc?.want(pull);
-    return pulls.length === 0 ? undefined : merge(...pulls.map((pull) => this.ensure(pull)));
+    if (pulls.length === 0) return undefined;
+    return defer(() => {
+      // Until its create, a pulled-ahead image is the waiting workload's, whatever the collector sees of containers.
+      for (const pull of pulls) this.gc?.want(pull);
+      return merge(...pulls.map((pull) => this.ensure(pull)));
+    });
   }
 
   /**
