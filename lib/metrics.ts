@@ -11,6 +11,8 @@ export interface CliCall {
   readonly subcommand: string;
   readonly outcome: 'ok' | 'failed' | 'deadline';
   readonly seconds: number;
+  /** The way it took where the CLI has a route (a service, or the CLI and why); none: a process of its own. */
+  readonly via?: string;
 }
 
 export type MetricsEvent =

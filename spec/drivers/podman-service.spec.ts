@@ -268,17 +268,19 @@ describe('Podman through its service (real Podman)', function () {
   it('with the switch off (podman_service = false) the runtime starts no service and every call is a Podman process of its own', async () => {
     const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-switch-'));
     folders.push(folder);
-    let calls = 0;
+    // How each Podman call went: no way (undefined) is a process of its own; a route would say the service or why not.
+    const ways: Array<string | undefined> = [];
     const made = makeRuntimes(silentLogger, {
       processes: harnessProcesses(),
       keys: { podman_service: false },
       folder,
-      observeCall: (call) => call.cli === 'podman' && calls++,
+      observeCall: (call) => call.cli === 'podman' && ways.push(call.via),
     });
     const agentName = uniqueAgent('off');
     try {
       await lastValueFrom(made.connectors.get('podman')!.createWorkload(busybox('plain', agentName), {}));
-      expect(calls, 'Podman processes for the create').to.be.greaterThan(0);
+      expect(ways.length, 'Podman processes for the create').to.be.greaterThan(0);
+      expect(new Set(ways), 'the ways the calls took').to.deep.equal(new Set([undefined]));
       expect(existsSync(path.join(folder, 'podman.sock')), "the agent's own service socket").to.equal(false);
       const services = execFileSync('sh', ['-c', `pgrep -fc "[s]ystem service.*${folder}" || true`], { encoding: 'utf8' }).trim();
       expect(services, 'services started for the folder').to.equal('0');
