@@ -154,9 +154,19 @@ export class GrpcCall {
   } = {};
 
   constructor(readonly options: CallOptions) {
+    const target = grpcTarget(options.serverUrl);
+    const { session, readOn } = this.connect(target);
+    this.session = session;
+    this.stream = this.open(session, target, readOn);
+    // An open call keeps the process alive, even while nothing else holds the loop.
+    this.timers.alive = setInterval(() => undefined, 2 ** 30);
+  }
+
+  /** The HTTP/2 session to the server, up once it has spoken HTTP/2, kept alive by pings; `readOn` as told below. */
+  private connect(target: string): { session: http2.ClientHttp2Session; readOn: () => void } {
+    const options = this.options;
     const keepaliveMs = options.keepaliveMs ?? 10_000;
     const keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? 20_000;
-    const target = grpcTarget(options.serverUrl);
     const at = target.lastIndexOf(':');
     const [host, port] = [target.slice(0, at).replace(/^\[|\]$/g, ''), Number(target.slice(at + 1))];
     const security = options.security;
@@ -175,7 +185,6 @@ export class GrpcCall {
      * then ends at once, and one that is only slow reads on as it would.
      */
     const readOn = () => (socket as { _handle?: { readStart?: () => number } } | undefined)?._handle?.readStart?.();
-    this.session = session;
     session.on('error', (err: NodeJS.ErrnoException) =>
       this.fail(err.code === 'ECONNREFUSED' || err.code === 'ENOTFOUND' ? `${err.message} (${options.serverUrl})` : err.message),
     );
@@ -203,6 +212,12 @@ export class GrpcCall {
         });
       }, keepaliveMs);
     });
+    return { session, readOn };
+  }
+
+  /** The agent's one call on the session, its answers told as they come and its end as the server said it. */
+  private open(session: http2.ClientHttp2Session, target: string, readOn: () => void): http2.ClientHttp2Stream {
+    const security = this.options.security;
     const stream = session.request(
       {
         ':method': 'POST',
@@ -213,7 +228,6 @@ export class GrpcCall {
       },
       { endStream: false },
     );
-    this.stream = stream;
     const deframer = new Deframer();
     const takeStatus = (headers: http2.IncomingHttpHeaders) => {
       if (headers['grpc-status'] === undefined) return;
@@ -250,8 +264,7 @@ export class GrpcCall {
       else this.fail('the connection ended before an answer the agent can read (nghttp2 refuses a header field over 64 KiB)');
     });
     stream.on('close', () => this.fail(session.destroyed ? 'the connection closed' : `the stream was reset by the server (code ${stream.rstCode})`));
-    // An open call keeps the process alive, even while nothing else holds the loop.
-    this.timers.alive = setInterval(() => undefined, 2 ** 30);
+    return stream;
   }
 
   /** Resolves once `bytes` (a message) went to the connection, or the call failed: never rejects. */

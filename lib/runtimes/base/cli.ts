@@ -204,28 +204,21 @@ export class Cli {
         const subcommand = subcommandOf(args);
         let over = false;
         let leftovers: readonly string[] = [];
-        const end = (outcome: 'ok' | 'failed' | 'deadline', result: () => void) => {
+        const end = (outcome: 'ok' | 'failed' | 'deadline', result: { readonly text: string } | { readonly error: Error }) => {
           if (over) return;
           over = true;
           stopWatching();
           this.told(args, outcome, started, via);
-          result();
+          if ('error' in result) return subscriber.error(result.error);
+          subscriber.next(result.text);
+          subscriber.complete();
         };
-        const kill = this.options.processes.call(
-          { binary: this.binary, args: argv, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES },
-          (ending) => {
-            this.options.leftovers?.remove(leftovers);
-            if (ending.kind === 'exited' && ending.code === 0) {
-              end('ok', () => {
-                subscriber.next(ending.stdout.toString().replace(/\r?\n$/, ''));
-                subscriber.complete();
-              });
-            } else {
-              const err = this.failure(subcommand, ending);
-              end('failed', () => subscriber.error(err));
-            }
-          },
-        );
+        const launch = { binary: this.binary, args: argv, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES };
+        const kill = this.options.processes.call(launch, (ending) => {
+          this.options.leftovers?.remove(leftovers);
+          if (ending.kind === 'exited' && ending.code === 0) end('ok', { text: ending.stdout.toString().replace(/\r?\n$/, '') });
+          else end('failed', { error: this.failure(subcommand, ending) });
+        });
         /** Kills it, noting first what it leaves behind, to be removed once it has ended. */
         const stop = (signal?: NodeJS.Signals) => {
           const pid = kill.pid();
@@ -237,7 +230,7 @@ export class Cli {
           const message = `${this.command} ${subcommand} ${why} and was killed.`;
           this.options.log?.warn(message);
           stop('SIGKILL');
-          end('deadline', () => subscriber.error(new CliError(message)));
+          end('deadline', { error: new CliError(message) });
         };
         const timer = setTimeout(() => killed(`did not finish within ${deadline / 1000} s`), deadline);
         const progressOf = progressPid === undefined ? kill.pid : () => progressPid;
@@ -247,7 +240,7 @@ export class Cli {
           probeRoute(route, (lost) => {
             if (over) return;
             stop('SIGKILL');
-            end('failed', () => subscriber.error(lost));
+            end('failed', { error: lost });
           });
         const stopWatching = () => {
           clearTimeout(timer);

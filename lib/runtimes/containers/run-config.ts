@@ -1,6 +1,6 @@
 // A container workload's runtime config (a YAML string in the workload), as the runtimes on a container CLI read
 // it, and the `run` command made of it. Pure.
-import { RuntimeConfigError, document, list, text } from '../base/run-config.js';
+import { document, list, text } from '../base/run-config.js';
 
 export interface ContainerConfig {
   readonly generalOptions: readonly string[];
