@@ -119,23 +119,22 @@ async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWo
   }
 }
 
+/** What the run gives the agent beside its setting: the tracer, the metrics, the running workloads, the start's signals. */
+interface RunParts {
+  readonly trace: Trace;
+  readonly metrics?: MetricsEndpoint;
+  readonly running: RunningWorkloads;
+  readonly handOverSignals?: () => NodeJS.Signals | undefined;
+}
+
 /**
  * The drivers wired to agent(), and the one subscription; when it ends (the link ended, a signal's deadline
  * passed, or the agent failed) the Control Interfaces are closed and the process ends with its outcome. The Subject closes
  * the loop from what the agent says back into its link: the link's input is the agent's output, which no
  * stream built before it can be.
  */
-function runAgent(
-  setting: Setting,
-  runtimes: Pick<MadeRuntimes, 'connectors' | 'dispose'>,
-  log: Logger,
-  {
-    trace,
-    metrics,
-    running,
-    handOverSignals,
-  }: { trace: Trace; metrics?: MetricsEndpoint; running: RunningWorkloads; handOverSignals?: () => NodeJS.Signals | undefined },
-): void {
+function runAgent(setting: Setting, runtimes: Pick<MadeRuntimes, 'connectors' | 'dispose'>, log: Logger, parts: RunParts): void {
+  const { trace, metrics, running, handOverSignals } = parts;
   const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
   const toServer$ = new Subject<ToServer>();

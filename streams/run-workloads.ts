@@ -49,22 +49,7 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
       filter((m): m is WorkloadLists => m.kind === 'serverHello' || m.kind === 'updateWorkload'),
       manageWorkloads(deps),
     );
-    // swdd~agent-handles-update-workload-state-requests~1: other agents' states, at the door: each is kept (a
-    // workload added later may depend on it; `Removed` drops it) and only a change that a waiting workload
-    // depends on wakes the scheduler. Our own come straight from our loops, so the server's echo of them
-    // (possibly older) is not needed.
-    const othersChanged$ = messages$.pipe(
-      filter((m): m is FromServer & { kind: 'updateWorkloadState' } => m.kind === 'updateWorkloadState'),
-      map((m) =>
-        atTheDoor(
-          store,
-          scheduler,
-          m.states.filter((s) => s.instanceName.agentName !== deps.agentName),
-        ),
-      ),
-      filter((waited) => waited.length > 0),
-      map((changed): Event => ({ changed })),
-    );
+    const othersChanged$ = othersChanged(messages$, store, scheduler, deps.agentName);
     const decisions$ = merge(plans$.pipe(map((plan): Event => ({ plan }))), othersChanged$, ownStates$.pipe(map((states): Event => ({ states })))).pipe(
       // A decision is dispatched completely before the decisions it causes are taken.
       trampoline(),
@@ -76,30 +61,50 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
       runControlLoops(deps),
     );
     const states$ = merge(decisions$.pipe(map((d) => d.reports)), loopStates$.pipe(map((s) => [s]))).pipe(applyHysteresis(), share());
-    // swdd~agent-manager-receives-workload-states-of-its-workloads~1: own states feed the scheduler too,
-    // after they went out, so that a state is always reported before the states it causes.
-    // --debug: each decision of the scheduler, in words.
-    const { trace } = deps;
-    const traced$ = trace?.enabled('workload.scheduler')
-      ? decisions$.pipe(
-          tap((d) => {
-            for (const c of d.commands) trace.note('workload.scheduler', `${c.workloadName}: ${c.command.kind}`);
-            for (const w of d.waits) trace.note('workload.scheduler', `${w.workloadName} waits for ${w.waitsFor}`);
-          }),
-          ignoreElements(),
-        )
-      : EMPTY;
     return merge(
       states$,
+      // swdd~agent-manager-receives-workload-states-of-its-workloads~1: own states feed the scheduler too,
+      // after they went out, so that a state is always reported before the states it causes.
       states$.pipe(
         tap((states) => ownStates$.next(states)),
         ignoreElements(),
       ),
-      traced$,
+      tracedDecisions(decisions$, deps.trace),
       deps.pullAhead ? decisions$.pipe(pullWhileWaiting(deps)) : EMPTY,
     );
   });
 }
+
+/**
+ * swdd~agent-handles-update-workload-state-requests~1: other agents' states, at the door: each is kept (a workload
+ * added later may depend on it; `Removed` drops it) and only a change that a waiting workload depends on wakes the
+ * scheduler. Our own come straight from our loops, so the server's echo of them (possibly older) is not needed.
+ */
+const othersChanged = (messages$: Observable<FromServer>, store: WorkloadStateStore, scheduler: WorkloadScheduler, agentName: string): Observable<Event> =>
+  messages$.pipe(
+    filter((m): m is FromServer & { kind: 'updateWorkloadState' } => m.kind === 'updateWorkloadState'),
+    map((m) =>
+      atTheDoor(
+        store,
+        scheduler,
+        m.states.filter((s) => s.instanceName.agentName !== agentName),
+      ),
+    ),
+    filter((waited) => waited.length > 0),
+    map((changed): Event => ({ changed })),
+  );
+
+/** --debug: each decision of the scheduler, in words. */
+const tracedDecisions = (decisions$: Observable<Decision>, trace: WorkloadDeps['trace']): Observable<never> =>
+  trace?.enabled('workload.scheduler')
+    ? decisions$.pipe(
+        tap((d) => {
+          for (const c of d.commands) trace.note('workload.scheduler', `${c.workloadName}: ${c.command.kind}`);
+          for (const w of d.waits) trace.note('workload.scheduler', `${w.workloadName} waits for ${w.waitsFor}`);
+        }),
+        ignoreElements(),
+      )
+    : EMPTY;
 
 /**
  * The images of workloads that begin to wait for their dependencies, pulled meanwhile, so that each starts at

@@ -3,7 +3,8 @@
 import { type Observable, catchError, defer, filter, map, of, share } from 'rxjs';
 import type { WatchState } from '../../ports.js';
 import { parseInstanceKey } from '../../workload.js';
-import type { RuntimeModule } from '../base/module.js';
+import type { Cli } from '../base/cli.js';
+import type { RuntimeContext, RuntimeModule } from '../base/module.js';
 import { type NamespacedEvent, splitScope } from './nerdctl.js';
 import { ContainerdRuntime, type Scope, containerdEvents, containerdStats, listContainers, nerdctlImageEngine } from './runtime.js';
 import { imageCollector } from '../containers/image-gc.js';
@@ -22,36 +23,7 @@ export const containerdModule: RuntimeModule = {
   make(context) {
     const { cli: cliOf, watch, config } = context;
     const nerdctl = cliOf('nerdctl');
-    // One cache a scope, made when a workload first needs it; an idle one costs nothing (it follows containerd
-    // only while watched). Past MAX_SCOPES the oldest is forgotten. The events come from one `nerdctl events`
-    // per containerd (it hears every namespace), shared by the caches of its namespaces; past
-    // MAX_EVENT_STREAMS containerds, the scopes of the others are polled.
-    const caches = new Map<string, WatchState>();
-    const eventStreams = new Map<string, Observable<NamespacedEvent>>();
-    const eventsOf = (containerd: Scope): Observable<NamespacedEvent> | undefined => {
-      const key = containerd.join('\0');
-      let stream = eventStreams.get(key);
-      if (!stream && eventStreams.size < MAX_EVENT_STREAMS) {
-        stream = containerdEvents(nerdctl, containerd).pipe(share());
-        eventStreams.set(key, stream);
-      }
-      return stream;
-    };
-    const watchIn = (scope: Scope): WatchState => {
-      const key = scope.join('\0');
-      let watchState = caches.get(key);
-      if (!watchState) {
-        if (caches.size >= MAX_SCOPES) caches.delete(caches.keys().next().value!);
-        const { namespace, containerd } = splitScope(scope);
-        watchState = watch({
-          engine: { name: 'containerd', stage: 'containerd.cache' },
-          list: () => listContainers(nerdctl, [], scope),
-          events$: eventsOf(containerd)?.pipe(filter((e) => e.namespace === namespace)),
-        });
-        caches.set(key, watchState);
-      }
-      return watchState;
-    };
+    const watchIn = scopedWatch(nerdctl, watch);
     return {
       connectors: new Map([
         [
@@ -82,3 +54,38 @@ export const containerdModule: RuntimeModule = {
     };
   },
 };
+
+/**
+ * One cache a scope, made when a workload first needs it; an idle one costs nothing (it follows containerd only
+ * while watched). Past MAX_SCOPES the oldest is forgotten. The events come from one `nerdctl events` per
+ * containerd (it hears every namespace), shared by the caches of its namespaces; past MAX_EVENT_STREAMS
+ * containerds, the scopes of the others are polled.
+ */
+function scopedWatch(nerdctl: Cli, watch: RuntimeContext['watch']): (scope: Scope) => WatchState {
+  const caches = new Map<string, WatchState>();
+  const eventStreams = new Map<string, Observable<NamespacedEvent>>();
+  const eventsOf = (containerd: Scope): Observable<NamespacedEvent> | undefined => {
+    const key = containerd.join('\0');
+    let stream = eventStreams.get(key);
+    if (!stream && eventStreams.size < MAX_EVENT_STREAMS) {
+      stream = containerdEvents(nerdctl, containerd).pipe(share());
+      eventStreams.set(key, stream);
+    }
+    return stream;
+  };
+  return (scope: Scope): WatchState => {
+    const key = scope.join('\0');
+    let watchState = caches.get(key);
+    if (!watchState) {
+      if (caches.size >= MAX_SCOPES) caches.delete(caches.keys().next().value!);
+      const { namespace, containerd } = splitScope(scope);
+      watchState = watch({
+        engine: { name: 'containerd', stage: 'containerd.cache' },
+        list: () => listContainers(nerdctl, [], scope),
+        events$: eventsOf(containerd)?.pipe(filter((e) => e.namespace === namespace)),
+      });
+      caches.set(key, watchState);
+    }
+    return watchState;
+  };
+}
