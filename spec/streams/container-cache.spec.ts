@@ -24,10 +24,22 @@ describe('containerCache (the Cli container state cache)', () => {
       const { list, counter } = fakePs(cold);
       const cache = containerCache(list);
       const subs: Subscription[] = [];
-      for (let i = 0; i < 50; i++) subs.push(cache.fresh().subscribe());
+      const heard = Array.from({ length: 50 }, () => 0);
+      for (let i = 0; i < 50; i++) subs.push(cache.fresh().subscribe(() => (heard[i] += 1)));
       // the first watchers' refreshes coalesce into one or two polls, then one per second
       scheduler.schedule(() => expect(counter.calls).to.be.within(10, 12), 10_000);
+      // and every watcher is told each of them: the polls are shared, not one per watcher
+      scheduler.schedule(() => expect(Math.min(...heard), 'snapshots the least told watcher heard').to.be.at.least(9), 10_000);
       scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 10_000);
+      flush();
+    });
+    // One watcher alone is polled for as often.
+    const once = testScheduler();
+    once.run(({ cold, flush }) => {
+      const { list, counter } = fakePs(cold);
+      const alone = containerCache(list).fresh().subscribe();
+      once.schedule(() => expect(counter.calls).to.be.within(10, 12), 10_000);
+      once.schedule(() => alone.unsubscribe(), 10_000);
       flush();
     });
   });
