@@ -8,6 +8,7 @@ import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } fr
 import { cpuMs, median, sleep } from './report.js';
 import { busybox, cleanup, uniqueAgent } from '../scripts/harness/podman.js';
 import { BIN } from '../scripts/harness/agent.js';
+import { specFolder } from '../scripts/harness/temp.js';
 
 /** Waits (polling every 20 ms) until `condition` holds; fails after `timeoutMs`. */
 export async function until(condition: () => boolean, timeoutMs = 120_000): Promise<void> {
@@ -112,7 +113,7 @@ export function podmanWrapper(folder: string): { env: NodeJS.ProcessEnv; calls: 
  * sleep, so hundreds of streams cost little): the agent's own cost is what is measured.
  */
 export function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
-  const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fake-podman-'));
+  const fake = specFolder('ank-fake-podman-');
   const state = path.join(fake, 'containers');
   execFileSync('mkdir', [state]);
   writeFileSync(

@@ -1,6 +1,5 @@
 // Bench part: containerd: exits seen, and what watching idle workloads costs (real containerd through nerdctl).
 import { execFileSync } from 'node:child_process';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { median, p95, record, sleep } from '../report.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../measure.js';

@@ -1,5 +1,4 @@
-import { closeSync, mkdtempSync, openSync, writeSync } from 'node:fs';
-import os from 'node:os';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { create } from '@bufbuild/protobuf';
@@ -14,10 +13,11 @@ import { workload } from '../../scripts/harness/fixtures.js';
 import { median, record } from '../report.js';
 import { busybox } from '../../scripts/harness/podman.js';
 import { shippedAgent, until, cpuTicks } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 export async function benchControlInterface(count: number): Promise<void> {
   console.log('\n5. Control Interface round trip (FIFOs → agent → fake server → agent → FIFOs)');
-  const io = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-ci-'));
+  const io = specFolder('ank-bench-ci-');
   const hub = new ControlInterfaceHub(io, silentLogger);
   const spec = {
     ...workload('bench'),

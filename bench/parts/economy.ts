@@ -1,6 +1,5 @@
 // Bench part: Podman call economy: what the agent's podman calls cost at steady state (real Podman).
 import { execFileSync } from 'node:child_process';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { cpuMs, record, sleep } from '../report.js';
 import { PodmanAgent, busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../measure.js';

@@ -4,13 +4,13 @@
 // fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
 // each thread's schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, openSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { openSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { processCpuMs } from '../measure.js';
 import { record } from '../report.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const PER_AGENT = 5;
 /**
@@ -18,7 +18,7 @@ const PER_AGENT = 5;
  * agent would start it again and again (1, 2, 4 s …), a Node process each time, where a real Podman's service
  * would take the calls off processes. Both kinds then run a podman process per call.
  */
-const NO_SERVICE = path.join(mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-config-')), 'agent.toml');
+const NO_SERVICE = path.join(specFolder('ank-fleet-config-'), 'agent.toml');
 writeFileSync(NO_SERVICE, "version = 'v1'\npodman_service = false\n");
 const cpuMs = processCpuMs;
 const cpuOf = (agents: readonly ChildProcess[]) => agents.reduce((sum, a) => sum + cpuMs(a.pid!), 0);
@@ -36,7 +36,7 @@ interface FleetFigures {
 /** One fleet of `n` agents of one kind, from start to all gone. */
 async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures> {
   const cluster = new Cluster();
-  const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-podman-'));
+  const fake = specFolder('ank-fleet-podman-');
   symlinkSync(path.resolve('bench/fake-podman.mjs'), path.join(fake, 'podman'));
   const containers = path.join(fake, 'containers');
   execFileSync('mkdir', [containers]);
@@ -47,7 +47,7 @@ async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures
     await cluster.startServer();
     const t0 = performance.now();
     for (const name of names) {
-      const run = mkdtempSync(path.join(os.tmpdir(), 'ank-fleet-run-'));
+      const run = specFolder('ank-fleet-run-');
       const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', NO_SERVICE] : [])];
       // What each agent said stays in the cluster's folder.
       const log = openSync(path.join(cluster.folder, `${name}.log`), 'w');

@@ -4,8 +4,6 @@
 // where tick counters are not), its RSS after the removal, and its CPU a minute while idle with no workload.
 // Ours beside the released agent (ANKAIOS_BIN).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { type AgentStream, FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { BIN } from '../../scripts/harness/agent.js';
@@ -13,6 +11,7 @@ import { record, sleep } from '../report.js';
 import { processCpuMs, rssKiB, settled, writeIdleFloor } from '../measure.js';
 import { encodeAgentHello, encodeAgentLoadStatus } from '../../lib/codec/hello.js';
 import { frame } from '../../lib/drivers/grpc-call.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 /** A process's CPU so far, in ms, to the nanosecond. */
 const cpuMs = processCpuMs;
@@ -108,7 +107,7 @@ export async function benchFleet(quick: boolean): Promise<void> {
   console.log(
     `\nA fleet's states (${total} states of other agents' workloads, half in messages of 1, half of 100, then removed; then ${idleSeconds} s to settle and ${idleSeconds} s idle)`,
   );
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-fleet-'));
+  const run = specFolder('ank-bench-fleet-');
   const args = (url: string) => ['-n', 'fleet_agent', '-s', url, '-k', '-r', run];
   await fleetOf('ours', (url) => spawn(BIN, args(url), { stdio: 'ignore' }), total, idleSeconds);
   if (released) await fleetOf('released', (url) => spawn(released, args(url), { stdio: 'ignore' }), total, idleSeconds);

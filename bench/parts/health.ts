@@ -1,7 +1,6 @@
 // Bench part: Health checks and crash loops (real Podman, the real agent process).
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { instanceKey } from '../../lib/workload.js';
@@ -11,6 +10,7 @@ import { STATS_TTL_MS } from '../../lib/drivers/metrics.js';
 import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, cleanup, kubePod, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { shippedAgent, until, cpuTicks, childCpu, podmanWrapper } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 /** The Podman CPU an agent of ours caused so far (ms): the processes it waited for, and its Podman service's. */
 const podmanCpuMs = (pid: number, run: string, agentName: string) => childCpu(pid) * 1000 + podmanServiceCpuMs(path.join(run, `${agentName}_io`));
@@ -21,7 +21,7 @@ const podmanCpuMs = (pid: number, run: string, agentName: string) => childCpu(pi
  */
 async function scrapeCost(service: boolean): Promise<number> {
   const port = 19_400 + (service ? 1 : 0);
-  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-scrape-'));
+  const folder = specFolder('ank-bench-scrape-');
   const config = path.join(folder, 'agent.toml');
   writeFileSync(
     config,
@@ -137,7 +137,7 @@ export async function benchHealth(crashSeconds: number): Promise<void> {
     const name = uniqueAgent('crash');
     const config = path.join(run, `${name}.toml`);
     writeFileSync(config, `version = 'v1'\n${backoff ? '' : 'crash_loop_backoff = { first_delay = 0 }\n'}`);
-    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-crash-'));
+    const folder = specFolder('ank-bench-crash-');
     const wrapper = podmanWrapper(folder);
     const crashServer = await FakeAnkaiosServer.start();
     const agent = spawn(BIN, ['-n', name, '-s', crashServer.url, '-k', '-r', run, '-x', config], { stdio: 'ignore', env: wrapper.env });

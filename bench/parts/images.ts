@@ -3,8 +3,7 @@
 // and without it, and by the released agent beside (ANKAIOS_BIN): how many of the images stay in the store,
 // and what the collection costs the agent and Podman.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
@@ -13,6 +12,7 @@ import { IMAGE, cleanup, podman, spec, uniqueAgent } from '../../scripts/harness
 import { Registry } from '../../scripts/harness/registry.js';
 import { cpuMs, podmanServiceCpuMs, record, sleep } from '../report.js';
 import { until } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const workload = (agentName: string, image: string) =>
   spec(
@@ -53,7 +53,7 @@ interface Run {
 
 async function updates(label: string, images: readonly string[], start: (url: string, name: string, run: string) => ReturnType<typeof spawn>): Promise<Run> {
   const name = uniqueAgent('images');
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-images-'));
+  const run = specFolder('ank-bench-images-');
   const server = await FakeAnkaiosServer.start();
   const child = start(server.url, name, run);
   try {
@@ -98,7 +98,7 @@ async function updates(label: string, images: readonly string[], start: (url: st
 
 export async function benchImages(n: number): Promise<void> {
   console.log(`\n22. Images that do not pile up: a workload updated through ${n} images of a local registry`);
-  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-images-'));
+  const folder = specFolder('ank-bench-images-');
   const registry = new Registry();
   await registry.start();
   try {

@@ -2,7 +2,6 @@
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { EMPTY, Subject, of } from 'rxjs';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer } from '../../lib/messages.js';

@@ -1,7 +1,5 @@
 // Bench part: What a log line costs: the shipped process, real Podman, a server that reads everything.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { instanceKey } from '../../lib/workload.js';
@@ -10,6 +8,7 @@ import { record, sleep } from '../report.js';
 import { IMAGE, busybox, cleanup, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { until, rssKiB, cpuTicks, type AgentStart } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 /** Lines the log workload prints at once (then it sleeps): what every agent reads and sends. */
 const LOG_LINES = 200_000;
@@ -18,7 +17,7 @@ const LOG_SCRIPT = `seq 1 ${LOG_LINES} | sed 's/$/ a line of the kind a workload
 
 /** One agent serving a follow LogsRequest of LOG_LINES lines: its CPU per 100 000 entries, entries per second, peak RSS. */
 async function logCost(start: AgentStart): Promise<{ cpu: number; perSecond: number; rss: number }> {
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-cost-'));
+  const run = specFolder('ank-bench-cost-');
   const agentName = uniqueAgent('cost');
   const server = await FakeAnkaiosServer.start();
   const child = start(server.url, agentName, run, process.env);

@@ -1,8 +1,7 @@
 // Bench part: Memory over time: a soak of updates and log requests, and what the agent's heap holds after a long
 // churn.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
@@ -10,6 +9,7 @@ import { median, record, sleep } from '../report.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { shippedAgent, until, rssKiB, fakePodmanWithLogs, latestStates } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 /**
  * Ten workloads of `agentName` on the agent behind `stream`, running; `step()` updates the next one (in turn)
@@ -64,7 +64,7 @@ export async function benchSoak(minutes: number): Promise<void> {
   const { agentName, server, child, end } = await shippedAgent('soak', ['--metrics', String(port)]);
   // A second agent under the same churn has its heap snapshotted (after minute 5 and at the end): what it keeps
   // after a full collection. Not the first: writing a snapshot leaves tens of MiB of the process's memory resident.
-  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-soak-heap-'));
+  const folder = specFolder('ank-bench-soak-heap-');
   const env = { ...process.env, NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' };
   const twin = await shippedAgent('soak-twin', [], { env, cwd: folder });
   try {
@@ -182,7 +182,7 @@ const keptGrowth = (first: Map<string, { bytes: number }>, second: Map<string, {
  */
 export async function benchHeap(warm: number, more: number): Promise<void> {
   console.log(`\n17. Heap after churn (the real agent process, fake podman; snapshots after ${warm} and ${warm + more} updates)`);
-  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-heap-'));
+  const folder = specFolder('ank-bench-heap-');
   const agentName = uniqueAgent('heap');
   const server = await FakeAnkaiosServer.start();
   const env = { ...fakePodmanWithLogs(false), NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' };

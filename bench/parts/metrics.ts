@@ -1,18 +1,16 @@
 // Bench part: The metrics endpoint: what it costs idle, and one scrape of 1 000 workloads.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { STATS_TTL_MS } from '../../lib/drivers/metrics.js';
 import { FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { record, sleep } from '../report.js';
 import { uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { cpuTicks, idleFigures, fakePodmanWithLogs, settledAgent } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 export async function benchMetrics(idleSeconds: number): Promise<void> {
   console.log(`\n12. Metrics endpoint (the real agent process on the fake podman; idle ${idleSeconds} s)`);
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-metrics-'));
+  const run = specFolder('ank-bench-metrics-');
   const idle = async (args: string[]) => {
     const server = await FakeAnkaiosServer.start();
     const child = spawn(BIN, ['-n', uniqueAgent('mx'), '-s', server.url, '-k', '-r', run, ...args], {

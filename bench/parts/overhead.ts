@@ -1,18 +1,16 @@
 // Bench part: Agent overhead: the real agent process against a fake server, start-up to its hello.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { median, record, sleep } from '../report.js';
 import { busybox, cleanup, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { until, idleFigures, writeBaseline } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 export async function benchOverhead(idleSeconds: number): Promise<void> {
   console.log(`\n4. Agent overhead (the real agent process against a fake server; idle for ${idleSeconds} s)`);
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-'));
+  const run = specFolder('ank-bench-');
   const helloTimes: number[] = [];
   for (let i = 0; i < 5; i++) {
     const server = await FakeAnkaiosServer.start();

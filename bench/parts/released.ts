@@ -1,7 +1,5 @@
 // Bench part: Side by side with the released agent (ANKAIOS_BIN): hello, idle figures and exits, same fake server.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { instanceKey } from '../../lib/workload.js';
@@ -10,9 +8,10 @@ import { median, record, sleep } from '../report.js';
 import { busybox, cleanup, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { until, finishedAt, idleFigures, type AgentStart, podmanWrapper } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 async function measureAgent(label: string, start: AgentStart, idleSeconds: number): Promise<void> {
-  const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-side-'));
+  const folder = specFolder('ank-bench-side-');
   const wrapper = podmanWrapper(folder);
   const helloTimes: number[] = [];
   for (let i = 0; i < 5; i++) {

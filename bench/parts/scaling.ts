@@ -1,7 +1,6 @@
 // Bench part: Scaling: hundreds of workloads on a file-backed fake podman (bench/fake-podman.mjs).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
@@ -9,6 +8,7 @@ import { record, sleep } from '../report.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { until, cpuTicks, idleFigures, writeBaseline, SETTLE_MS, latestStates } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 export async function benchScaling(idleSeconds: number): Promise<void> {
   const released = process.env.ANKAIOS_BIN && path.join(process.env.ANKAIOS_BIN, 'ank-agent');
@@ -16,7 +16,7 @@ export async function benchScaling(idleSeconds: number): Promise<void> {
     `\n9. Scaling (the real agent process${released ? ', then the released one' : ''}, a fake podman that keeps containers as files; ` +
       `settled ${SETTLE_MS / 1000} s, then idle ${idleSeconds} s)`,
   );
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-scale-'));
+  const run = specFolder('ank-bench-scale-');
   const server0 = await FakeAnkaiosServer.start();
   const floor = spawn(process.execPath, [writeBaseline(run), `127.0.0.1:${server0.port}`], { stdio: 'ignore' });
   await (await server0.nextStream()).waitFor(() => true);
@@ -42,7 +42,7 @@ async function scaleAgent(
 ): Promise<Map<number, { rss: number; cpu: number }>> {
   const byN = new Map<number, { rss: number; cpu: number }>();
   for (const n of [0, 50, 500, 1000]) {
-    const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-fake-podman-'));
+    const fake = specFolder('ank-fake-podman-');
     symlinkSync(path.resolve('bench/fake-podman.mjs'), path.join(fake, 'podman'));
     const state = path.join(fake, 'containers');
     execFileSync('mkdir', [state]);

@@ -2,14 +2,14 @@
 // the first log line, ours beside `node -e 0`, a plain Node + gRPC client and the released agent (with
 // ANKAIOS_BIN), alternating.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { median, p90, record } from '../report.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { processCpuMs, settled, writeBaseline } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const RUNS = 20;
 
@@ -42,7 +42,7 @@ export async function benchStartup(quick = false): Promise<void> {
   record({ name: 'node -e 0, started as the agents below', value: nodeMs, unit: 'ms', note: `p90 ${p90(node).toFixed(1)}` });
   record({ name: 'node -e 0, run to its end alone', value: median(nodeSync), unit: 'ms', note: `p90 ${p90(nodeSync).toFixed(1)}` });
   record({ name: 'ank-agent --version', value: median(version), unit: 'ms', target: `≤${(1.3 * median(nodeSync)).toFixed(0)} (1.3 × node -e 0 alone)` });
-  const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-start-'));
+  const run = specFolder('ank-bench-start-');
   const floorFile = writeBaseline(run);
   const released = process.env.ANKAIOS_BIN && path.join(process.env.ANKAIOS_BIN, 'ank-agent');
   const agentArgs = (url: string, name: string) => ['-n', name, '-s', url, '-k', '-r', run];
@@ -80,7 +80,7 @@ export async function benchStartup(quick = false): Promise<void> {
     }
   }
   // Standalone: exec → the first workload command (a `podman run`, told by a podman on PATH that notes the time).
-  const fake = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-manifest-'));
+  const fake = specFolder('ank-bench-manifest-');
   const manifest = path.join(fake, 'manifest.yaml');
   writeFileSync(manifest, 'apiVersion: v1\nworkloads:\n  one:\n    runtime: podman\n    agent: start_m\n    runtimeConfig: |\n      image: x\n');
   writeFileSync(path.join(fake, 'podman'), `#!/bin/sh\ncase "$1" in run) : > '${fake}/ran'; exit 1;; ps|volume) echo '[]';; esac\n`, { mode: 0o755 });

@@ -1,19 +1,17 @@
 // Bench part: --debug: what tracing costs when off, and when on.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
 import { median, record } from '../report.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { until, cpuTicks, fakePodmanWithLogs, latestStates } from '../measure.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 export async function benchTracing(n: number, rounds: number): Promise<void> {
   console.log(`\n14. --debug (the real agent process on the fake podman; a burst of ${n} creates, median of ${rounds})`);
   /** Agent CPU from a ServerHello with `n` workloads until all are Running(Ok) at the server. */
   const burst = async (args: readonly string[]) => {
-    const run = mkdtempSync(path.join(os.tmpdir(), 'ank-bench-trace-'));
+    const run = specFolder('ank-bench-trace-');
     const agentName = uniqueAgent('trace');
     const server = await FakeAnkaiosServer.start();
     // What it traces goes to stderr, here to nowhere: the cost measured is the agent's own.

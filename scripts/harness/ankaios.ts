@@ -2,13 +2,13 @@
 // loopback. A cluster is one server, our agent and (where a case needs it) the released agent beside it,
 // driven through the `ank` CLI only, as a user would drive them.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { BIN } from './agent.js';
 import { cleanup, uniqueAgent } from './podman.js';
+import { specFolder } from './temp.js';
 
 const run = promisify(execFile);
 export const ANKAIOS_BIN = process.env.ANKAIOS_BIN ?? '';
@@ -53,7 +53,7 @@ export class Proc {
 }
 
 export class Cluster {
-  readonly folder = mkdtempSync(path.join(tmpdir(), 'ank-released-'));
+  readonly folder = specFolder('ank-released-');
   /** Our agent's name and the released agent's name; unique, so their containers are told apart. */
   readonly ours = uniqueAgent('ours');
   readonly theirs = uniqueAgent('theirs');

@@ -2,9 +2,6 @@
 import type { CrashLoopBackoff } from '../../lib/restart-policy.js';
 import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
@@ -21,6 +18,7 @@ import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
 import { runWorkloads } from '../../streams/run-workloads.js';
 import { harnessCli, harnessProcesses } from './processes.js';
+import { specFolder } from './temp.js';
 
 export const IMAGE = 'localhost/busybox:latest';
 
@@ -41,7 +39,7 @@ let shared: PodmanService | undefined;
  */
 export function specService(): PodmanService | undefined {
   if (process.env.ANKAGENT_PODMAN_SERVICE === 'false') return undefined;
-  shared ??= new PodmanService({ binary: 'podman', folder: mkdtempSync(path.join(os.tmpdir(), 'ank-spec-podman-')), log: silentLogger });
+  shared ??= new PodmanService({ binary: 'podman', folder: specFolder('ank-spec-podman-'), log: silentLogger });
   return shared;
 }
 

@@ -1,18 +1,18 @@
 // A real image registry for specs and the bench: Debian's docker-registry (scripts/setup-registry.sh) on a
 // loopback port, its store in a temporary folder; it can be stopped and started again on the same port.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { podman } from './podman.js';
 import { until } from './wait.js';
+import { specFolder } from './temp.js';
 
 export const hasRegistry = () => spawnSync('sh', ['-c', 'command -v docker-registry']).status === 0;
 
 /** A registry of our own: started, stopped and started again on the same port and store. */
 export class Registry {
-  readonly folder = mkdtempSync(path.join(tmpdir(), 'ank-registry-'));
+  readonly folder = specFolder('ank-registry-');
   port = 0;
   private process?: ChildProcess;
 

@@ -5,12 +5,12 @@
 // streams left behind, made later execs into the container wait).
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Cli } from '../../lib/runtimes/base/cli.js';
 import { until } from './wait.js';
 import { harnessCli } from './processes.js';
+import { specFolder } from './temp.js';
 
 export const SYSTEMD_IMAGE = 'localhost/systemd:bookworm';
 /** Each process of the container: pid, where it waits in the kernel, command line (the image has no `ps`). */
@@ -42,7 +42,7 @@ export class SystemdHost {
     /** The container's first process: its namespaces are systemd's. */
     private readonly pid: string,
   ) {
-    this.bin = mkdtempSync(path.join(os.tmpdir(), 'ank-systemd-bin-'));
+    this.bin = specFolder('ank-systemd-bin-');
     for (const tool of SYSTEMD_TOOLS) {
       const wrapper = path.join(this.bin, tool);
       writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\nexec nsenter -t ${pid} -a ${tool} "$@"\n`);

@@ -1,16 +1,15 @@
 // Small tmpfs mounts for the specs of a full, inode-less or read-only place, and an unprivileged user to fill
 // them (as another user on the node would fill /tmp). Needs root.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rmSync } from 'node:fs';
+import { specFolder } from './temp.js';
 
 export class Tmpfs {
   private readonly mounted: string[] = [];
 
   /** A tmpfs anyone may write to, as /tmp is: `options` as mount takes them (`size=64k`, `nr_inodes=8`, `ro`). */
   mount(options: string): string {
-    const dir = mkdtempSync(path.join(tmpdir(), 'ank-tmpfs-'));
+    const dir = specFolder('ank-tmpfs-');
     execFileSync('mount', ['-t', 'tmpfs', '-o', `mode=1777,${options}`, 'tmpfs', dir]);
     this.mounted.push(dir);
     return dir;

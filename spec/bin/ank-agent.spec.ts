@@ -1,7 +1,6 @@
 // The real bin, spawned as a user would run it.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
@@ -10,8 +9,9 @@ import { until } from '../../scripts/harness/wait.js';
 import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { busybox, cleanup } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
-const tmp = mkdtempSync(path.join(tmpdir(), 'ank-agent-cli-'));
+const tmp = specFolder('ank-agent-cli-');
 const RUN = path.join(tmp, 'run');
 mkdirSync(RUN);
 

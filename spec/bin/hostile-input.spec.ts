@@ -1,6 +1,5 @@
 // What a server or a workload may send cannot steer the root agent outside its run folder.
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
@@ -9,6 +8,7 @@ import { endToEnd } from '../helpers/end-to-end.js';
 import { addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { busybox } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 describe('hostile input and faults (end to end)', function () {
   this.timeout(90_000);
@@ -16,8 +16,8 @@ describe('hostile input and faults (end to end)', function () {
   const { agentName } = e2e;
 
   it('hostile workload names and instance ids are refused alone with the rule named; nothing is created outside the run folder; the good workload runs', async () => {
-    const run = mkdtempSync(path.join(tmpdir(), 'ank-hostile-'));
-    const outside = mkdtempSync(path.join(tmpdir(), 'ank-outside-'));
+    const run = specFolder('ank-hostile-');
+    const outside = specFolder('ank-outside-');
     const access = { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] };
     const files = [{ mountPoint: '/etc/x.conf', data: 'x' }];
     const good = { ...busybox('good', agentName, { files }), controlInterfaceAccess: access };
@@ -63,7 +63,7 @@ describe('hostile input and faults (end to end)', function () {
   });
 
   it('a SIGKILL of the agent in the middle of its creates, then a restart: every workload runs', async () => {
-    const run = mkdtempSync(path.join(tmpdir(), 'ank-crash-'));
+    const run = specFolder('ank-crash-');
     const workloads = Array.from({ length: 6 }, (_, i) => busybox(`w${i}`, agentName));
     e2e.start({ run });
     const first = await e2e.server.nextStream();
@@ -80,7 +80,7 @@ describe('hostile input and faults (end to end)', function () {
   });
 
   it('a flood of Control Interface requests while the server does not read: the agent stops reading the pipe (the workload gets EAGAIN) and its memory stays bounded', async () => {
-    const run = mkdtempSync(path.join(tmpdir(), 'ank-flood-'));
+    const run = specFolder('ank-flood-');
     const ctl = {
       ...busybox('ctl', agentName),
       controlInterfaceAccess: { allowRules: [{ kind: 'state' as const, operation: 'Read' as const, filterMasks: ['*'] }], denyRules: [] },

@@ -1,10 +1,9 @@
 // The metrics endpoint of a running agent, with real Podman workloads, checked by Prometheus' own tools:
 // promtool for the exposition, and a real Prometheus server scraping the agent and answering queries.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, lchownSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { controlInterfaceFolder } from '../../lib/drivers/run-folder.js';
@@ -14,6 +13,7 @@ import { endToEnd } from '../helpers/end-to-end.js';
 import { type AgentStream, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
 import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, kubePod, spec } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 /** A free loopback port. */
 const freePort = () =>
@@ -121,7 +121,7 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
 
     // A real Prometheus scraping the agent every second answers queries about the workloads.
     const promPort = await freePort();
-    const dir = mkdtempSync(path.join(tmpdir(), 'ank-prometheus-'));
+    const dir = specFolder('ank-prometheus-');
     writeFileSync(
       path.join(dir, 'prometheus.yml'),
       `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ank-agent\n    static_configs:\n      - targets: ['127.0.0.1:${port}']\n`,
@@ -226,7 +226,7 @@ describe('the metrics endpoint against slow, many and hostile scrapers', functio
   });
 
   it('refuses a socket whose folder another user owns, or that a link of another user leads to, naming it', () => {
-    const base = mkdtempSync(path.join(tmpdir(), 'ank-sock-'));
+    const base = specFolder('ank-sock-');
     const theirs = path.join(base, 'theirs');
     mkdirSync(theirs);
     chownSync(theirs, 65534, 65534);

@@ -2,14 +2,14 @@
 // prefix, and the README's "Put it on a node" followed word by word (below a temporary root instead of /).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
-const tmp = mkdtempSync(path.join(tmpdir(), 'ank-package-'));
+const tmp = specFolder('ank-package-');
 /** npm as on a node without network: the registry points nowhere and the cache is empty. */
 const offline = (prefix: string): NodeJS.ProcessEnv => ({
   PATH: process.env.PATH ?? '',

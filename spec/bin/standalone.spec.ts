@@ -2,7 +2,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { parseManifest } from '../../lib/codec/manifest.js';
@@ -10,8 +9,9 @@ import { specsFor } from '../../lib/desired-state.js';
 import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 import { cleanup, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
-const tmp = mkdtempSync(path.join(tmpdir(), 'ank-standalone-'));
+const tmp = specFolder('ank-standalone-');
 mkdirSync(path.join(tmp, 'run'));
 
 interface Agent {

@@ -2,14 +2,14 @@
 // does, not by a timing. A preloaded hook makes the process stop for good at its first load of
 // `child_process` (the runtimes' module, which no part of the hello needs); the server still hears the hello.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { BIN } from '../../scripts/harness/agent.js';
 import { FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
-const tmp = mkdtempSync(path.join(tmpdir(), 'ank-start-'));
+const tmp = specFolder('ank-start-');
 const run = path.join(tmp, 'run');
 mkdirSync(run);
 const stuckAt = path.join(tmp, 'stuck-at-child-process.cjs');

@@ -3,13 +3,11 @@
 // Interface and workload files, logs, an agent restart, containerd restarted), and what our agent does better:
 // exits from events, namespaces on every call.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { lastValueFrom, toArray } from 'rxjs';
 import { builtInRuntimes } from '../../bin/wiring.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { instanceKey } from '../../lib/workload.js';
@@ -17,6 +15,7 @@ import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, requirePodman, spec, uniqueAge
 import { until } from '../../scripts/harness/wait.js';
 import { PrivateContainerd, startContainerd, stopContainerd } from '../../scripts/harness/containerd.js';
 import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const nerdctl = (...args: string[]) => execFileSync('nerdctl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 /**
@@ -124,7 +123,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
 
   // swdd~containerd-create-workload-mounts-fifo-files~1, swdd~containerd-create-mounts-workload-files~1
   it("mounts the workload's Control Interface folder at /run/ankaios/control_interface and its files read-only", async () => {
-    const host = mkdtempSync(path.join(tmpdir(), 'ank-ctrd-'));
+    const host = specFolder('ank-ctrd-');
     const pipes = path.join(host, 'control_interface');
     execFileSync('mkdir', [pipes]);
     execFileSync('mkfifo', [path.join(pipes, 'input'), path.join(pipes, 'output')]);
@@ -297,7 +296,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     before(function () {
       this.timeout(60_000);
       ctrd = new PrivateContainerd(
-        mkdtempSync(path.join(tmpdir(), 'ank-ctrd-')),
+        specFolder('ank-ctrd-'),
         Array.from({ length: NAMESPACES }, (_, i) => `ns${i}`),
         IMAGE,
       );

@@ -1,8 +1,7 @@
 // Control Interfaces on real FIFOs.
 import { until } from '../../scripts/harness/wait.js';
 import { execFile } from 'node:child_process';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, lstatSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { create } from '@bufbuild/protobuf';
@@ -16,6 +15,7 @@ import { silentLogger } from '../../lib/logger.js';
 import type { AccessRule, WorkloadSpec } from '../../lib/workload.js';
 import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 import { workload } from '../../scripts/harness/fixtures.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const readState = (...filterMasks: string[]): AccessRule => ({ kind: 'state', operation: 'Read', filterMasks });
 const withAccess = (name: string, allowRules: AccessRule[], denyRules: AccessRule[] = []): WorkloadSpec => ({
@@ -28,7 +28,7 @@ describe('Control Interfaces on real FIFOs', () => {
   let hub: ControlInterfaceHub;
   const clients: ControlInterfaceClient[] = [];
   beforeEach(() => {
-    io = mkdtempSync(path.join(tmpdir(), 'ank-ci-'));
+    io = specFolder('ank-ci-');
     hub = new ControlInterfaceHub(io, silentLogger);
   });
   afterEach(() => {

@@ -4,7 +4,6 @@
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { instanceKey } from '../../lib/workload.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
 

@@ -1,8 +1,7 @@
 // Another user fills the temporary folder (a tmpfs with no root reserve, as /tmp is by default on Debian 13):
 // running workloads stay Running, and the agent never crashes on it. Real Podman, real tmpfs mounts.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { Processes } from '../../lib/drivers/processes.js';
@@ -11,6 +10,7 @@ import { BIN } from '../../scripts/harness/agent.js';
 import { IMAGE, PodmanAgent, busybox, cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
 import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 describe('a full temporary folder (real Podman, a tmpfs filled by an unprivileged user)', function () {
   this.timeout(90_000);
@@ -60,7 +60,7 @@ describe('a full temporary folder (real Podman, a tmpfs filled by an unprivilege
       const dir = tmpfs(options);
       asNobody(`cd ${dir} && ${fill}`);
       const agentName = uniqueAgent('tmpdir');
-      const run = mkdtempSync(path.join(tmpdir(), 'ank-full-run-'));
+      const run = specFolder('ank-full-run-');
       const manifest = path.join(run, 'manifest.yaml');
       writeFileSync(
         manifest,

@@ -1,14 +1,14 @@
 // The images the agent pulled, collected once no container uses them (lib/runtimes/base/image-gc.ts), against a
 // real registry and real Podman; a user's image and one a stopped container uses are never removed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 /** A workload of `image` from the registry, in the storage that `generalOptions` choose (Podman's own unless given). */
 const fromRegistry = (name: string, agentName: string, image: string, generalOptions: readonly string[] = []) =>
@@ -50,7 +50,7 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
   });
 
   const newFolder = () => {
-    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-gc-'));
+    const folder = specFolder('ank-gc-');
     folders.push(folder);
     return folder;
   };

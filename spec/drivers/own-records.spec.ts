@@ -2,12 +2,12 @@
 // units it manages) against what a workload could put in their place, on real files: each is taken only as the
 // agent writes it, and written without following a link.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { chmodSync, chownSync, existsSync, lstatSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { MAX_RECORD_BYTES, ImageRecord } from '../../lib/runtimes/containers/image-record.js';
 import { unitRecord } from '../../lib/runtimes/systemd/runtime.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const entry = { engine: 'podman', storage: [], image: 'reg.example/app:1', id: 'a'.repeat(64) };
 
@@ -17,7 +17,7 @@ describe('the image record, as found on disk', () => {
   let warned: string[] = [];
   const open = () => new ImageRecord(folder, 'podman', (text) => warned.push(text));
   beforeEach(() => {
-    folder = mkdtempSync(path.join(os.tmpdir(), 'ank-record-'));
+    folder = specFolder('ank-record-');
     file = path.join(folder, 'images.podman.json');
     warned = [];
   });

@@ -1,19 +1,18 @@
 // Every Podman call has a deadline and only a few run at once. A `podman` wrapper first on
 // PATH hangs the calls the spec chooses, and otherwise runs the real podman.
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, forkJoin } from 'rxjs';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { until } from '../../scripts/harness/wait.js';
 import { PodmanAgent, busybox, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 describe('Podman calls under faults (a podman wrapper on PATH)', function () {
   this.timeout(60_000);
   before(requirePodman);
-  const dir = mkdtempSync(path.join(tmpdir(), 'ank-podman-wrapper-'));
+  const dir = specFolder('ank-podman-wrapper-');
   const wrapper = path.join(dir, 'podman');
   const hang = (verb: string) => path.join(dir, `hang-${verb}`);
   const real = execPath('podman');

@@ -1,7 +1,6 @@
 // Container states from Podman's event stream, on real Podman.
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { conmonExits, containerEvents } from '../../lib/runtimes/podman/events.js';
 import type { ContainerEvent } from '../../lib/ports.js';
 import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';

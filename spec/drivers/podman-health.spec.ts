@@ -2,7 +2,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { expect } from 'chai';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { instanceKey } from '../../lib/workload.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';

@@ -3,7 +3,6 @@ import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { BehaviorSubject, Subject, lastValueFrom, toArray } from 'rxjs';
 import { CAMPAIGN_CLOSED } from '../../lib/log-lines.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { until } from '../../scripts/harness/wait.js';
 import type { FromServer, LogsOptions, ToServer } from '../../lib/messages.js';
 import { serveLogs } from '../../streams/logs.js';

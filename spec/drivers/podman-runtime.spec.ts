@@ -1,12 +1,11 @@
 // The podman and podman-kube runtimes on real Podman, driven by the workload core.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { type CallRoute, Cli } from '../../lib/runtimes/base/cli.js';
+import type { CallRoute } from '../../lib/runtimes/base/cli.js';
 import { type KubeId, podsPlayed } from '../../lib/runtimes/podman/kube.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
@@ -16,6 +15,7 @@ import { instanceKey } from '../../lib/workload.js';
 import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
 import { IMAGE, PodmanAgent, busybox, containerOf, kubePod, podman, requirePodman, spec, specService, uniqueAgent } from '../../scripts/harness/podman.js';
 import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 describe('Podman runtimes (real Podman)', function () {
   this.timeout(60_000);
@@ -75,7 +75,7 @@ describe('Podman runtimes (real Podman)', function () {
 
     // swdd~podman-delete-workload-stops-and-removes-workload~1
     it('a delete stops the container as `podman stop` would: SIGTERM first, SIGKILL only after its own stop timeout', async () => {
-      const out = mkdtempSync(path.join(tmpdir(), 'ank-stop-'));
+      const out = specFolder('ank-stop-');
       const mount = `commandOptions: ["--stop-timeout", "1", "-v", "${out}:/out"]`;
       const polite = busybox('polite', agent.agentName, { script: "trap 'echo TERM > /out/seen; exit 0' TERM; sleep 3600 & wait" });
       const stubborn = busybox('stubborn', agent.agentName, { script: "trap '' TERM; while true; do sleep 1; done" });
@@ -162,7 +162,7 @@ describe('Podman runtimes (real Podman)', function () {
     it('a workload that keeps exiting is restarted at once, then after 10 s: three runs in its first 15 s, not dozens', async function () {
       this.timeout(60_000);
       // A podman wrapper that counts the runs and starts.
-      const dir = mkdtempSync(path.join(tmpdir(), 'ank-crash-loop-'));
+      const dir = specFolder('ank-crash-loop-');
       const wrapper = path.join(dir, 'podman');
       const real = execFileSync('sh', ['-c', 'command -v podman'], { encoding: 'utf8' }).trim();
       writeFileSync(wrapper, `#!/bin/sh\ncase "$1" in run|start) echo "$1" >> ${dir}/calls;; esac\nexec ${real} "$@"\n`, { mode: 0o755 });

@@ -1,13 +1,11 @@
 // Podman asked through its running service (lib/runtimes/podman/service.ts), on real Podman: the calls that
 // take it, the containers it makes, and what happens when the service is killed, stalls or is not Podman's.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { silentLogger } from '../../lib/logger.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
 import { podmanFigures } from '../../lib/runtimes/podman/stats.js';
 import { lastValueFrom } from 'rxjs';
@@ -15,6 +13,7 @@ import { IMAGE, PodmanAgent, busybox, cleanup, podman, requirePodman, spec, uniq
 import { makeRuntimes } from '../../bin/wiring.js';
 import { until } from '../../scripts/harness/wait.js';
 import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 /** A call of the CLI as it was told: its subcommand and the way it took. */
 interface Call {
@@ -53,7 +52,7 @@ describe('Podman through its service (real Podman)', function () {
 
   /** A service of its own in a new folder, a CLI through it that notes each call's way, and the agent on them. */
   function servedAgent(prefix: string, systemSocket?: string) {
-    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-service-'));
+    const folder = specFolder('ank-service-');
     folders.push(folder);
     const notes: string[] = [];
     const service = new PodmanService({ binary: 'podman', folder, log: silentLogger, systemSocket, note: (text) => notes.push(text) });
@@ -202,7 +201,7 @@ describe('Podman through its service (real Podman)', function () {
 
   // rx~podman-service-fallback~1
   it("a socket that answers but is not Podman's is not taken for the system's service: the agent starts its own", async () => {
-    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-notpodman-'));
+    const folder = specFolder('ank-notpodman-');
     folders.push(folder);
     const socket = path.join(folder, 'fake.sock');
     const server = net.createServer((c) => c.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK'));
@@ -236,7 +235,7 @@ describe('Podman through its service (real Podman)', function () {
 
   // rx~podman-service-fallback~1
   it('a Podman whose service cannot start leaves every call to the local CLI, and is tried again after 1 s, then after 2 s', async () => {
-    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-noservice-'));
+    const folder = specFolder('ank-noservice-');
     folders.push(folder);
     const notes: string[] = [];
     const service = new PodmanService({
@@ -266,7 +265,7 @@ describe('Podman through its service (real Podman)', function () {
 
   // rx~podman-service-fallback~1
   it('with the switch off (podman_service = false) the runtime starts no service and every call is a Podman process of its own', async () => {
-    const folder = mkdtempSync(path.join(os.tmpdir(), 'ank-switch-'));
+    const folder = specFolder('ank-switch-');
     folders.push(folder);
     // How each Podman call went: no way (undefined) is a process of its own; a route would say the service or why not.
     const ways: Array<string | undefined> = [];

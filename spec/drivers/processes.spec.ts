@@ -2,14 +2,14 @@
 // launcher (real shell, real processes): what a server or a workload put into an argument reaches the command as it
 // is, never as shell; the run that made it disposes it, and it leaves nothing.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { privateParent } from '../../lib/drivers/launcher.js';
 import { type Ending, type Launch, Processes, type ProcessesOptions } from '../../lib/drivers/processes.js';
 import { until } from '../../scripts/harness/wait.js';
 import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const LIMITS = { maxStdout: 1024, maxStderr: 256 };
 
@@ -28,7 +28,7 @@ function processes(options: ProcessesOptions = {}): Processes {
 /** The parents of call folders a spec made, removed after it. */
 const parents: string[] = [];
 function tempParent(): string {
-  const parent = mkdtempSync(path.join(tmpdir(), 'ank-launcher-'));
+  const parent = specFolder('ank-launcher-');
   parents.push(parent);
   return parent;
 }

@@ -1,8 +1,7 @@
 // The run folder under attack: an unprivileged local user tries to make the root agent work on paths
 // outside it (links, folders the user owns, races). Real files; the attacker is a real process of uid 65534.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { lastValueFrom } from 'rxjs';
@@ -12,6 +11,7 @@ import { hostSide } from '../../lib/drivers/host-side.js';
 import { SHARED_RUN_FOLDER_MODE, controlInterfaceFolder, prepareRunFolder, workloadFolder } from '../../lib/drivers/run-folder.js';
 import { silentLogger } from '../../lib/logger.js';
 import { workload } from '../../scripts/harness/fixtures.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const NOBODY = 65534;
 const isRoot = process.getuid?.() === 0;
@@ -21,7 +21,7 @@ const attack = (script: string, ...args: string[]) => spawnSync(process.execPath
 
 /** A folder as /tmp is (root's, 1777), a root-only victim folder with a secret beside it, and what the victim looks like. */
 function sandbox() {
-  const root = mkdtempSync(path.join(tmpdir(), 'ank-attack-'));
+  const root = specFolder('ank-attack-');
   chmodSync(root, 0o755);
   const shared = path.join(root, 'tmp');
   mkdirSync(shared);

@@ -8,7 +8,6 @@ import { lastValueFrom, tap, toArray } from 'rxjs';
 import { ImagePulls, registryOf } from '../../lib/runtimes/containers/image-pulls.js';
 import { podmanImagePull } from '../../lib/runtimes/podman/images.js';
 import { PARTIAL_DOWNLOADS } from '../../lib/runtimes/podman/index.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { parseContainerConfig } from '../../lib/runtimes/containers/run-config.js';
 import { IMAGE, PodmanAgent, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { Registry, SlowProxy, hasRegistry } from '../../scripts/harness/registry.js';

@@ -1,12 +1,12 @@
 import { EventEmitter } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { readManifest, statusView, watchManifest } from '../../lib/drivers/standalone.js';
 import { silentLogger } from '../../lib/logger.js';
 import { parseManifest } from '../../lib/codec/manifest.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 describe('the status view of standalone mode', () => {
   it('on a terminal, draws the table when it changes, and again when the terminal is resized', async () => {
@@ -29,7 +29,7 @@ describe('the status view of standalone mode', () => {
 
 describe('following the manifest of standalone mode', () => {
   it('a change made between the first read and the start of the watch is still applied', async () => {
-    const folder = mkdtempSync(path.join(tmpdir(), 'ank-manifest-'));
+    const folder = specFolder('ank-manifest-');
     try {
       const file = path.join(folder, 'manifest.yaml');
       const workload = (name: string) => `  ${name}:\n    runtime: podman\n    agent: agent_A\n`;

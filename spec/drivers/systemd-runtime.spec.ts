@@ -1,8 +1,6 @@
 // The systemd runtime on real systemd (PID 1 of a Podman container; the agent's systemctl, journalctl and bus
 // bridge reach it through wrappers), driven by the workload core.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rmSync } from 'node:fs';
 import { expect } from 'chai';
 import { filter, lastValueFrom, take, toArray } from 'rxjs';
 import { builtInRuntimes } from '../../bin/wiring.js';
@@ -14,6 +12,7 @@ import { PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../../sc
 import { SystemdHost, requireSystemd } from '../../scripts/harness/systemd.js';
 import { until } from '../../scripts/harness/wait.js';
 import { harnessProcesses } from '../../scripts/harness/processes.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const SLEEPER = 'ExecStart=/bin/sleep 3600';
 
@@ -46,7 +45,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     host = await SystemdHost.start();
     host.install(UNITS);
     clis = host.clis();
-    folder = mkdtempSync(path.join(tmpdir(), 'ank-systemd-'));
+    folder = specFolder('ank-systemd-');
     agent = start();
   });
   afterEach(() => {
@@ -155,7 +154,7 @@ describe('the systemd runtime (real systemd in a container)', function () {
     const files = unitWorkload('withfiles', agent.agentName, 'sleeper.service', '', { files: [{ mountPoint: '/etc/x', data: 'x' }] });
     const options = unitWorkload('badflag', agent.agentName, 'sleeper.service', 'generalOptions: ["--root=/"]');
     const name = unitWorkload('badname', agent.agentName, 'sleeper');
-    const ioAgent = new PodmanAgent(uniqueAgent('sdio'), mkdtempSync(path.join(tmpdir(), 'ank-systemd-io-')), undefined, { clis, folder });
+    const ioAgent = new PodmanAgent(uniqueAgent('sdio'), specFolder('ank-systemd-io-'), undefined, { clis, folder });
     try {
       ioAgent.send({ kind: 'serverHello', added: [{ ...files, instanceName: { ...files.instanceName, agentName: ioAgent.agentName } }] });
       await ioAgent.waitFor('withfiles', /^Pending\(StartingFailed\): The systemd runtime takes no workload files/);

@@ -1,5 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
@@ -10,6 +9,7 @@ import { ConfigurationError } from '../../lib/runtime-connector.js';
 import { type WorkloadSpec, instanceKey } from '../../lib/workload.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 describe('workload files', () => {
   it('accepts only absolute mount points without trailing /, empty, . or .. parts', () => {
@@ -23,7 +23,7 @@ describe('workload files', () => {
 
   // swdd~workload-files-creator-writes-files-at-mount-point-dependent-path~1
   it('a file that cannot be written, since another file is mounted on its path, fails the create without retries, naming it', async () => {
-    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const io = specFolder('ank-files-');
     const spec = {
       ...workload('w'),
       files: [
@@ -40,7 +40,7 @@ describe('workload files', () => {
 
   // swdd~location-of-workload-files-at-predefined-path~1, swdd~workload-files-creator-writes-files-at-mount-point-dependent-path~1, swdd~workload-files-creator-decodes-base64-to-binary~2
   it('writes text and base64 binary data under <workload>.<id>/files, mounts them read-only, removes them with the workload', async () => {
-    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const io = specFolder('ank-files-');
     const files = new WorkloadFiles(io);
     const spec = {
       ...workload('w'),
@@ -63,7 +63,7 @@ describe('workload files', () => {
 
   // swdd~agent-delete-old-workload~3, swdd~agent-workload-control-loop-executes-delete~3
   it('a deleted workload takes its whole folder with it, also one an earlier run of the agent made; other workloads keep theirs', async () => {
-    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const io = specFolder('ank-files-');
     const old = workload('old');
     const other = workload('other');
     for (const spec of [old, other]) {
@@ -76,7 +76,7 @@ describe('workload files', () => {
   });
 
   it('an update with changed files writes them anew (old ones go)', async () => {
-    const io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+    const io = specFolder('ank-files-');
     const files = new WorkloadFiles(io);
     const v1 = {
       ...workload('w'),
@@ -94,7 +94,7 @@ describe('workload files', () => {
   });
 
   it('refuses a mount point that escapes, or binary data that is not base64, as a configuration error', async () => {
-    const files = new WorkloadFiles(mkdtempSync(path.join(tmpdir(), 'ank-files-')));
+    const files = new WorkloadFiles(specFolder('ank-files-'));
     const escaping = { ...workload('w'), files: [{ mountPoint: '/../../etc/passwd', data: 'x' }] };
     const notBase64 = { ...workload('w'), files: [{ mountPoint: '/x', binaryData: 'not base64!' }] };
     for (const [spec, message] of [
@@ -116,7 +116,7 @@ describe('workload files', () => {
     let agent: PodmanAgent;
     let io: string;
     beforeEach(() => {
-      io = mkdtempSync(path.join(tmpdir(), 'ank-files-'));
+      io = specFolder('ank-files-');
       agent = new PodmanAgent(uniqueAgent('files'), io);
     });
     afterEach(() => agent.stop());

@@ -1,12 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { EMPTY, forkJoin, lastValueFrom, of } from 'rxjs';
 import { ImagePulls } from '../../lib/runtimes/containers/image-pulls.js';
 import { ImageCollector } from '../../lib/runtimes/containers/image-gc.js';
 import { ImageRecord } from '../../lib/runtimes/containers/image-record.js';
-import { Cli } from '../../lib/runtimes/base/cli.js';
 import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
 import { parseContainerConfig } from '../../lib/runtimes/containers/run-config.js';
 import { parseKubeConfig } from '../../lib/runtimes/podman/kube-config.js';
@@ -17,6 +15,7 @@ import { PodmanKubeRuntime } from '../../lib/runtimes/podman/kube.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const pullOf = (options: string[], general: string[] = []) =>
   podmanImagePull(
@@ -179,7 +178,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
   const folders: string[] = [];
   after(() => folders.forEach((folder) => rmSync(folder, { recursive: true, force: true })));
   function fakeClis(present: boolean, pullExit = 0) {
-    const folder = mkdtempSync(path.join(tmpdir(), 'ank-pulls-'));
+    const folder = specFolder('ank-pulls-');
     folders.push(folder);
     const log = path.join(folder, 'calls');
     const script = (name: string, body: string) => {

@@ -1,9 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
@@ -17,6 +16,7 @@ import { LINE_1 } from '../../lib/codec/lines.js';
 import { ServerRefused, serverLink } from '../../streams/server-link.js';
 import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
 import { AGENT, stateOf, workload } from '../../scripts/harness/fixtures.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 const insecure: Security = { insecure: true };
 
@@ -284,7 +284,7 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
   });
 
   describe('mTLS', () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
+    const dir = specFolder('ank-certs-');
     before(() => execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), dir]));
     after(() => rmSync(dir, { recursive: true, force: true }));
     const pem = (name: string) => readFileSync(path.join(dir, name));
@@ -392,7 +392,7 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     });
 
     it('does not connect to a server whose certificate another CA signed: it tries, and TLS refuses', async () => {
-      const other = mkdtempSync(path.join(tmpdir(), 'ank-certs-'));
+      const other = specFolder('ank-certs-');
       execFileSync('bash', [path.resolve('scripts/make-test-certs.sh'), other]);
       const [cert, key] = [readFileSync(path.join(other, 'server.pem')), readFileSync(path.join(other, 'server-key.pem'))];
       rmSync(other, { recursive: true, force: true });
