@@ -1,12 +1,10 @@
 // The set-up of the end-to-end specs: a loopback server, the real agent process against it, and the
 // clean-up of both and of the agent's containers after each test.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { BIN } from '../../scripts/harness/agent.js';
 import { FakeAnkaiosServer } from '../../scripts/harness/fake-server.js';
 import { cleanup, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 
 export interface EndToEnd {
   readonly agentName: string;
@@ -22,7 +20,7 @@ export interface EndToEnd {
 export function endToEnd(prefix: string): EndToEnd {
   const ctx: EndToEnd = {
     agentName: uniqueAgent(prefix),
-    run: mkdtempSync(path.join(tmpdir(), `ank-${prefix}-`)),
+    run: specFolder(`ank-${prefix}-`),
     server: undefined as unknown as FakeAnkaiosServer,
     start: ({ run = ctx.run, args = [], stderr = false } = {}) =>
       (ctx.agent = spawn(process.execPath, [BIN, '-n', ctx.agentName, '-s', ctx.server.url, '-k', '-r', run, ...args], {
