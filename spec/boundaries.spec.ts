@@ -21,7 +21,7 @@ const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').
  * Where side effects live: lib/drivers/, the runtimes' image pulls and launcher, and in a runtime's folder its connector, its service,
  * CLI, event sources and health check loop; the pure parts beside them (config, state table, health rules) are core.
  */
-const RUNTIME_DRIVER = /^lib\/runtimes\/[^/]+\/(index|runtime|kube|cli|call-route|events|health-checks|image-pulls|image-gc|service|lost-creates)\.ts$/;
+const RUNTIME_DRIVER = /^lib\/runtimes\/[^/]+\/(index|runtime|kube|cli|podman-cli|libpod|events|health-checks|image-pulls|image-gc|service|lost-creates)\.ts$/;
 const isDriver = (file: string) => file.startsWith('lib/drivers/') || RUNTIME_DRIVER.test(file);
 const inCore = (file: string) => (file.startsWith('lib/') && !isDriver(file)) || file.startsWith('streams/');
 /** The domain: lib/'s own modules, which the folders of lib/ (codecs, the Control Interface, runtimes, drivers) build on. */

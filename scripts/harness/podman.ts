@@ -7,7 +7,9 @@ import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
-import type { Cli } from '../../lib/runtimes/base/cli.js';
+import type { Cli, CliOptions } from '../../lib/runtimes/base/cli.js';
+import { PodmanCli } from '../../lib/runtimes/podman/podman-cli.js';
+import { systemdModule } from '../../lib/runtimes/systemd/index.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { containerdModule } from '../../lib/runtimes/containerd/index.js';
 import { PARTIAL_DOWNLOADS, podmanModule } from '../../lib/runtimes/podman/index.js';
@@ -44,7 +46,9 @@ export function specService(): PodmanService | undefined {
 }
 
 /** The Podman CLI of a node's agent: through the specs' service where there is one. */
-export const agentPodman = (): Cli => harnessCli('podman', { route: specService(), leftovers: PARTIAL_DOWNLOADS });
+/** A Podman client on the harness's processes, through `service` where one is given (the specs' agents' shared one, specService()). */
+export const harnessPodman = (service?: PodmanService, options: Omit<CliOptions, 'binary' | 'processes'> = {}): PodmanCli =>
+  new PodmanCli(harnessCli('podman', { leftovers: PARTIAL_DOWNLOADS, ...options }), service);
 
 export const uniqueAgent = (prefix = 'spec') => `${prefix}_${randomBytes(4).toString('hex')}`;
 
@@ -149,11 +153,17 @@ export class PodmanAgent {
   private readonly subscription: Subscription;
   private waiters: Array<() => void> = [];
 
-  /** With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one; through the specs' service unless given). */
+  /** The CLI its Podman runs (its calls counted). */
+  readonly cli: Cli;
+
+  /**
+   * With `ioFolder`, workload files are written there and mounted; `cli` runs podman (a real one unless given),
+   * through the specs' service unless a CLI is given (then through `cache.service` where given).
+   */
   constructor(
     readonly agentName: string,
     ioFolder?: string,
-    readonly cli = agentPodman(),
+    cli?: Cli,
     /** The container caches' and health checks' options, the crash-loop back-off (kubelet's unless given), the nerdctl CLI. */
     cache: {
       verifyMs?: number;
@@ -169,8 +179,12 @@ export class PodmanAgent {
       folder?: string;
       /** More CLIs by binary name (the systemd specs' wrappers). */
       clis?: Readonly<Record<string, Cli>>;
+      /** The Podman service its calls go through (with a CLI given; else the specs' one). */
+      service?: PodmanService;
     } = {},
   ) {
+    this.cli = cli ?? harnessCli('podman', { leftovers: PARTIAL_DOWNLOADS });
+    const service = cli ? cache.service : specService();
     const host = ioFolder ? hostSide(ioFolder, new WorkloadFiles(ioFolder)) : undefined;
     this.subscription = runWorkloads(this.input, {
       agentName,
@@ -180,10 +194,10 @@ export class PodmanAgent {
       runtimes: builtInRuntimes(silentLogger, {
         processes: harnessProcesses(),
         ...cache,
-        // The podman CLI is given (through the specs' one service): no service of the agent's own beside it.
+        // The podman CLI is given, and the service it goes through (the specs' one): no service of the agent's own beside it.
         keys: { ...cache.keys, podman_service: false },
         clis: { podman: this.cli, ...(cache.nerdctl && { nerdctl: cache.nerdctl }), ...cache.clis },
-        modules: cache.podmanTimers === undefined ? undefined : [podmanModule({ podmanTimers: cache.podmanTimers }), containerdModule],
+        modules: [podmanModule({ podmanTimers: cache.podmanTimers, service }), containerdModule, systemdModule],
       }),
       prepare: (spec) => host?.prepare(spec) ?? of({}),
       release: (spec) => host?.release(spec) ?? EMPTY,

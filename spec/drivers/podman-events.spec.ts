@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { conmonExits, containerEvents } from '../../lib/runtimes/podman/events.js';
 import type { ContainerEvent } from '../../lib/ports.js';
-import { PodmanAgent, busybox, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { PodmanAgent, busybox, harnessPodman, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
 
@@ -76,7 +76,7 @@ describe("container states from Podman's events (real Podman)", function () {
   };
   it("Podman's died event carries the exit code and the time Podman gives it", async () => {
     const seen: ContainerEvent[] = [];
-    const sub = containerEvents(harnessCli('podman')).subscribe((e) => seen.push(e));
+    const sub = containerEvents(harnessPodman()).subscribe((e) => seen.push(e));
     try {
       await new Promise((r) => setTimeout(r, 500)); // the stream is up
       const started = Date.now();
@@ -93,7 +93,7 @@ describe("container states from Podman's events (real Podman)", function () {
   // swdd~podman-state-getter-reset-cache~1
   it("Podman's start event names the container and carries its labels: enough for the cache to show a new workload's container", async () => {
     const seen: ContainerEvent[] = [];
-    const sub = containerEvents(harnessCli('podman')).subscribe((e) => seen.push(e));
+    const sub = containerEvents(harnessPodman()).subscribe((e) => seen.push(e));
     try {
       await new Promise((r) => setTimeout(r, 500)); // the stream is up
       const id = execFileSync('podman', ['run', '-d', '--label=name=told.1.x', 'localhost/busybox:latest', 'sleep', '1'], { encoding: 'utf8' }).trim();

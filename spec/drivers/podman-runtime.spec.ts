@@ -5,7 +5,6 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
-import type { CallRoute } from '../../lib/runtimes/base/cli.js';
 import { type KubeId, podsPlayed } from '../../lib/runtimes/podman/kube.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
@@ -263,7 +262,7 @@ describe('Podman runtimes (real Podman)', function () {
       this.timeout(150_000);
       /** The podman calls of `watcher` over `seconds` (through the service or not), once its 50 workloads run. */
       let calls = 0;
-      const counted = (route?: CallRoute) => harnessCli('podman', { route, observe: () => calls++ });
+      const counted = () => harnessCli('podman', { observe: () => calls++ });
       const callsOver = async (watcher: PodmanAgent, seconds: number) => {
         const workloads = Array.from({ length: 50 }, (_, i) => busybox(`sleeper${i}`, watcher.agentName));
         watcher.send({ kind: 'serverHello', added: workloads });
@@ -274,7 +273,7 @@ describe('Podman runtimes (real Podman)', function () {
         return calls - before;
       };
       // 20 s on events: two verifications, a third where the window cuts across their period.
-      const onEvents = new PodmanAgent(uniqueAgent(), undefined, counted(specService()));
+      const onEvents = new PodmanAgent(uniqueAgent(), undefined, counted(), { service: specService() });
       try {
         expect(await callsOver(onEvents, 20)).to.be.within(1, 3);
       } finally {

@@ -9,7 +9,7 @@ import { silentLogger } from '../../lib/logger.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
 import { podmanFigures } from '../../lib/runtimes/podman/stats.js';
 import { lastValueFrom } from 'rxjs';
-import { IMAGE, PodmanAgent, busybox, cleanup, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { IMAGE, PodmanAgent, busybox, cleanup, harnessPodman, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { makeRuntimes } from '../../bin/wiring.js';
 import { until } from '../../scripts/harness/wait.js';
 import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
@@ -57,13 +57,13 @@ describe('Podman through its service (real Podman)', function () {
     const notes: string[] = [];
     const service = new PodmanService({ binary: 'podman', folder, log: silentLogger, systemSocket, note: (text) => notes.push(text) });
     const calls: Call[] = [];
-    const cli = harnessCli('podman', { route: service, observe: ({ subcommand, via }) => calls.push({ subcommand, via }) });
+    const cli = harnessCli('podman', { observe: ({ subcommand, via }) => calls.push({ subcommand, via }) });
     const pid = () => {
       const socket = service.socket;
       return socket && existsSync(`${socket}.pid`) ? Number(readFileSync(`${socket}.pid`, 'utf8')) : undefined;
     };
     service.warm();
-    agent = new PodmanAgent(uniqueAgent(prefix), undefined, cli);
+    agent = new PodmanAgent(uniqueAgent(prefix), undefined, cli, { service });
     /** Resolves once the service answers; its process is killed after the test. */
     const up = async () => {
       await until(() => service.socket !== undefined, 'the service is up');
@@ -227,7 +227,7 @@ describe('Podman through its service (real Podman)', function () {
     expect(calls.filter((c) => c.subcommand === 'exec').map((c) => c.via)).to.include('CLI (the service keeps every exec session)');
     expect(podman('inspect', '--format={{len .ExecIDs}}', `checked.${w.instanceName.id}.${agent.agentName}`), 'exec sessions kept').to.equal('0');
     const scraped: Call[] = [];
-    const scraper = harnessCli('podman', { route: service, observe: ({ subcommand, via }) => scraped.push({ subcommand, via }) });
+    const scraper = harnessPodman(service, { observe: ({ subcommand, via }) => scraped.push({ subcommand, via }) });
     const figures = await lastValueFrom(podmanFigures(scraper, agent.agentName, () => undefined));
     expect(figures.find((f) => f.workload === 'checked')?.PIDs).to.be.greaterThan(0);
     expect(scraped.map((c) => `${c.subcommand} ${c.via}`).sort()).to.deep.equal(['ps service (REST)', 'stats service (REST)']);

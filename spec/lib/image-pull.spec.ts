@@ -12,6 +12,7 @@ import { kubeImagePulls, podmanImagePull } from '../../lib/runtimes/podman/image
 import { nerdctlImagePull } from '../../lib/runtimes/containerd/nerdctl.js';
 import { ContainerdRuntime } from '../../lib/runtimes/containerd/runtime.js';
 import { PodmanKubeRuntime } from '../../lib/runtimes/podman/kube.js';
+import { PodmanCli } from '../../lib/runtimes/podman/podman-cli.js';
 import { workload } from '../../scripts/harness/fixtures.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
@@ -77,7 +78,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
   });
 
   it('an update to the image its current instance runs, from the same storage, has nothing to fetch (no podman call)', () => {
-    const runtime = new PodmanRuntime(harnessCli('/nonexistent/podman'), () => EMPTY);
+    const runtime = new PodmanRuntime(new PodmanCli(harnessCli('/nonexistent/podman')), () => EMPTY);
     const at = (config: string) => ({ ...workload('web', { config }), runtime: 'podman' });
     const current = at('image: app:1\ncommandOptions: ["-e", "A=1"]');
     expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
@@ -161,7 +162,7 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
     expect(containerd.fetchImage(at('containerd', 'image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
     expect(containerd.fetchImage(at('containerd', 'image: app:2'), current)).not.to.equal(undefined);
     expect(containerd.fetchImage(at('containerd', 'image: app:1\ngeneralOptions: ["--namespace", "other"]'), current)).not.to.equal(undefined);
-    const kube = new PodmanKubeRuntime(cli, () => EMPTY);
+    const kube = new PodmanKubeRuntime(new PodmanCli(harnessCli('/nonexistent/podman')), () => EMPTY);
     const pod = (image: string, env = 'x') =>
       at(
         'podman-kube',

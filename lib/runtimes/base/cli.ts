@@ -5,15 +5,12 @@ import { Observable, catchError, defer, of, throwError } from 'rxjs';
 import { MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { bytesRead } from '../../drivers/machine.js';
-import { type CallRoute, RouteLost, probeRoute } from './call-route.js';
 import { Slots } from './slots.js';
-
-export { type CallRoute, type Plan, RouteLost } from './call-route.js';
 import { type Ending, ProcessEnded, type Processes, startSoon } from '../../drivers/processes.js';
 
 /** A CLI call that failed; the message is what the CLI said on stderr. */
 export class CliError extends Error {
-  /** True when the call was made again locally after its route was lost: a first try may have done part of it. */
+  /** True when the call was made again after its first way was lost: the first try may have done part of it. */
   retried = false;
 
   /** The CLI's exit code, when it ran and failed. */
@@ -69,11 +66,9 @@ export interface CliOptions {
     readonly args: readonly string[];
     readonly outcome: 'ok' | 'failed' | 'deadline';
     readonly seconds: number;
-    /** The way it took, when the CLI has a route: the service, or the CLI and why. */
+    /** The way it took, where its caller said (an engine's service, or the CLI and why). */
     readonly via?: string;
   }) => void;
-  /** Another way to its calls (an engine's service); without one every call starts the CLI. */
-  readonly route?: CallRoute;
 }
 
 export const DEFAULT_DEADLINES = { query: 10_000, command: 120_000 };
@@ -89,22 +84,14 @@ export interface Call {
   readonly deadlineMs?: number;
   /** Killed when it has read less than PROGRESS_BYTES for this long (a pull, a create that may pull). */
   readonly stallMs?: number;
+  /** Whose reads count as a download's progress (a service that downloads for its client); the call's own unless given. */
+  readonly progressPid?: number;
+  /** The way it takes, as told to `observe`. */
+  readonly via?: string;
 }
 
-/** A call as its process is started: `argv` as it is run (`args` as it was asked, for what is told of it). */
-interface Started {
-  readonly args: readonly string[];
-  readonly argv: readonly string[];
-  readonly input?: string;
-  readonly deadline: number;
-  readonly stallMs?: number;
-  /** The way it took, as told to `observe`. */
-  readonly via?: string;
-  /** Whose reads count as a download's progress (the service's, which downloads for its client); the call's own unless given. */
-  readonly progressPid?: number;
-  /** A routed call asks its way every ROUTE_PROBE_MS whether it answers, and is ended as a RouteLost when it does not. */
-  readonly route?: CallRoute;
-}
+/** What runs a CLI's short calls: a Cli, or an engine's client that takes some of them another way. */
+export type CallRunner = Pick<Cli, 'run' | 'sibling' | 'deadlineOf'>;
 
 export class Cli {
   /** How many processes this CLI started (for tests and benchmarks of the call economy). */
@@ -116,11 +103,6 @@ export class Cli {
   private readonly slots: Slots;
   private readonly streamSlots: Slots;
   private readonly attemptSlots: Slots;
-
-  /** How long a command may take (a stalled download is ended after as long without progress). */
-  get commandDeadlineMs(): number {
-    return this.deadlines.command;
-  }
 
   constructor(private readonly options: CliOptions) {
     this.binary = options.binary;
@@ -139,64 +121,19 @@ export class Cli {
   /**
    * Runs the CLI with `args` and emits its stdout. Cold; unsubscribing kills it. It waits for one of the limited
    * slots, and is killed when it outlives its deadline, or, with `stallMs`, when it has read nothing for that long.
-   * With a route, the call goes its way where it can; a call whose way is lost under it runs again locally.
    */
-  run(args: readonly string[], { input, kind = 'command', deadlineMs, stallMs }: Call = {}): Observable<string> {
-    const local = (via?: string): Started => ({ args, argv: args, input, deadline: deadlineMs ?? this.deadlines[kind], stallMs, via });
-    const route = this.options.route;
-    if (!route) return this.slots.run(this.launched(local()));
-    return defer(() => {
-      const plan = route.plan(args);
-      if (plan.via === 'cli') return this.slots.run(this.launched(local(`CLI (${plan.why})`)));
-      const routed$ =
-        'answer' in plan
-          ? this.answered(args, plan.answer, local().deadline, route)
-          : this.launched({ ...local('service'), argv: plan.args, progressPid: plan.progressPid, route });
-      return this.slots.run(routed$).pipe(
-        catchError((err: unknown) => {
-          const lost = err instanceof RouteLost || (err instanceof CliError && route.lost(err.message));
-          if (!lost) return throwError(() => err);
-          route.failed((err as Error).message);
-          return this.slots.run(this.launched(local(`CLI (the service was lost: ${(err as Error).message})`))).pipe(
-            catchError((again: unknown) => {
-              if (again instanceof CliError) again.retried = true;
-              return throwError(() => again);
-            }),
-          );
-        }),
-      );
-    });
+  run(args: readonly string[], call: Call = {}): Observable<string> {
+    return this.slots.run(this.launched(args, call));
   }
 
-  /**
-   * A call the route answers itself, within the deadline; a failure of the way is a RouteLost, and so is a
-   * way that stops answering its ping meanwhile (the answer is not waited for).
-   */
-  private answered(args: readonly string[], answer: (deadlineMs: number) => Promise<string>, deadline: number, route: CallRoute): Observable<string> {
-    return new Observable<string>((subscriber) => {
-      const started = performance.now();
-      const end = (outcome: 'ok' | 'failed', result: () => void) => {
-        if (subscriber.closed) return;
-        clearInterval(probe);
-        this.told(args, outcome, started, 'service (REST)');
-        result();
-      };
-      const probe = probeRoute(route, (lost) => end('failed', () => subscriber.error(lost)));
-      answer(deadline).then(
-        (text) =>
-          end('ok', () => {
-            subscriber.next(text);
-            subscriber.complete();
-          }),
-        (err: unknown) => end('failed', () => subscriber.error(err)),
-      );
-      return () => clearInterval(probe);
-    });
+  /** How long a call of `kind` may take. */
+  deadlineOf(kind: CallKind): number {
+    return this.deadlines[kind];
   }
 
-  /** The call's process started through the process driver, watched by its deadline, its stall and its route. */
-  private launched(call: Started): Observable<string> {
-    const { args, argv, input, deadline, stallMs, via, progressPid, route } = call;
+  /** The call's process started through the process driver, watched by its deadline and its stall. */
+  private launched(args: readonly string[], { input, kind = 'command', deadlineMs, stallMs, progressPid, via }: Call): Observable<string> {
+    const deadline = deadlineMs ?? this.deadlines[kind];
     return new Observable<string>((subscriber) =>
       startSoon(() => {
         this.calls += 1;
@@ -208,12 +145,12 @@ export class Cli {
           if (over) return;
           over = true;
           stopWatching();
-          this.told(args, outcome, started, via);
+          this.tell(args, outcome, started, via);
           if ('error' in result) return subscriber.error(result.error);
           subscriber.next(result.text);
           subscriber.complete();
         };
-        const launch = { binary: this.binary, args: argv, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES };
+        const launch = { binary: this.binary, args, input, maxStdout: MAX_OUTPUT_BYTES, maxStderr: MAX_ERROR_BYTES };
         const kill = this.options.processes.call(launch, (ending) => {
           this.options.leftovers?.remove(leftovers);
           if (ending.kind === 'exited' && ending.code === 0) end('ok', { text: ending.stdout.toString().replace(/\r?\n$/, '') });
@@ -235,17 +172,9 @@ export class Cli {
         const timer = setTimeout(() => killed(`did not finish within ${deadline / 1000} s`), deadline);
         const progressOf = progressPid === undefined ? kill.pid : () => progressPid;
         const watch = stallMs === undefined ? undefined : watchProgress(progressOf, stallMs, () => killed(`made no progress for ${stallMs / 1000} s`));
-        const probe =
-          route &&
-          probeRoute(route, (lost) => {
-            if (over) return;
-            stop('SIGKILL');
-            end('failed', { error: lost });
-          });
         const stopWatching = () => {
           clearTimeout(timer);
           clearInterval(watch);
-          clearInterval(probe);
         };
         return () => {
           over = true;
@@ -275,8 +204,8 @@ export class Cli {
     }
   }
 
-  /** Tells `observe` of a call that ended. */
-  private told(args: readonly string[], outcome: 'ok' | 'failed' | 'deadline', started: number, via?: string): void {
+  /** Tells `observe` of a call that ended (one its caller made another way too, from `started`, a performance.now()). */
+  tell(args: readonly string[], outcome: 'ok' | 'failed' | 'deadline', started: number, via?: string): void {
     this.options.observe?.({ subcommand: subcommandOf(args), args, outcome, seconds: (performance.now() - started) / 1000, via });
   }
 
@@ -312,7 +241,7 @@ export class Cli {
           const end = (attempt: Attempt, outcome: 'ok' | 'failed' | 'deadline') => {
             if (subscriber.closed) return;
             clearTimeout(deadline);
-            this.told(args, outcome, started, via);
+            this.tell(args, outcome, started, via);
             subscriber.next(attempt);
             subscriber.complete();
           };

@@ -23,7 +23,7 @@ import type { ImageCollector } from './image-gc.js';
 import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../../workload.js';
 import { lastWords } from '../../cli-words.js';
-import { type Call, type Cli, CliError } from '../base/cli.js';
+import { type Call, type CallRunner, type Cli, CliError } from '../base/cli.js';
 import { Slots } from '../base/slots.js';
 import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 
@@ -55,9 +55,11 @@ export class ImagePulls {
   private readonly gc?: ImageCollector;
   /** The creates of the engine that may run at once. */
   private readonly creates: Slots;
+  /** Asks the engine whether a pull's image is there. */
+  private readonly ask: (pull: ImagePull) => Observable<boolean>;
 
   constructor(
-    private readonly cli: Cli,
+    private readonly cli: CallRunner,
     options: {
       readonly deadlineMs?: number;
       readonly stallMs?: number;
@@ -66,6 +68,8 @@ export class ImagePulls {
       readonly gc?: ImageCollector;
       /** How many creates of the engine run at once. */
       readonly maxCreates?: number;
+      /** Whether a pull's image is there, where the engine tells it other than by the pull's `present` query. */
+      readonly present?: (pull: ImagePull) => Observable<boolean>;
     } = {},
   ) {
     this.deadlineMs = options.deadlineMs ?? PULL_DEADLINE_MS;
@@ -73,6 +77,7 @@ export class ImagePulls {
     this.flush = options.flush ?? cli.sibling('sync', { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS });
     this.gc = options.gc;
     this.creates = new Slots(options.maxCreates ?? DEFAULT_MAX_CREATES);
+    this.ask = options.present ?? ((pull) => asked(cli, pull.present));
   }
 
   private slotsOf(image: string): Slots {
@@ -196,17 +201,15 @@ export class ImagePulls {
   }
 
   /**
-   * Whether the image is there (the query fails with exit code 1 when it is not). A check asked while the same one
-   * is under way takes its answer: it is as new as its own would be.
+   * Whether the image is there. A check asked while the same one is under way takes its answer: it is as new as
+   * its own would be.
    */
   private present(pull: ImagePull): Observable<boolean> {
     const key = pull.present.join('\0');
     return defer(() => {
       let check = this.checking.get(key);
       if (!check) {
-        check = this.cli.run(pull.present, { kind: 'query' }).pipe(
-          map(() => true),
-          catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err))),
+        check = this.ask(pull).pipe(
           finalize(() => this.checking.delete(key)),
           share(),
         );
@@ -216,6 +219,13 @@ export class ImagePulls {
     });
   }
 }
+
+/** Whether an image is there by the CLI's query, which fails with exit code 1 when it is not. */
+const asked = (cli: CallRunner, query: readonly string[]): Observable<boolean> =>
+  cli.run(query, { kind: 'query' }).pipe(
+    map(() => true),
+    catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err))),
+  );
 
 /** A failed pull in the CLI's last words (lib/cli-words.ts). */
 const inLastWords = (err: unknown): Observable<never> => throwError(() => (err instanceof CliError ? new CliError(lastWords(err.message), err.exitCode) : err));
@@ -231,6 +241,6 @@ export function registryOf(image: string): string {
  * pull's deadline, and the command deadline as the longest it may go without progress, so that a slow download
  * finishes and a create that hangs ends as soon as before. A create that never pulls keeps the command deadline.
  */
-export function createDeadlines(pulls: readonly ImagePull[], cli: Cli): Pick<Call, 'deadlineMs' | 'stallMs'> {
-  return pulls.every((pull) => pull.policy === 'never') ? {} : { deadlineMs: PULL_DEADLINE_MS, stallMs: cli.commandDeadlineMs };
+export function createDeadlines(pulls: readonly ImagePull[], cli: CallRunner): Pick<Call, 'deadlineMs' | 'stallMs'> {
+  return pulls.every((pull) => pull.policy === 'never') ? {} : { deadlineMs: PULL_DEADLINE_MS, stallMs: cli.deadlineOf('command') };
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Observable, mergeMap } from 'rxjs';
 import { EXIT_FILE_TAKEN } from '../../container-view.js';
 import type { ContainerChange, ContainerEvent } from '../../ports.js';
-import type { Cli } from '../base/cli.js';
+import type { PodmanCli } from './podman-cli.js';
 
 /** Podman's words of its events, as the cache's; the others say nothing of a container's state. */
 const PODMAN_CHANGES: Readonly<Record<string, ContainerChange>> = {
@@ -24,7 +24,7 @@ const PODMAN_CHANGES: Readonly<Record<string, ContainerChange>> = {
  * carries the exit code. Ends when the process ends (the cache starts it again); lines that are no
  * event are passed over.
  */
-export function containerEvents(cli: Cli): Observable<ContainerEvent> {
+export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
   return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(
     mergeMap((line): ContainerEvent[] => {
       try {

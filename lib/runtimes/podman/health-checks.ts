@@ -23,11 +23,11 @@ import {
 } from 'rxjs';
 import { killMarkedProcesses } from '../../drivers/machine.js';
 import { type ExecutionState, heardAt, is, sameState } from '../../execution-state.js';
-import type { Cli } from '../base/cli.js';
+import type { PodmanCli } from './podman-cli.js';
 import { type CheckResult, type Health, type HealthCheck, NO_CHECK_YET, combinedHealth, healthOfInspect, healthState, nextHealth, timedOut } from './health.js';
 
 /** What the checks ask of the container CLI: a check run in the container, and (where Podman's timers run them) its inspect. */
-export type Checker = Pick<Cli, 'attempt' | 'run'>;
+export type Checker = Pick<PodmanCli, 'attempt' | 'run'>;
 
 /** How a health check in a container ended: `output` is the start of what it wrote on stdout and stderr. */
 export type CheckOutcome =

@@ -3,9 +3,9 @@
 // container's image and imagePullPolicy, the play options that concern a pull). Pure.
 import { type Observable, catchError, map, of, shareReplay, throwError } from 'rxjs';
 import { parseAllDocuments } from 'yaml';
-import { type Cli, CliError } from '../base/cli.js';
+import { CliError } from '../base/cli.js';
+import type { PodmanCli } from './podman-cli.js';
 import { type ImageEngine, type ImageNames, imagesUsedBy } from '../containers/image-gc.js';
-import { podmanContainers } from './queries.js';
 import { isRecord } from '../../record.js';
 import { type ImagePull, type PullFlags, pullOptions } from '../containers/images.js';
 import type { ContainerConfig } from '../containers/run-config.js';
@@ -84,11 +84,11 @@ function imageNames(text: string): ImageNames {
  * force (Podman refuses an image a container uses; of an image with other tags only the tag goes), and the
  * storage's graph root.
  */
-export function podmanImageEngine(cli: Cli): ImageEngine {
+export function podmanImageEngine(cli: PodmanCli): ImageEngine {
   const folders = new Map<string, Observable<string>>();
   return {
     name: 'podman',
-    imagesInUse: (storage) => podmanContainers(cli, [], storage).pipe(map(imagesUsedBy)),
+    imagesInUse: (storage) => cli.containers([], storage).pipe(map(imagesUsedBy)),
     describe: (storage, image) =>
       cli.run([...storage, 'image', 'inspect', '--format', '{{.Id}} {{json .RepoTags}}', '--', image], { kind: 'query' }).pipe(
         map((text) => imageNames(text)),

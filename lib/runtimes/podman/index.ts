@@ -9,9 +9,9 @@ import { ImagePulls } from '../containers/image-pulls.js';
 import type { RuntimeModule } from '../base/module.js';
 import { conmonExits, containerEvents } from './events.js';
 import { PodmanKubeRuntime, runsInPod } from './kube.js';
-import { podmanContainers } from './queries.js';
 import { PodmanRuntime } from './runtime.js';
 import { PodmanService } from './service.js';
+import { PodmanCli } from './podman-cli.js';
 import { podmanFigures } from './stats.js';
 import { imageCollector } from '../containers/image-gc.js';
 import { podmanImageEngine } from './images.js';
@@ -24,17 +24,27 @@ import { podmanImageEngine } from './images.js';
 /** What a Podman call killed amid a pull leaves: its partial downloads, which Podman removes only when a pull ends by itself. */
 export const PARTIAL_DOWNLOADS = { of: downloadFoldersOf, remove: removeDownloadFolders };
 
-export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTimers?: boolean; readonly systemSocket?: string } = {}): RuntimeModule {
+export function podmanModule({
+  podmanTimers,
+  systemSocket,
+  service: shared,
+}: {
+  readonly podmanTimers?: boolean;
+  readonly systemSocket?: string;
+  /** A service the agent shares with others (the specs' agents): its own is then never started. */
+  readonly service?: PodmanService;
+} = {}): RuntimeModule {
   return {
     names: ['podman', 'podman-kube'],
     make(context) {
       const { cli: cliOf, watch, config, log, note } = context;
       // Agent config `podman_service`: false asks Podman by a process of its own for every call.
       const service =
-        config.keys.podman_service !== false
+        shared ??
+        (config.keys.podman_service !== false
           ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
-          : undefined;
-      const cli = cliOf('podman', { route: service, leftovers: PARTIAL_DOWNLOADS });
+          : undefined);
+      const cli = new PodmanCli(cliOf('podman', { leftovers: PARTIAL_DOWNLOADS }), service);
       // Started now, so that it answers by the time the agent asks for its workloads.
       service?.warm();
       // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run
@@ -42,7 +52,7 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
       const ownStarts$ = new Subject<ContainerEvent>();
       const watchState = watch({
         engine: { name: 'Podman', stage: 'podman.cache' },
-        list: () => podmanContainers(cli),
+        list: () => cli.containers(),
         events$: containerEvents(cli),
         early$: conmonExits(),
         own$: ownStarts$,
@@ -50,7 +60,7 @@ export function podmanModule({ podmanTimers, systemSocket }: { readonly podmanTi
       const startedInPlace = (id: string, askedAt: number) => ownStarts$.next({ id, change: 'started', at: askedAt, own: true });
       // The images the agent pulls are recorded in its folder and collected when no container uses them.
       const gc = imageCollector(context, podmanImageEngine(cli));
-      const pulls = new ImagePulls(cli, { gc, maxCreates: config.maxCreates('podman') });
+      const pulls = new ImagePulls(cli, { gc, maxCreates: config.maxCreates('podman'), present: (pull) => cli.imageExists(pull) });
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
       return {
         connectors: new Map<string, RuntimeConnector>([

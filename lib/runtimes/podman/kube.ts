@@ -12,8 +12,7 @@ import type { WatchState } from '../../ports.js';
 import type { Running } from '../../running-workloads.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
-import type { Cli } from '../base/cli.js';
-import { type Volume, podmanContainers, podmanVolumes } from './queries.js';
+import type { PodmanCli, Volume } from './podman-cli.js';
 import { type Probe, probesHealth, withHealth } from './health-checks.js';
 import { logArgs, quietly, tolerateMissing } from '../containers/cli-steps.js';
 import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
@@ -59,7 +58,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
    * Podman's own timers run them (the host runs systemd), so the agent reads their status instead.
    */
   constructor(
-    private readonly cli: Cli,
+    private readonly cli: PodmanCli,
     private readonly watch: WatchState,
     private readonly log?: Logger,
     private readonly health: { readonly on: boolean; readonly podmanTimers: boolean } = { on: true, podmanTimers: false },
@@ -75,7 +74,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<KubeId>[]> {
-    return forkJoin([podmanVolumes(this.cli), podmanContainers(this.cli)]).pipe(
+    return forkJoin([this.cli.volumes(), this.cli.containers()]).pipe(
       map(([volumes, containers]) => {
         const byName = new Map(volumes.map((v) => [v.Name, v]));
         return volumes.flatMap((v) => {
@@ -139,7 +138,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   /** swdd~podman-kube-get-workload-id-uses-volumes~1 */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<KubeId | undefined> {
     const instance = instanceKey(instanceName);
-    return podmanVolumes(this.cli, [`name=${instance}`]).pipe(
+    return this.cli.volumes([`name=${instance}`]).pipe(
       map((volumes) => {
         const byName = new Map(volumes.map((v) => [v.Name, v]));
         return this.idFromVolumes(instance, byName.get(`${instance}.config`), byName.get(`${instance}.pods`));
@@ -171,10 +170,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   private probes(pods: readonly string[]): Observable<Probe[]> {
     // No pod, no filter: `podman ps` would list the host's every container.
     if (pods.length === 0) return of([]);
-    return podmanContainers(
-      this.cli,
-      pods.map((pod) => `pod=${pod}`),
-    ).pipe(
+    return this.cli.containers(pods.map((pod) => `pod=${pod}`)).pipe(
       map((containers) => containers.filter((c) => !c.isInfra)),
       switchMap((containers) =>
         containers.length === 0

@@ -6,7 +6,7 @@
 // are found by conmon's arguments (the container's name and id) and removed by the OCI runtime itself.
 import { EMPTY, type Observable, catchError, concat, defer, ignoreElements } from 'rxjs';
 import { eachProcess } from '../../drivers/machine.js';
-import type { Cli } from '../base/cli.js';
+import type { PodmanCli } from './podman-cli.js';
 
 /** A conmon of a container Podman does not list. */
 export interface LostContainer {
@@ -39,7 +39,7 @@ export function lostContainers(name: string, listed: ReadonlySet<string>, proces
 }
 
 /** Kills and removes each lost container by its OCI runtime (`delete --force`); conmon then ends by itself. */
-export const removeLost = (cli: Cli, lost: readonly LostContainer[]): Observable<never> =>
+export const removeLost = (cli: PodmanCli, lost: readonly LostContainer[]): Observable<never> =>
   concat(
     ...lost.map(({ id, runtime }) =>
       defer(() => cli.sibling(runtime, { query: REMOVE_DEADLINE_MS, command: REMOVE_DEADLINE_MS }).run(['delete', '--force', id])).pipe(

@@ -9,15 +9,15 @@ import { podmanReading, podmanState } from './container-state.js';
 import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
 import { containerRunArgs, nameOption, parseContainerConfig } from '../containers/run-config.js';
 import { podmanImagePull } from './images.js';
-import { podmanContainers } from './queries.js';
 import { lostContainers, removeLost } from './lost-creates.js';
 import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
-import { type Cli, CliError } from '../base/cli.js';
+import { CliError } from '../base/cli.js';
+import type { PodmanCli } from './podman-cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
-import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../containers/cli-steps.js';
+import { labelledWorkloads, logArgs, ownContainers, quietly } from '../containers/cli-steps.js';
 
 /** swdd~agent-supports-podman~2, swdd~podman-implements-runtime-connector~1 */
 export class PodmanRuntime implements RuntimeConnector<string> {
@@ -26,7 +26,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** `health`: the agent runs the health checks a workload's commandOptions ask for (else they are left to Podman, as by the released agent). */
   constructor(
-    private readonly cli: Cli,
+    private readonly cli: PodmanCli,
     private readonly watch: WatchState,
     private readonly health = true,
     /**
@@ -58,7 +58,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** swdd~podman-list-of-existing-workloads-uses-labels~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
-    return podmanContainers(this.cli, [`label=agent=${agentName}`]).pipe(map((containers) => labelledWorkloads(containers, agentName, this.name, podmanState)));
+    return this.cli.containers([`label=agent=${agentName}`]).pipe(map((containers) => labelledWorkloads(containers, agentName, this.name, podmanState)));
   }
 
   /**
@@ -95,18 +95,18 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    */
   private afterFailedCreate(err: unknown, key: string, agentName: string, byKey: boolean, again$: Observable<string>): Observable<string> {
     const inUse = err instanceof CliError && /already in use/.test(err.message);
-    return podmanContainers(this.cli, [`label=name=${key}`]).pipe(
+    return this.cli.containers([`label=name=${key}`]).pipe(
       catchError(() => of([] as Container[])),
       switchMap((listed) => {
         const own = ownContainers(listed, key, agentName);
         const running = inUse ? own.find((c) => c.state === 'running') : undefined;
         if (running) return of(running.id);
-        const holder$ = byKey && inUse ? podmanContainers(this.cli, [`name=^${key}$`]).pipe(catchError(() => of([] as Container[]))) : of([] as Container[]);
+        const holder$ = byKey && inUse ? this.cli.containers([`name=^${key}$`]).pipe(catchError(() => of([] as Container[]))) : of([] as Container[]);
         return holder$.pipe(
           switchMap((holders) => {
             const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.id === c.id));
             return concat(
-              quietly(concat(...own.map((c) => this.forceRemove(c.id)), keyIsOurs ? this.forceRemove(key) : EMPTY)),
+              quietly(concat(...own.map((c) => this.cli.remove(c.id)), keyIsOurs ? this.cli.remove(key) : EMPTY)),
               byKey ? this.sweepLost(key) : EMPTY,
               // A create made again after Podman's service went under it found what the first try left: gone now, it is made once more.
               err instanceof CliError && err.retried && inUse && keyIsOurs
@@ -121,7 +121,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
 
   /** swdd~podman-get-workload-id-uses-label~1 */
   getWorkloadId(instanceName: WorkloadInstanceName): Observable<string | undefined> {
-    return podmanContainers(this.cli, [`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.id));
+    return this.cli.containers([`label=name=${instanceKey(instanceName)}`]).pipe(map((cs) => cs[0]?.id));
   }
 
   /**
@@ -138,8 +138,8 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   deleteByName(instanceName: WorkloadInstanceName): Observable<void> {
     const key = instanceKey(instanceName);
     return concat(
-      podmanContainers(this.cli, [`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.forceRemove(c.id))))),
-      this.forceRemove(key),
+      this.cli.containers([`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.cli.remove(c.id))))),
+      this.cli.remove(key),
       this.sweepLost(key),
     );
   }
@@ -150,18 +150,14 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * for: a name a config gives may be another storage's container.
    */
   private sweepLost(name: string): Observable<never> {
-    return podmanContainers(this.cli).pipe(
+    return this.cli.containers().pipe(
       mergeMap((listed) => removeLost(this.cli, lostContainers(name, new Set(listed.map((c) => c.id))))),
       catchError(() => EMPTY),
     );
   }
 
-  private forceRemove(container: string): Observable<never> {
-    return tolerateMissing(this.cli.run(['rm', '--force', container]));
-  }
-
   stop(id: string): Observable<void> {
-    return tolerateMissing(this.cli.run(['stop', id]));
+    return this.cli.stop(id);
   }
 
   /** `podman start` (with the config's generalOptions, as the released agent gives them): the same container runs again. */
@@ -169,7 +165,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return defer(() => {
       const askedAt = Date.now();
       return this.cli
-        .run([...parseContainerConfig(spec.runtimeConfig).generalOptions, 'start', id])
+        .start(id, parseContainerConfig(spec.runtimeConfig).generalOptions)
         .pipe(ignoreElements(), tap({ complete: () => this.startedInPlace?.(id, askedAt) }));
     });
   }
@@ -179,7 +175,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * container as `podman stop` does (its stop signal, then its own stop timeout before SIGKILL), then removes it.
    */
   deleteWorkload(id: string): Observable<void> {
-    return this.forceRemove(id);
+    return this.cli.remove(id);
   }
 
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {

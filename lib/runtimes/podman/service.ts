@@ -1,15 +1,12 @@
 // A warm Podman: the engine kept running as `podman system service` and asked over its socket, so that a call
-// does not pay a Podman process's start (its configuration, storage and database loaded anew). Creates keep
-// the CLI's grammar (`podman --remote run …` with the workload's options as given), lists, figures and image
-// checks go by REST; health checks (`exec`) and what the remote client cannot do go to the local CLI, and so does every call while the service is
-// starting, gone or stalled. The event stream and conmon's exit files stay local: they are the source of states.
+// does not pay a Podman process's start (its configuration, storage and database loaded anew): started, found,
+// watched and replaced here; which call goes which way is ./podman-cli.ts's.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { lstatSync, readFileSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import type { Logger } from '../../logger.js';
 import { processWork } from '../../drivers/machine.js';
-import { type CallRoute, CliError, type Plan, RouteLost } from '../base/cli.js';
+import { ping } from './libpod.js';
 
 /** Where a Podman run by the system (its socket unit) listens, as root. */
 export const SYSTEM_SOCKET = '/run/podman/podman.sock';
@@ -23,8 +20,6 @@ const RETRY_MS = { first: 1000, most: 5 * 60_000 };
 const BUSY_FOR_MS = 10_000;
 /** A unix socket's path has room for 107 bytes. */
 const MAX_SOCKET_PATH = 107;
-/** The most a REST answer may hold (as the CLI's output). */
-const MAX_ANSWER_BYTES = 64 * 2 ** 20;
 
 /** Options of a subcommand that Podman 4's remote client does not have: a call with one goes to the local CLI. */
 const LOCAL_ONLY: Readonly<Record<string, readonly string[]>> = {
@@ -56,7 +51,10 @@ type State =
   /** No service can be had here (the socket's path is too long): every call goes locally. */
   | { readonly kind: 'never'; readonly why: string };
 
-export class PodmanService implements CallRoute {
+/** How a CLI call goes: through the service by the remote client (`args`, and whose reads are a download's progress), or locally and why. */
+export type Plan = { readonly via: 'service'; readonly args: readonly string[]; readonly progressPid?: number } | { readonly via: 'cli'; readonly why: string };
+
+export class PodmanService {
   private state: State = { kind: 'off', retryAt: 0, why: 'the service is not started yet' };
   /** The wait before the next start after a failure: doubled by each failure in a row, set back when it is up. */
   private retryMs = RETRY_MS.first;
@@ -82,19 +80,22 @@ export class PodmanService implements CallRoute {
     if (this.state.kind === 'off' && Date.now() >= this.state.retryAt) this.start();
   }
 
-  plan(args: readonly string[]): Plan {
+  /** The service's socket (and its process, where the agent started it) while it is up; else why not, and it is started. */
+  reach(): { readonly socket: string; readonly pid?: number } | { readonly why: string } {
     const state = this.state;
-    if (state.kind !== 'up') {
-      this.warm();
-      return { via: 'cli', why: state.kind === 'starting' ? 'the service is starting' : state.why };
-    }
-    const why = localReason(args);
-    if (why) return { via: 'cli', why };
-    const answer = restAnswer(state.socket, args);
-    if (answer) return { via: 'service', answer };
-    return { via: 'service', args: ['--remote', '--url', `unix://${state.socket}`, ...args], progressPid: state.pid };
+    if (state.kind === 'up') return state;
+    this.warm();
+    return { why: state.kind === 'starting' ? 'the service is starting' : state.why };
   }
 
+  plan(args: readonly string[]): Plan {
+    const reach = this.reach();
+    if ('why' in reach) return { via: 'cli', why: reach.why };
+    const why = localReason(args);
+    return why ? { via: 'cli', why } : { via: 'service', args: ['--remote', `--url=unix://${reach.socket}`, ...args], progressPid: reach.pid };
+  }
+
+  /** Whether a remote call's failure says the way is gone (not the engine's answer). */
   lost(message: string): boolean {
     return LOST_WORDS.test(message);
   }
@@ -214,111 +215,6 @@ function localReason(args: readonly string[]): string | undefined {
   const subcommand = args[0] === 'kube' || args[0] === 'image' || args[0] === 'pod' || args[0] === 'volume' ? `${args[0]} ${args[1]}` : args[0];
   const option = LOCAL_ONLY[subcommand]?.find((o) => args.some((a) => a === o || a.startsWith(`${o}=`)));
   return option && `the remote client has no ${option}`;
-}
-
-/** The calls answered by REST, as the CLI prints them: `ps --all --format=json` with filters, and `image exists`. */
-function restAnswer(socket: string, args: readonly string[]): ((deadlineMs: number) => Promise<string>) | undefined {
-  if (args[0] === 'ps' && args[1] === '--all' && args[2] === '--format=json' && args.slice(3).every((a) => a.startsWith('--filter='))) {
-    const filters: Record<string, string[]> = {};
-    for (const arg of args.slice(3)) {
-      const [key, ...value] = arg.slice('--filter='.length).split('=');
-      filters[key] = [...(filters[key] ?? []), value.join('=')];
-    }
-    const query = `all=true&filters=${encodeURIComponent(JSON.stringify(filters))}`;
-    return (deadlineMs) => get(socket, `/v4.0.0/libpod/containers/json?${query}`, deadlineMs).then(({ status, body }) => okOrLost(status, body));
-  }
-  if (args.join(' ') === 'stats --no-stream --format {{json .ContainerStats}}') {
-    // The same figures, a JSON line each, as the CLI prints them.
-    return (deadlineMs) =>
-      get(socket, '/v4.0.0/libpod/containers/stats?stream=false', deadlineMs).then(({ status, body }) => {
-        const stats = (JSON.parse(okOrLost(status, body)) as { Stats?: unknown[] | null }).Stats ?? [];
-        return stats.map((s) => JSON.stringify(s)).join('\n');
-      });
-  }
-  // A container removed, stopped or started: with its own stop timeout, as the CLI does; "no such container" in Podman's words.
-  const container = args.at(-1) ?? '';
-  const one = container !== '' && !container.startsWith('-');
-  const action =
-    one && args.length === 3 && args[0] === 'rm' && args[1] === '--force'
-      ? { method: 'DELETE', path: `/v4.0.0/libpod/containers/${encodeURIComponent(container)}?force=true` }
-      : one && args.length === 2 && (args[0] === 'stop' || args[0] === 'start')
-        ? { method: 'POST', path: `/v4.0.0/libpod/containers/${encodeURIComponent(container)}/${args[0]}` }
-        : undefined;
-  if (action) {
-    return (deadlineMs) =>
-      request(socket, action.method, action.path, deadlineMs).then(({ status, body }) => {
-        if (status === 404) throw new CliError(engineMessage(body), 1);
-        return status === 304 ? container : okOrLost(status, body) && container;
-      });
-  }
-  if (args[0] === 'image' && args[1] === 'exists' && args.length === 3 && !args[2].startsWith('-')) {
-    return (deadlineMs) =>
-      get(socket, `/v4.0.0/libpod/images/${encodeURIComponent(args[2])}/exists`, deadlineMs).then(({ status, body }) => {
-        if (status === 404) throw new CliError(`${args[2]}: image not known`, 1);
-        return okOrLost(status, body);
-      });
-  }
-  return undefined;
-}
-
-/** What the engine said in an error answer (`{"message": …}`), else the answer. */
-function engineMessage(body: string): string {
-  try {
-    const message = (JSON.parse(body) as { message?: unknown }).message;
-    if (typeof message === 'string') return message;
-  } catch {
-    // Not JSON: said as it came.
-  }
-  return body.slice(0, 500);
-}
-
-/** An answer other than success is no answer: the call is made again by the CLI, which says what is wrong. */
-function okOrLost(status: number, body: string): string {
-  if (status >= 200 && status < 300) return body;
-  throw new RouteLost(`the service answered ${status}: ${body.slice(0, 200)}`);
-}
-
-/** Whether the socket answers Podman's ping as Podman does (its API version in the answer), within `withinMs`. */
-async function ping(socket: string, withinMs: number): Promise<boolean> {
-  try {
-    const { status, headers } = await get(socket, '/_ping', withinMs);
-    return status === 200 && typeof headers['libpod-api-version'] === 'string';
-  } catch {
-    return false;
-  }
-}
-
-const get = (socket: string, url: string, deadlineMs: number) => request(socket, 'GET', url, deadlineMs);
-
-/** A request without a body on the socket, within `deadlineMs`; a failure of the way is a RouteLost. */
-function request(
-  socket: string,
-  method: string,
-  url: string,
-  deadlineMs: number,
-): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
-  return new Promise((resolve, reject) => {
-    const request = http.request({ socketPath: socket, method, path: url, agent: false, headers: { host: 'd' } }, (response) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      response.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) request.destroy(new Error(`an answer of more than ${MAX_ANSWER_BYTES} bytes`));
-        else chunks.push(chunk);
-      });
-      response.on('end', () => {
-        clearTimeout(timer);
-        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() });
-      });
-      response.on('error', () => undefined);
-    });
-    const timer = setTimeout(() => request.destroy(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs);
-    request.on('error', (err) => {
-      clearTimeout(timer);
-      reject(new RouteLost(err.message));
-    });
-    request.end();
-  });
 }
 
 function isSocket(file: string): boolean {

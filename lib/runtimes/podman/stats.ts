@@ -1,28 +1,19 @@
-// The figures of Podman's containers for the metrics: `podman stats` once, with the pod of each container
-// from `podman ps`, each given to its workload: a podman workload's container by its name, a podman-kube
+// The figures of Podman's containers for the metrics: their figures once, with the pod of each container
+// from their list, each given to its workload: a podman workload's container by its name, a podman-kube
 // workload's containers by their pod.
 import { type Observable, forkJoin, map } from 'rxjs';
 import type { WorkloadContainerFigures } from '../../metrics.js';
 import type { ContainerFigures } from '../../ports.js';
 import { parseInstanceKey } from '../../workload.js';
-import type { Cli } from '../base/cli.js';
-import { podmanContainers } from './queries.js';
+import type { PodmanCli } from './podman-cli.js';
 
 /** A container's figures as `podman stats` gives them, with the pod it is in, if any. */
 export interface PodmanFigures extends ContainerFigures {
   readonly Pod?: string;
 }
 
-export function podmanFigures(cli: Cli, agentName: string, podOwner: (pod: string) => string | undefined): Observable<WorkloadContainerFigures[]> {
-  const stats$ = cli.run(['stats', '--no-stream', '--format', '{{json .ContainerStats}}'], { kind: 'query' }).pipe(
-    map((out) =>
-      out
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as ContainerFigures & { ContainerID?: string }),
-    ),
-  );
-  return forkJoin([stats$, podmanContainers(cli)]).pipe(
+export function podmanFigures(cli: PodmanCli, agentName: string, podOwner: (pod: string) => string | undefined): Observable<WorkloadContainerFigures[]> {
+  return forkJoin([cli.figures(), cli.containers()]).pipe(
     map(([stats, containers]) => {
       const podOf = new Map(containers.map((c) => [c.id, c.pod]));
       return ofWorkloads(

@@ -1,0 +1,141 @@
+// The libpod REST API on a Podman service's socket, for what the agent asks of Podman most: its containers
+// (the rows `podman ps --format=json` prints alike), their figures, a container removed, stopped or started,
+// and whether an image is there. Each answer typed; a failure of the way (no connection, no answer in time,
+// an answer other than the API's) is a RouteLost: the caller asks the CLI instead, which says what is wrong.
+import http from 'node:http';
+import type { ContainerFigures } from '../../ports.js';
+
+/** The API's version in each path: Podman 4.0's, which every later Podman answers. */
+const API = '/v4.0.0/libpod';
+/** The most an answer may hold (as the CLI's output). */
+const MAX_ANSWER_BYTES = 64 * 2 ** 20;
+
+/** A container as `GET /containers/json` and `podman ps --format=json` give it, as far as the agent reads it. */
+export interface PodmanRow {
+  readonly Id: string;
+  readonly Names?: readonly string[];
+  readonly State?: string;
+  readonly ExitCode?: number;
+  readonly Labels?: Readonly<Record<string, string>> | null;
+  readonly Pod?: string;
+  readonly IsInfra?: boolean;
+  readonly Image?: string;
+  readonly ImageID?: string;
+}
+
+/** A container's figures, with its id (to find its pod). */
+export type FiguresRow = ContainerFigures & { readonly ContainerID?: string };
+
+/** The way to the service failed (not the engine's answer): the call is made again by the CLI. */
+export class RouteLost extends Error {}
+
+export class Libpod {
+  constructor(private readonly socket: string) {}
+
+  /** Every container, or those `filters` (key=value, as `--filter` takes them) choose. */
+  async containers(filters: readonly string[], deadlineMs: number): Promise<PodmanRow[]> {
+    const grouped: Record<string, string[]> = {};
+    for (const filter of filters) {
+      const [key, ...value] = filter.split('=');
+      grouped[key] = [...(grouped[key] ?? []), value.join('=')];
+    }
+    const query = `all=true&filters=${encodeURIComponent(JSON.stringify(grouped))}`;
+    return listOf<PodmanRow>(await this.ok('GET', `/containers/json?${query}`, deadlineMs));
+  }
+
+  /** The figures of every running container. */
+  async figures(deadlineMs: number): Promise<FiguresRow[]> {
+    const answer = jsonOf(await this.ok('GET', '/containers/stats?stream=false', deadlineMs)) as { Stats?: FiguresRow[] | null } | null;
+    return answer?.Stats ?? [];
+  }
+
+  /**
+   * A container removed (stopped first as `podman stop` does, with its own stop timeout), stopped or started;
+   * false when there is no such container.
+   */
+  async act(action: 'remove' | 'stop' | 'start', id: string, deadlineMs: number): Promise<boolean> {
+    const container = `/containers/${encodeURIComponent(id)}`;
+    const [method, url] = action === 'remove' ? ['DELETE', `${container}?force=true`] : ['POST', `${container}/${action}`];
+    const { status, body } = await request(this.socket, method, API + url, deadlineMs);
+    if (status === 404) return false;
+    // 304: already stopped or already running.
+    if (status !== 304) okOrLost(status, body);
+    return true;
+  }
+
+  /** Whether the image `image` is in the service's storage. */
+  async imageExists(image: string, deadlineMs: number): Promise<boolean> {
+    const { status, body } = await request(this.socket, 'GET', `${API}/images/${encodeURIComponent(image)}/exists`, deadlineMs);
+    if (status === 404) return false;
+    okOrLost(status, body);
+    return true;
+  }
+
+  private async ok(method: string, url: string, deadlineMs: number): Promise<string> {
+    const { status, body } = await request(this.socket, method, API + url, deadlineMs);
+    return okOrLost(status, body);
+  }
+}
+
+/** Whether `socket` answers Podman's ping as Podman does (its API version in the answer), within `withinMs`. */
+export async function ping(socket: string, withinMs: number): Promise<boolean> {
+  try {
+    const { status, headers } = await request(socket, 'GET', '/_ping', withinMs);
+    return status === 200 && typeof headers['libpod-api-version'] === 'string';
+  } catch {
+    return false;
+  }
+}
+
+/** The JSON of an answer; an answer that is not JSON is no answer. */
+function jsonOf(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    throw new RouteLost(`the service's answer is not JSON: ${body.slice(0, 80)}`);
+  }
+}
+
+/** A list in an answer; one that is not a list is no answer. */
+function listOf<T>(body: string): T[] {
+  const parsed = jsonOf(body);
+  if (parsed !== null && !Array.isArray(parsed)) throw new RouteLost(`the service's list is not a list: ${body.slice(0, 80)}`);
+  return (parsed as T[] | null) ?? [];
+}
+
+/** An answer other than success is no answer. */
+function okOrLost(status: number, body: string): string {
+  if (status >= 200 && status < 300) return body;
+  throw new RouteLost(`the service answered ${status}: ${body.slice(0, 200)}`);
+}
+
+/** A request without a body on the socket, within `deadlineMs`; a failure of the way is a RouteLost. */
+function request(
+  socket: string,
+  method: string,
+  url: string,
+  deadlineMs: number,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const request = http.request({ socketPath: socket, method, path: url, agent: false, headers: { host: 'd' } }, (response) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      response.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_ANSWER_BYTES) request.destroy(new Error(`an answer of more than ${MAX_ANSWER_BYTES} bytes`));
+        else chunks.push(chunk);
+      });
+      response.on('end', () => {
+        clearTimeout(timer);
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() });
+      });
+      response.on('error', () => undefined);
+    });
+    const timer = setTimeout(() => request.destroy(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs);
+    request.on('error', (err) => {
+      clearTimeout(timer);
+      reject(new RouteLost(err.message));
+    });
+    request.end();
+  });
+}
