@@ -161,76 +161,102 @@ class ByteQueue {
  * bytes are appended once, and hunting looks at each offset once.
  */
 export function decodeFrames(rules: FrameRules = {}, counter?: DecodeCounter): OperatorFunction<Uint8Array, Frame> {
-  const max = rules.maxFrameBytes ?? MAX_FRAME_BYTES;
-  const isValid = rules.isValid ?? (() => true);
-  const isResyncPoint = rules.isResyncPoint ?? (() => false);
-  const startsWithResyncPoint = (chunk: Uint8Array) => {
+  return (chunks$) =>
+    defer(() => {
+      const reader = new FrameReader(rules, counter);
+      return chunks$.pipe(mergeMap((chunk) => reader.read(chunk)));
+    });
+}
+
+/** One stream's reassembly: the bytes that wait for the rest of their frame, a hunt under way, an oversized frame passed over. */
+class FrameReader {
+  private readonly queue = new ByteQueue();
+  private hunt: Hunt | undefined;
+  /** Bytes of an oversized frame still to pass over. */
+  private skip = 0;
+  private readonly max: number;
+  private readonly isValid: (bytes: Uint8Array) => boolean;
+
+  constructor(
+    private readonly rules: FrameRules,
+    private readonly counter?: DecodeCounter,
+  ) {
+    this.max = rules.maxFrameBytes ?? MAX_FRAME_BYTES;
+    this.isValid = rules.isValid ?? (() => true);
+  }
+
+  /** The frames (and garbage) a chunk completes. */
+  read(input: Uint8Array): Frame[] {
+    const frames: Frame[] = [];
+    if (this.counter) this.counter.steps += input.length;
+    const chunk = this.passOver(input);
+    if (chunk.length === 0) return frames;
+    if (this.queue.length > 0 && !this.hunt && this.startsWithResyncPoint(chunk)) {
+      frames.push({ kind: 'garbage', reason: `an unfinished frame of ${this.queue.length} bytes` });
+      this.queue.clear();
+    }
+    /** Bytes for the queue: the chunk, or while hunting what follows the resync point once found. */
+    let incoming: Uint8Array | undefined = this.hunt ? this.hunt.feed(chunk) : chunk;
+    while (incoming !== undefined) {
+      this.hunt = undefined;
+      this.queue.push(incoming);
+      incoming = this.drain(frames);
+    }
+    return frames;
+  }
+
+  /** The chunk past what is left of an oversized frame, which ends (as a partial frame waiting in vain) at a chunk that starts with a resync point. */
+  private passOver(input: Uint8Array): Uint8Array {
+    if (this.skip > 0 && this.startsWithResyncPoint(input)) this.skip = 0;
+    const skipped = Math.min(this.skip, input.length);
+    this.skip -= skipped;
+    return input.subarray(skipped);
+  }
+
+  /**
+   * Moves the queue's whole frames to `frames`. At garbage it starts a hunt for the next resync point from the
+   * byte after the one that failed, and returns what follows that point once found (for the queue).
+   */
+  private drain(frames: Frame[]): Uint8Array | undefined {
+    for (;;) {
+      const buf = this.queue.view();
+      const prefix = readVarint(buf);
+      if (prefix === 'short') return undefined;
+      if (prefix !== 'bad' && prefix.value > this.max && prefix.value <= MAX_SKIPPED_FRAME_BYTES) {
+        frames.push({ kind: 'oversized', size: prefix.value });
+        const held = Math.min(buf.length, prefix.size + prefix.value);
+        this.skip = prefix.size + prefix.value - held;
+        this.queue.drop(held);
+        continue;
+      }
+      let garbage: string;
+      if (prefix === 'bad' || prefix.value > this.max) {
+        garbage = prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${MAX_SKIPPED_FRAME_BYTES})`;
+      } else {
+        const needed = prefix.size + prefix.value;
+        if (buf.length < needed) return undefined;
+        const bytes = buf.slice(prefix.size, needed);
+        if (this.isValid(bytes)) {
+          frames.push({ kind: 'frame', bytes });
+          this.queue.drop(needed);
+          continue;
+        }
+        garbage = 'not a valid message';
+      }
+      frames.push({ kind: 'garbage', reason: garbage });
+      const rest = buf.slice(1);
+      this.queue.clear();
+      this.hunt = new Hunt(this.rules.isResyncPoint ?? (() => false), this.rules.resyncFirstByte, this.counter);
+      return this.hunt.feed(rest);
+    }
+  }
+
+  /** Whether a chunk starts with a whole resync point (never without the rule). */
+  private startsWithResyncPoint(chunk: Uint8Array): boolean {
+    const isResyncPoint = this.rules.isResyncPoint;
+    if (!isResyncPoint) return false;
     const prefix = readVarint(chunk);
     if (typeof prefix === 'string' || prefix.value > MAX_RESYNC_FRAME_BYTES || prefix.size + prefix.value > chunk.length) return false;
     return isResyncPoint(chunk.subarray(prefix.size, prefix.size + prefix.value));
-  };
-  return (chunks$) =>
-    defer(() => {
-      const queue = new ByteQueue();
-      let hunt: Hunt | undefined;
-      /** Bytes of an oversized frame still to pass over. */
-      let skip = 0;
-      return chunks$.pipe(
-        mergeMap((input) => {
-          const frames: Frame[] = [];
-          if (counter) counter.steps += input.length;
-          // As a partial frame waiting in vain, a frame passed over ends at a chunk that starts with a resync point.
-          if (skip > 0 && rules.isResyncPoint && startsWithResyncPoint(input)) skip = 0;
-          const skipped = Math.min(skip, input.length);
-          skip -= skipped;
-          const chunk = input.subarray(skipped);
-          if (chunk.length === 0) return frames;
-          if (queue.length > 0 && !hunt && rules.isResyncPoint && startsWithResyncPoint(chunk)) {
-            frames.push({ kind: 'garbage', reason: `an unfinished frame of ${queue.length} bytes` });
-            queue.clear();
-          }
-          /** Bytes for the queue: the chunk, or while hunting what follows the resync point once found. */
-          let incoming: Uint8Array | undefined = hunt ? hunt.feed(chunk) : chunk;
-          while (incoming !== undefined) {
-            hunt = undefined;
-            queue.push(incoming);
-            incoming = undefined;
-            for (;;) {
-              const buf = queue.view();
-              const prefix = readVarint(buf);
-              if (prefix === 'short') break;
-              let garbage: string | undefined;
-              if (prefix !== 'bad' && prefix.value > max && prefix.value <= MAX_SKIPPED_FRAME_BYTES) {
-                frames.push({ kind: 'oversized', size: prefix.value });
-                const held = Math.min(buf.length, prefix.size + prefix.value);
-                skip = prefix.size + prefix.value - held;
-                queue.drop(held);
-                continue;
-              }
-              if (prefix === 'bad' || prefix.value > max) {
-                garbage = prefix === 'bad' ? 'an invalid length prefix' : `a length prefix of ${prefix.value} bytes (over ${MAX_SKIPPED_FRAME_BYTES})`;
-              } else {
-                const needed = prefix.size + prefix.value;
-                if (buf.length < needed) break;
-                const bytes = buf.slice(prefix.size, needed);
-                if (isValid(bytes)) {
-                  frames.push({ kind: 'frame', bytes });
-                  queue.drop(needed);
-                  continue;
-                }
-                garbage = 'not a valid message';
-              }
-              // Hunt for the next resync point from the byte after the one that failed.
-              frames.push({ kind: 'garbage', reason: garbage });
-              const rest = buf.slice(1);
-              queue.clear();
-              hunt = new Hunt(isResyncPoint, rules.resyncFirstByte, counter);
-              incoming = hunt.feed(rest);
-              break;
-            }
-          }
-          return frames;
-        }),
-      );
-    });
+  }
 }
