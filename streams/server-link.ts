@@ -47,7 +47,7 @@ export function serverLink(connect: Connect, outbound$: Observable<ToServer>, op
 }
 
 function negotiate(connect: Connect, outbound$: Observable<ToServer>, options: LinkOptions): Observable<FromServer> {
-  const { log, tags = {} } = options;
+  const { log } = options;
   const stop$ = (options.stop$ ?? NEVER).pipe(take(1), shareReplay(1));
   const wait = () => timer(RECONNECT_INTERVAL_MS).pipe(takeUntil(stop$));
   let line = PROTOCOL_LINES[0];
@@ -62,42 +62,8 @@ function negotiate(connect: Connect, outbound$: Observable<ToServer>, options: L
     refused.clear();
   };
 
-  const session$ = defer(() => {
-    const spoken = line;
-    if (!spoken.events && Object.keys(tags).length > 0) log.warn(`The ${spoken.name} line has no agent tags: they are not sent.`);
-    const hello = toBinary(grpc.ToServerSchema, agentHello(options.agentName, spoken.version, spoken.events ? tags : {}));
-    const outgoing$ = concat(of(hello), outbound$.pipe(map(toServerBytes)));
-    log.debug(`Connecting to the server as agent '${options.agentName}', protocol ${spoken.version}.`);
-    let accepted = false;
-    const disconnected = (): FromServer[] => (accepted ? [{ kind: 'disconnected' }] : []);
-    // Each message decoded as it comes, no stream made for it (a fleet's states arrive by the thousand).
-    const messages$ = new Observable<FromServer>((subscriber) =>
-      connect(outgoing$, spoken).subscribe({
-        next: (message) => {
-          if (!accepted) {
-            accepted = true;
-            refused.clear();
-            log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
-            subscriber.next({ kind: 'connected', lines: [spoken] });
-          }
-          const m = fromServerBytes(message, (problem) => log.warn(problem));
-          if (m) subscriber.next(m);
-        },
-        error: (err: unknown) => subscriber.error(err),
-        complete: () => subscriber.complete(),
-      }),
-    );
-    return concat(messages$, defer(disconnected)).pipe(
-      catchError((err: unknown) =>
-        concat(
-          disconnected(),
-          throwError(() => err),
-        ),
-      ),
-    );
-  });
-
-  return session$.pipe(
+  // Each connection on the line the negotiation is at; one accepted ends the refusals.
+  return defer(() => session(connect, outbound$, line, options, () => refused.clear())).pipe(
     repeat({
       delay: () => {
         log.warn('The server closed the connection; reconnecting.');
@@ -123,6 +89,50 @@ function negotiate(connect: Connect, outbound$: Observable<ToServer>, options: L
     }),
     // Unsubscribing on stop cancels the call (RST_STREAM CANCEL): the stream fails at the server.
     takeUntil(stop$),
+  );
+}
+
+/**
+ * One connection on the line `spoken`: the hello, then the server's messages decoded as they come; `connected`
+ * (and `onAccepted`) at the first, `disconnected` when a connection that was accepted ends.
+ */
+function session(
+  connect: Connect,
+  outbound$: Observable<ToServer>,
+  spoken: ProtocolLine,
+  { log, agentName, tags = {} }: LinkOptions,
+  onAccepted: () => void,
+): Observable<FromServer> {
+  if (!spoken.events && Object.keys(tags).length > 0) log.warn(`The ${spoken.name} line has no agent tags: they are not sent.`);
+  const hello = toBinary(grpc.ToServerSchema, agentHello(agentName, spoken.version, spoken.events ? tags : {}));
+  const outgoing$ = concat(of(hello), outbound$.pipe(map(toServerBytes)));
+  log.debug(`Connecting to the server as agent '${agentName}', protocol ${spoken.version}.`);
+  let accepted = false;
+  const disconnected = (): FromServer[] => (accepted ? [{ kind: 'disconnected' }] : []);
+  // Each message decoded as it comes, no stream made for it (a fleet's states arrive by the thousand).
+  const messages$ = new Observable<FromServer>((subscriber) =>
+    connect(outgoing$, spoken).subscribe({
+      next: (message) => {
+        if (!accepted) {
+          accepted = true;
+          onAccepted();
+          log.info(`The server accepted the agent on the ${spoken.name} line (protocol ${spoken.version}).`);
+          subscriber.next({ kind: 'connected', lines: [spoken] });
+        }
+        const m = fromServerBytes(message, (problem) => log.warn(problem));
+        if (m) subscriber.next(m);
+      },
+      error: (err: unknown) => subscriber.error(err),
+      complete: () => subscriber.complete(),
+    }),
+  );
+  return concat(messages$, defer(disconnected)).pipe(
+    catchError((err: unknown) =>
+      concat(
+        disconnected(),
+        throwError(() => err),
+      ),
+    ),
   );
 }
 
