@@ -1,7 +1,21 @@
 // The whole agent as one function from what it hears to what it says: server messages and Control
 // Interface pipes in; messages to the server and frames to the workloads out.
-import { BehaviorSubject, EMPTY, type Observable, Subject, endWith, filter, ignoreElements, map, merge, share, takeUntil, tap } from 'rxjs';
-import { NOT_CONNECTED, nextConnection } from '../lib/control-interface/connection.js';
+import {
+  BehaviorSubject,
+  EMPTY,
+  type MonoTypeOperatorFunction,
+  type Observable,
+  Subject,
+  endWith,
+  filter,
+  ignoreElements,
+  map,
+  merge,
+  share,
+  takeUntil,
+  tap,
+} from 'rxjs';
+import { type Connection, NOT_CONNECTED, nextConnection } from '../lib/control-interface/connection.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, LogEntry, ToServer } from '../lib/messages.js';
 import type { MetricsEvent } from '../lib/metrics.js';
@@ -69,18 +83,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
   // What the metrics need, told as the messages pass (the metrics$ sink).
   const metrics$ = new Subject<MetricsEvent>();
   const closed$ = connection$.pipe(ignoreElements(), endWith(null));
-  const fromServer$ = sources.fromServer$.pipe(
-    trace('server.in'),
-    tap({
-      next: (m) => {
-        const next = nextConnection(connection$.value, m);
-        if (next.online !== connection$.value.online) metrics$.next({ kind: 'connection', online: next.online, line: next.lines[0]?.name });
-        if (next !== connection$.value) connection$.next(next);
-      },
-      complete: () => connection$.complete(),
-    }),
-    share(),
-  );
+  const fromServer$ = sources.fromServer$.pipe(trace('server.in'), keptConnection(connection$, metrics$), share());
   const online$ = connection$.pipe(map((c) => c.online));
 
   const running = deps.running ?? new RunningWorkloads();
@@ -100,28 +103,7 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
     filter((states) => states.length > 0),
     map((states): ToServer => ({ kind: 'updateWorkloadState', states })),
   );
-  const responses$ = fromServer$.pipe(
-    filter((m) => m.kind === 'response'),
-    map((m) => m.response),
-    trace('control-interface.responses'),
-  );
-  const ci$ = controlInterfaces({ pipes$: sources.controlInterfaces$, responses$, connection$, undelivered$: sources.undelivered$ ?? EMPTY }).pipe(share());
-  const requests$ = ci$.pipe(
-    only('toServer'),
-    map((o) => o.request),
-    trace('control-interface.requests'),
-    map((request): ToServer => ({ kind: 'request', request })),
-  );
-  const ciLog$ = merge(
-    ci$.pipe(
-      only('log'),
-      tap((o) => deps.log[o.level](o.text)),
-    ),
-    ci$.pipe(
-      only('authorized'),
-      tap((o) => metrics$.next({ kind: 'authorized', workloadName: o.workloadName, allowed: o.allowed })),
-    ),
-  ).pipe(ignoreElements());
+  const ci = controlInterfaceSides(sources, fromServer$, connection$, deps, metrics$);
   const load$ = deps.sampleMachine
     ? loadStatus(deps.sampleMachine, online$).pipe(map((l): ToServer => ({ kind: 'agentLoadStatus', agentName: deps.agentName, ...l })))
     : EMPTY;
@@ -132,12 +114,65 @@ export function agent(sources: AgentSources, deps: AgentDeps): AgentSinks {
 
   return {
     // The workloads first: a synchronous source (the local server) says all it says at once to the first subscriber.
-    toServer$: merge(states$, greeting$, requests$, load$, logs$, ciLog$).pipe(takeUntil(closed$), trace('server.out')),
+    toServer$: merge(states$, greeting$, ci.requests$, load$, logs$, ci.logged$).pipe(takeUntil(closed$), trace('server.out')),
+    toWorkloads$: ci.toWorkloads$.pipe(takeUntil(closed$)),
+    metrics$: metrics$.pipe(takeUntil(closed$)),
+  };
+}
+
+/** The server's messages, the connection kept in `connection$` as they pass (and told to the metrics when it goes on- or offline). */
+const keptConnection =
+  (connection$: BehaviorSubject<Connection>, metrics$: Subject<MetricsEvent>): MonoTypeOperatorFunction<FromServer> =>
+  (messages$) =>
+    messages$.pipe(
+      tap({
+        next: (m) => {
+          const next = nextConnection(connection$.value, m);
+          if (next.online !== connection$.value.online) metrics$.next({ kind: 'connection', online: next.online, line: next.lines[0]?.name });
+          if (next !== connection$.value) connection$.next(next);
+        },
+        complete: () => connection$.complete(),
+      }),
+    );
+
+/**
+ * The Control Interfaces' sides: the requests they send the server, what they write to their workloads, and
+ * their log lines and authorization decisions (logged and told to the metrics; they emit nothing).
+ */
+function controlInterfaceSides(
+  sources: AgentSources,
+  fromServer$: Observable<FromServer>,
+  connection$: Observable<Connection>,
+  deps: AgentDeps,
+  metrics$: Subject<MetricsEvent>,
+) {
+  const trace = deps.trace ?? noTrace;
+  const responses$ = fromServer$.pipe(
+    filter((m) => m.kind === 'response'),
+    map((m) => m.response),
+    trace('control-interface.responses'),
+  );
+  const ci$ = controlInterfaces({ pipes$: sources.controlInterfaces$, responses$, connection$, undelivered$: sources.undelivered$ ?? EMPTY }).pipe(share());
+  return {
+    requests$: ci$.pipe(
+      only('toServer'),
+      map((o) => o.request),
+      trace('control-interface.requests'),
+      map((request): ToServer => ({ kind: 'request', request })),
+    ),
     toWorkloads$: ci$.pipe(
       only('toWorkload'),
       map((o) => o.frame),
-      takeUntil(closed$),
     ),
-    metrics$: metrics$.pipe(takeUntil(closed$)),
+    logged$: merge(
+      ci$.pipe(
+        only('log'),
+        tap((o) => deps.log[o.level](o.text)),
+      ),
+      ci$.pipe(
+        only('authorized'),
+        tap((o) => metrics$.next({ kind: 'authorized', workloadName: o.workloadName, allowed: o.allowed })),
+      ),
+    ).pipe(ignoreElements()),
   };
 }
