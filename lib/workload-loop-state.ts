@@ -134,6 +134,8 @@ export type Effect =
   | { readonly kind: 'remove'; readonly spec: WorkloadSpec; readonly id: unknown }
   | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly runtime: RuntimeConnector }
   | { readonly kind: 'find'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector }
+  /** An unhealthy workload's container stopped (and kept): `stoppedUnhealthy` with its `state` once it is, whatever the stop's outcome. */
+  | { readonly kind: 'stop'; readonly runtime: RuntimeConnector; readonly id: unknown; readonly state: ExecutionState }
   | { readonly kind: 'warn'; readonly text: string };
 
 /** What a settled state follows until the next command, each by a key: a follow whose key stays keeps running. */

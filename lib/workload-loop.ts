@@ -339,8 +339,9 @@ class Rules {
    */
   private seen(state: LoopState & Running & { kind: 'created' | 'fetching' }, seen: ExecutionState): Transition {
     const reported = [stateOf(state.spec.instanceName, seen)];
-    const stopsFirst = isUnhealthy(seen.health) && state.runtime.stop !== undefined;
-    if (state.kind !== 'created' || stopsFirst || !needsRestart(state.spec.restartPolicy, seen)) return to(state, reported);
+    if (isUnhealthy(seen.health) && state.runtime.stop !== undefined)
+      return to(state, reported, [{ kind: 'stop', runtime: state.runtime, id: state.id, state: seen }]);
+    if (state.kind !== 'created' || !needsRestart(state.spec.restartPolicy, seen)) return to(state, reported);
     return after(reported, this.exited(state, seen));
   }
 

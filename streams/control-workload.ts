@@ -210,6 +210,8 @@ class Interpreter {
       return;
     }
     const token = {};
+    // Work still under way is what a settled state started (an unhealthy workload's stop): the new work replaces it.
+    this.work?.subscription.unsubscribe();
     this.work = { token, subscription: this.outcomes(this.worked(effect), token) };
   }
 
@@ -255,6 +257,12 @@ class Interpreter {
       }
       case 'removeExisting':
         return failureOf(effect.runtime.deleteWorkload(effect.existing.id)).pipe(map((failure): LoopInput => ({ kind: 'existingRemoved', failure })));
+      case 'stop':
+        return (effect.runtime.stop?.(effect.id) ?? EMPTY).pipe(
+          ignoreElements(),
+          catchError(() => EMPTY),
+          endWith<LoopInput>({ kind: 'stoppedUnhealthy', state: effect.state }),
+        );
       case 'find':
         return deps.prepare(effect.spec).pipe(
           mergeMap(() => effect.runtime.getWorkloadId(effect.spec.instanceName)),
@@ -271,19 +279,7 @@ class Interpreter {
       case 'watch': {
         const { runtime, id, spec } = f.running;
         return runtime.checkState(id, spec).pipe(
-          mergeMap((state) => {
-            const seen = of<LoopInput>({ kind: 'seen', state });
-            // An unhealthy container is stopped (and kept): its restart policy acts once it is.
-            if (state.health !== 'unhealthy' || !runtime.stop) return seen;
-            return concat(
-              seen,
-              runtime.stop(id).pipe(
-                ignoreElements(),
-                catchError(() => EMPTY),
-                endWith<LoopInput>({ kind: 'stoppedUnhealthy', state }),
-              ),
-            );
-          }),
+          map((state): LoopInput => ({ kind: 'seen', state })),
           catchError(() => of<LoopInput>({ kind: 'watchFailed' })),
         );
       }

@@ -139,10 +139,10 @@ const rows: Array<[string, LoopState, LoopInput, Partial<ReturnType<typeof seen>
   ],
   // rx~health-unhealthy-fails-and-stops~1
   [
-    'an unhealthy workload is reported and its policy does not act on that state: it waits for the stop (the interpreter stops it)',
+    'an unhealthy workload is reported and stopped; its policy does not act on that state: it waits for the stop',
     running(),
     { kind: 'seen', state: { ...ExecutionState.failed('Health check failed'), health: 'unhealthy' } },
-    { state: 'created', reports: ['Failed(ExecFailed): Health check failed'], effects: [] },
+    { state: 'created', reports: ['Failed(ExecFailed): Health check failed'], effects: ['stop'] },
   ],
   [
     'once stopped, its policy restarts it',
