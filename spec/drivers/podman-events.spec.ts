@@ -122,7 +122,8 @@ describe("container states from Podman's events (real Podman)", function () {
     }
   });
 
-  it('when the event process is killed, the next exit is still reported (by the polls meanwhile), and the stream comes back', async () => {
+  // The polls while the stream is down are the container cache's marble spec's (spec/streams/container-cache.spec.ts).
+  it('when the event process is killed, a new one takes its place and the next exit is still reported', async () => {
     agent = new PodmanAgent(uniqueAgent('events'), undefined, harnessCli('podman'), { verifyMs: 600_000 });
     const late = busybox('late', agent.agentName, { script: 'sleep 3; exit 4' });
     agent.send({ kind: 'serverHello', added: [late] });
