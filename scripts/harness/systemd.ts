@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Cli } from '../../lib/runtimes/base/cli.js';
+import type { Cli, CliOptions } from '../../lib/runtimes/base/cli.js';
 import { until } from './wait.js';
 import { harnessCli } from './processes.js';
 import { specFolder } from './temp.js';
@@ -85,9 +85,9 @@ export class SystemdHost {
     return host;
   }
 
-  /** The wrappers as the runtime's CLIs, by binary name. */
-  clis(): Record<string, Cli> {
-    return Object.fromEntries(SYSTEMD_TOOLS.map((tool) => [tool, harnessCli(path.join(this.bin, tool))]));
+  /** The wrappers as the runtime's CLIs, by binary name, each call told to `observe` where given. */
+  clis(observe?: CliOptions['observe']): Record<string, Cli> {
+    return Object.fromEntries(SYSTEMD_TOOLS.map((tool) => [tool, harnessCli(path.join(this.bin, tool), { observe })]));
   }
 
   /** Runs a command in the container's namespaces; its output. A command that does not end within 30 s fails

@@ -479,7 +479,15 @@ describe('ank-agent (the command line)', () => {
       await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
       stream.send({ FromServerEnum: { case: 'serverHello', value: {} } });
       const loads = () => stream.received.filter((m) => m.ToServerEnum.case === 'AgentLoadStatus');
-      await stream.waitFor((m) => m.ToServerEnum.case === 'AgentLoadStatus' && loads().length >= 2, 8000);
+      // When each came, to 20 ms: the first right after the hello, the next ones 2 s apart.
+      const arrivals: number[] = [];
+      const deadline = Date.now() + 10_000;
+      while (arrivals.length < 3 && Date.now() < deadline) {
+        while (arrivals.length < loads().length) arrivals.push(Date.now());
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(arrivals, 'three load statuses').to.have.length(3);
+      expect(arrivals[2] - arrivals[1], 'ms between two statuses').to.be.within(1700, 2500);
       const status = loads()[0].ToServerEnum.value as { agentName: string; cpuUsage?: { cpuUsage: number }; freeMemory?: { freeMemory: bigint } };
       expect(status.agentName).to.equal('agent_load');
       expect(status.cpuUsage!.cpuUsage).to.be.within(0, 100);

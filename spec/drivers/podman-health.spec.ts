@@ -183,7 +183,10 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
       await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
       const from = checks.length;
       await sleep(2000);
-      const gaps = checks.slice(from).map((t, i, all) => (i === 0 ? undefined : t - all[i - 1])).filter((g) => g !== undefined);
+      const gaps = checks
+        .slice(from)
+        .map((t, i, all) => (i === 0 ? undefined : t - all[i - 1]))
+        .filter((g) => g !== undefined);
       expect(gaps.length + 1, 'checks in 2 s (none at the default 30 s)').to.be.within(3, 5);
       gaps.sort((x, y) => x - y);
       expect(gaps[Math.floor(gaps.length / 2)], 'the median time between checks, in ms').to.be.within(400, 700);

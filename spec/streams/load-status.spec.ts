@@ -34,6 +34,10 @@ describe('AgentLoadStatus', () => {
   it('computes (new busy - old busy) / (new total - old total) * 100, within 0 to 100', () => {
     expect(cpuPercent({ cpuBusy: 10, cpuTotal: 100, freeMemory: 0 }, { cpuBusy: 60, cpuTotal: 200, freeMemory: 0 })).to.equal(50);
     expect(cpuPercent({ cpuBusy: 10, cpuTotal: 100, freeMemory: 0 }, { cpuBusy: 10, cpuTotal: 100, freeMemory: 0 })).to.equal(0);
+    // Counters that went backwards (a reset) or a busy share past the total (samples taken apart) stay within bounds.
+    expect(cpuPercent({ cpuBusy: 60, cpuTotal: 100, freeMemory: 0 }, { cpuBusy: 10, cpuTotal: 200, freeMemory: 0 })).to.equal(0);
+    expect(cpuPercent({ cpuBusy: 10, cpuTotal: 100, freeMemory: 0 }, { cpuBusy: 300, cpuTotal: 200, freeMemory: 0 })).to.equal(100);
+    expect(cpuPercent({ cpuBusy: 10, cpuTotal: 200, freeMemory: 0 }, { cpuBusy: 20, cpuTotal: 100, freeMemory: 0 })).to.equal(0);
   });
 
   it('reads /proc/stat and /proc/meminfo', () => {
