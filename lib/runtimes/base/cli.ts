@@ -88,6 +88,8 @@ export interface Call {
   readonly progressPid?: number;
   /** The way it takes, as told to `observe`. */
   readonly via?: string;
+  /** The arguments as its caller asked for them, as told to `observe`, where those run differ (a remote client's options before them). */
+  readonly asked?: readonly string[];
 }
 
 /** What runs a CLI's short calls: a Cli, or an engine's client that takes some of them another way. */
@@ -132,7 +134,7 @@ export class Cli {
   }
 
   /** The call's process started through the process driver, watched by its deadline and its stall. */
-  private launched(args: readonly string[], { input, kind = 'command', deadlineMs, stallMs, progressPid, via }: Call): Observable<string> {
+  private launched(args: readonly string[], { input, kind = 'command', deadlineMs, stallMs, progressPid, via, asked = args }: Call): Observable<string> {
     const deadline = deadlineMs ?? this.deadlines[kind];
     return new Observable<string>((subscriber) =>
       startSoon(() => {
@@ -145,7 +147,7 @@ export class Cli {
           if (over) return;
           over = true;
           stopWatching();
-          this.tell(args, outcome, started, via);
+          this.tell(asked, outcome, started, via);
           if ('error' in result) return subscriber.error(result.error);
           subscriber.next(result.text);
           subscriber.complete();

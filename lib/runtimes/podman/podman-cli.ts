@@ -44,8 +44,8 @@ export class PodmanCli {
     return defer(() => {
       const plan = service.plan(args);
       if (plan.via === 'cli') return this.cli.run(args, { ...call, via: `CLI (${plan.why})` });
-      return this.lostAgain(service, this.cli.run(plan.args, { ...call, via: 'service', progressPid: call.progressPid ?? plan.progressPid }), () =>
-        this.cli.run(args, call),
+      return this.lostAgain(service, this.cli.run(plan.args, { ...call, via: 'service', progressPid: call.progressPid ?? plan.progressPid, asked: args }), () =>
+        this.cli.run(args, { ...call, via: 'CLI (the service was lost)' }),
       );
     });
   }
