@@ -3,6 +3,9 @@
 // and dist/bin/about.js they are all the installed package needs: no node_modules at run time.
 import { build } from 'esbuild';
 
+// rxjs by its ES build: Node's condition would pick its CommonJS build, which esbuild wraps as a namespace object for
+// every module that imports it (some 330 getters each, at every load) and cannot shake.
+const esRxjs = { rxjs: './node_modules/rxjs/dist/esm/index.js' };
 const common = { bundle: true, platform: 'node', format: 'cjs', target: 'node20', minifyWhitespace: true, minifySyntax: true, logLevel: 'warning' };
 
 // The start (bin/main.ts: the command line, and the hello to the server) is a file of its own, loaded first; the
@@ -12,6 +15,7 @@ await build({
   ...common,
   entryPoints: ['dist/bin/main.js'],
   outfile: 'dist/bin/ank-agent.cjs',
+  alias: esRxjs,
   // The run is loaded by bin/ank-agent.cjs (with its code cache); the import() of main.ts is the unbundled path.
   external: ['./run.js'],
   supported: { 'dynamic-import': false },
@@ -23,7 +27,7 @@ await build({
   entryPoints: ['dist/bin/run.js'],
   outfile: 'dist/bin/ank-agent-run.cjs',
   // prom-client is the metrics endpoint's alone: a file of its own beside the bundle, required only when it is on.
-  alias: { 'prom-client': './prom-client.cjs' },
+  alias: { ...esRxjs, 'prom-client': './prom-client.cjs' },
   external: ['./prom-client.cjs'],
   // import() of a bundled module stays in the bundle (a require when it runs), so nothing is looked up at run time.
   supported: { 'dynamic-import': false },
