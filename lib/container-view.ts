@@ -79,18 +79,18 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   const tracked = trackedOf(view);
   if (event.change === EXIT_FILE_TAKEN) {
     tracked.early.delete(event.id);
-    return { view: { ...view, ...tracked } };
+    return { view: { ...view, ...mapsOf(tracked) } };
   }
   if (event.change === 'exited' && !staleExit(event, tracked)) {
     if (early) tracked.early.set(event.id, event.at);
     else tracked.early.delete(event.id);
   }
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
-  if (view.containers === undefined) return { view: { ...view, ...tracked, duringPoll } };
+  if (view.containers === undefined) return { view: { ...view, ...mapsOf(tracked), duringPoll } };
   // The picture is copied only for an event of a container it shows or learns of (the host's others change nothing).
   const containers = view.containers.has(event.id) || learnsOf(event) ? new Map(view.containers) : undefined;
   const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
-  const next: ContainerView = { ...view, ...tracked, duringPoll, containers: changed ? containers : view.containers };
+  const next: ContainerView = { ...view, ...mapsOf(tracked), duringPoll, containers: changed ? containers : view.containers };
   return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt) } : { view: next };
 }
 
@@ -108,21 +108,66 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
     view.containers !== undefined &&
     [...view.containers.values()].some((c) => c.state === 'running' && !STILL_UP.has(containers.get(c.id)?.state ?? 'gone'));
   const settling = [...containers.values()].some((c) => c.state === 'stopped' && view.containers?.get(c.id)?.state !== 'stopped');
-  return { view: { ...tracked, containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent, settling };
+  return { view: { ...mapsOf(tracked), containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent, settling };
+}
+
+/**
+ * A map of the view's, copied at its first change only: an event changes what is tracked of a container or
+ * two, and copying every map at every event made a burst of N creates cost N² (measured: the costliest step
+ * of 100 creates).
+ */
+class CopyOnWrite<V> {
+  private copied = false;
+
+  constructor(private map: ReadonlyMap<string, V>) {}
+
+  get current(): ReadonlyMap<string, V> {
+    return this.map;
+  }
+
+  get(key: string): V | undefined {
+    return this.map.get(key);
+  }
+
+  has(key: string): boolean {
+    return this.map.has(key);
+  }
+
+  set(key: string, value: V): void {
+    if (this.map.has(key) && this.map.get(key) === value) return;
+    this.writable().set(key, value);
+  }
+
+  delete(key: string): void {
+    if (this.map.has(key)) this.writable().delete(key);
+  }
+
+  private writable(): Map<string, V> {
+    if (!this.copied) [this.map, this.copied] = [new Map(this.map), true];
+    return this.map as Map<string, V>;
+  }
 }
 
 interface Tracked {
-  readonly exitCodes: Map<string, number>;
-  readonly early: Map<string, number | undefined>;
-  readonly started: Map<string, number>;
-  readonly exited: Map<string, number>;
+  readonly exitCodes: CopyOnWrite<number>;
+  readonly early: CopyOnWrite<number | undefined>;
+  readonly started: CopyOnWrite<number>;
+  readonly exited: CopyOnWrite<number>;
 }
 
 const trackedOf = (view: ContainerView): Tracked => ({
-  exitCodes: new Map(view.exitCodes),
-  early: new Map(view.early),
-  started: new Map(view.started),
-  exited: new Map(view.exited),
+  exitCodes: new CopyOnWrite(view.exitCodes),
+  early: new CopyOnWrite(view.early),
+  started: new CopyOnWrite(view.started),
+  exited: new CopyOnWrite(view.exited),
+});
+
+/** The maps of `tracked` as a view holds them. */
+const mapsOf = (tracked: Tracked): Pick<ContainerView, 'exitCodes' | 'early' | 'started' | 'exited'> => ({
+  exitCodes: tracked.exitCodes.current,
+  early: tracked.early.current,
+  started: tracked.started.current,
+  exited: tracked.exited.current,
 });
 
 /** An exit of a run before the latest start applied: the engine's stream told it after a quick restart. */
