@@ -1,6 +1,6 @@
 // swdd~agent-provides-generic-state-checker-implementation~1: one state checker for every runtime; a
 // runtime supplies only how to read a workload's state out of a snapshot of its containers.
-import { asyncScheduler, distinctUntilChanged, filter, map, scan } from 'rxjs';
+import { Observable, asyncScheduler } from 'rxjs';
 import { ExecutionState, heardAt, sameState } from '../lib/execution-state.js';
 
 import { lastWords } from '../lib/cli-words.js';
@@ -21,20 +21,25 @@ const unknown = (engine: string, error?: string): StateReading => ({
  * swdd~generic-state-checker-sends-workload-state~2: maps every fresh snapshot to a state and emits only
  * changes. A transient reading is held back until it has lasted TRANSIENT_MS: reported as Stopping, it
  * would pin an exiting workload there (a container stopped from outside stays so, and is reported).
+ * One step per snapshot, not a chain of operators: every watcher reads every snapshot of a burst.
  */
 export function stateChecker(cache: ContainerCache, engine = 'Podman'): WatchState {
   return (read, ids) =>
-    cache.fresh(ids).pipe(
-      map((s: Snapshot) => {
-        const reading = s.containers ? read(s.containers) : unknown(engine, s.error);
-        return { ...reading, state: heardAt(reading.state, s.heardAt) };
-      }),
-      scan(
-        (acc: { reading?: StateReading; since?: number }, reading) => ({ reading, since: reading.transient ? (acc.since ?? asyncScheduler.now()) : undefined }),
-        {},
-      ),
-      filter(({ since }) => since === undefined || asyncScheduler.now() - since >= TRANSIENT_MS),
-      map(({ reading }) => reading!.state),
-      distinctUntilChanged(sameState),
-    );
+    new Observable<ExecutionState>((subscriber) => {
+      /** Since when the reading has been transient; the state last emitted. */
+      let since: number | undefined;
+      let last: ExecutionState | undefined;
+      return cache.fresh(ids).subscribe({
+        next: (s: Snapshot) => {
+          const reading = s.containers ? read(s.containers) : unknown(engine, s.error);
+          since = reading.transient ? (since ?? asyncScheduler.now()) : undefined;
+          if (since !== undefined && asyncScheduler.now() - since < TRANSIENT_MS) return;
+          if (last !== undefined && sameState(last, reading.state)) return;
+          last = reading.state;
+          subscriber.next(heardAt(reading.state, s.heardAt));
+        },
+        error: (err: unknown) => subscriber.error(err),
+        complete: () => subscriber.complete(),
+      });
+    });
 }
