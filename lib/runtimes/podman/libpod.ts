@@ -9,6 +9,11 @@ import type { ContainerFigures } from '../../ports.js';
 const API = '/v4.0.0/libpod';
 /** The most an answer may hold (as the CLI's output). */
 const MAX_ANSWER_BYTES = 64 * 2 ** 20;
+/**
+ * How long a connection stays open without a request: a burst of calls shares a few connections (a connection
+ * each cost the agent more CPU than its request), and each goes well before the service's own idle close.
+ */
+const IDLE_CONNECTION_MS = 1000;
 
 /** A container as `GET /containers/json` and `podman ps --format=json` give it, as far as the agent reads it. */
 export interface PodmanRow {
@@ -30,7 +35,14 @@ export type FiguresRow = ContainerFigures & { readonly ContainerID?: string };
 export class RouteLost extends Error {}
 
 export class Libpod {
-  constructor(private readonly socket: string) {}
+  private readonly connections = new http.Agent({ keepAlive: true, timeout: IDLE_CONNECTION_MS, maxSockets: 8 });
+
+  constructor(readonly socket: string) {}
+
+  /** Closes the connections kept open. */
+  dispose(): void {
+    this.connections.destroy();
+  }
 
   /** Every container, or those `filters` (key=value, as `--filter` takes them) choose. */
   async containers(filters: readonly string[], deadlineMs: number): Promise<PodmanRow[]> {
@@ -56,7 +68,7 @@ export class Libpod {
   async act(action: 'remove' | 'stop' | 'start', id: string, deadlineMs: number): Promise<boolean> {
     const container = `/containers/${encodeURIComponent(id)}`;
     const [method, url] = action === 'remove' ? ['DELETE', `${container}?force=true`] : ['POST', `${container}/${action}`];
-    const { status, body } = await request(this.socket, method, API + url, deadlineMs);
+    const { status, body } = await request(this.socket, this.connections, method, API + url, deadlineMs);
     if (status === 404) return false;
     // 304: already stopped or already running.
     if (status !== 304) okOrLost(status, body);
@@ -65,14 +77,14 @@ export class Libpod {
 
   /** Whether the image `image` is in the service's storage. */
   async imageExists(image: string, deadlineMs: number): Promise<boolean> {
-    const { status, body } = await request(this.socket, 'GET', `${API}/images/${encodeURIComponent(image)}/exists`, deadlineMs);
+    const { status, body } = await request(this.socket, this.connections, 'GET', `${API}/images/${encodeURIComponent(image)}/exists`, deadlineMs);
     if (status === 404) return false;
     okOrLost(status, body);
     return true;
   }
 
   private async ok(method: string, url: string, deadlineMs: number): Promise<string> {
-    const { status, body } = await request(this.socket, method, API + url, deadlineMs);
+    const { status, body } = await request(this.socket, this.connections, method, API + url, deadlineMs);
     return okOrLost(status, body);
   }
 }
@@ -80,7 +92,7 @@ export class Libpod {
 /** Whether `socket` answers Podman's ping as Podman does (its API version in the answer), within `withinMs`. */
 export async function ping(socket: string, withinMs: number): Promise<boolean> {
   try {
-    const { status, headers } = await request(socket, 'GET', '/_ping', withinMs);
+    const { status, headers } = await request(socket, false, 'GET', '/_ping', withinMs);
     return status === 200 && typeof headers['libpod-api-version'] === 'string';
   } catch {
     return false;
@@ -109,20 +121,25 @@ function okOrLost(status: number, body: string): string {
   throw new RouteLost(`the service answered ${status}: ${body.slice(0, 200)}`);
 }
 
-/** A request without a body on the socket, within `deadlineMs`; a failure of the way is a RouteLost. */
+/**
+ * A request without a body on the socket, within `deadlineMs`, on a connection of `connections` (false: one of
+ * its own); a failure of the way is a RouteLost. A kept connection the service closed as it was taken is
+ * replaced once by a new one.
+ */
 function request(
   socket: string,
+  connections: http.Agent | false,
   method: string,
   url: string,
   deadlineMs: number,
 ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const request = http.request({ socketPath: socket, method, path: url, agent: false, headers: { host: 'd' } }, (response) => {
+    const asked = http.request({ socketPath: socket, method, path: url, agent: connections, headers: { host: 'd' } }, (response) => {
       const chunks: Buffer[] = [];
       let size = 0;
       response.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) request.destroy(new Error(`an answer of more than ${MAX_ANSWER_BYTES} bytes`));
+        if (size > MAX_ANSWER_BYTES) asked.destroy(new Error(`an answer of more than ${MAX_ANSWER_BYTES} bytes`));
         else chunks.push(chunk);
       });
       response.on('end', () => {
@@ -131,11 +148,12 @@ function request(
       });
       response.on('error', () => undefined);
     });
-    const timer = setTimeout(() => request.destroy(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs);
-    request.on('error', (err) => {
+    const timer = setTimeout(() => asked.destroy(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs);
+    asked.on('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(new RouteLost(err.message));
+      if (asked.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) resolve(request(socket, false, method, url, deadlineMs));
+      else reject(new RouteLost(err.message));
     });
-    request.end();
+    asked.end();
   });
 }
