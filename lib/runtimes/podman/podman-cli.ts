@@ -4,7 +4,7 @@
 // client through the service; `exec` and what the remote client cannot do by the local CLI, and so every call
 // while the service is starting, gone or stalled (./service.ts). A call whose way is lost under it is made again
 // by the local CLI. The event stream and conmon's exit files stay local: they are the source of states.
-import { type Observable, catchError, defer, exhaustMap, first, from, interval, map, mergeMap, race, tap, throwError } from 'rxjs';
+import { type Observable, catchError, defer, exhaustMap, first, from, interval, map, mergeMap, race, share, tap, throwError } from 'rxjs';
 import type { Container } from '../../ports.js';
 import { type Attempt, type Call, type CallKind, type Cli, CliError, DEFAULT_MAX_PROCESSES } from '../base/cli.js';
 import { Slots } from '../base/slots.js';
@@ -24,13 +24,27 @@ const PROBE_MS = 2000;
 export class PodmanCli {
   /** The API's requests that run at once, as the CLI's processes. */
   private readonly requests = new Slots(DEFAULT_MAX_PROCESSES);
+  /** The API of the service's socket, its connections kept for a burst. */
+  private api?: Libpod;
+  /**
+   * Fails with a RouteLost once the service stops answering its ping: one ping every PROBE_MS however many calls
+   * go through the service (a burst's calls waiting for a slot asked a ping each).
+   */
+  private readonly silent$: Observable<never>;
 
   constructor(
     /** The CLI, run locally. */
     readonly cli: Cli,
     /** A running service to ask where it is up; without one every call is the local CLI's. */
     private readonly service?: PodmanService,
-  ) {}
+  ) {
+    this.silent$ = interval(PROBE_MS).pipe(
+      exhaustMap(() => service?.alive(PROBE_MS / 2) ?? [true]),
+      first((alive) => !alive),
+      mergeMap(() => throwError(() => new RouteLost(`the service did not answer within ${PROBE_MS / 2000} s`))),
+      share(),
+    );
+  }
 
   /** How many processes of Podman's CLI the agent started. */
   get calls(): number {
@@ -130,6 +144,15 @@ export class PodmanCli {
     return this.either(cliArgs, 'command', byApi, (text) => text);
   }
 
+  /** The API on `socket`: the one kept, unless the service now listens elsewhere. */
+  private apiAt(socket: string): Libpod {
+    if (this.api?.socket !== socket) {
+      this.api?.dispose();
+      this.api = new Libpod(socket);
+    }
+    return this.api;
+  }
+
   /**
    * A call by the API where the service is up and the call's storage is the service's (no general options),
    * else by the CLI (its output read by `read`); a way lost under the API's call is taken by the CLI again.
@@ -151,7 +174,7 @@ export class PodmanCli {
         defer(() => {
           const started = performance.now();
           const told = (outcome: 'ok' | 'failed') => () => this.cli.tell(cliArgs, outcome, started, 'service (REST)');
-          return from(byApi(new Libpod(reach.socket), this.cli.deadlineOf(kind))).pipe(tap({ next: told('ok'), error: told('failed') }));
+          return from(byApi(this.apiAt(reach.socket), this.cli.deadlineOf(kind))).pipe(tap({ next: told('ok'), error: told('failed') }));
         }),
       );
       return this.lostAgain(service, asked, () => byCli('CLI (the service was lost)'));
@@ -163,12 +186,7 @@ export class PodmanCli {
    * way went (not the engine's answer): the service hears of it, and `again` makes the call locally.
    */
   private lostAgain<T>(service: PodmanService, through$: Observable<T>, again: () => Observable<T>): Observable<T> {
-    const silent$ = interval(PROBE_MS).pipe(
-      exhaustMap(() => service.alive(PROBE_MS / 2)),
-      first((alive) => !alive),
-      mergeMap(() => throwError(() => new RouteLost(`the service did not answer within ${PROBE_MS / 2000} s`))),
-    );
-    return race(through$, silent$).pipe(
+    return race(through$, this.silent$).pipe(
       catchError((err: unknown) => {
         const lost = err instanceof RouteLost || (err instanceof CliError && service.lost(err.message));
         if (!lost) return throwError(() => err);
