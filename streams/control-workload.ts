@@ -210,8 +210,8 @@ class Interpreter {
       return;
     }
     const token = {};
-    // Work still under way is what a settled state started (an unhealthy workload's stop): the new work replaces it.
-    this.work?.subscription.unsubscribe();
+    // Work still under way runs on, its outcome no longer heard: a create's records after its id (the images it
+    // pulled), an unhealthy workload's stop that a command overtook.
     this.work = { token, subscription: this.outcomes(this.worked(effect), token) };
   }
 
