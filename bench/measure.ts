@@ -1,8 +1,7 @@
 // What the bench parts measure processes with: their RSS, CPU and descriptors, the agent's idle figures,
 // a fake podman with logs, a Node + gRPC client as the floor, and the states a fake server heard.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type AgentStream, FakeAnkaiosServer, addedWorkload, reportedStates } from '../scripts/harness/fake-server.js';
 import { cpuMs, median, sleep } from './report.js';
@@ -132,7 +131,7 @@ export const SETTLE_MS = 15_000;
  * run folder of its own; `end()` kills it, stops the server and removes its containers.
  */
 export async function shippedAgent(prefix: string, args: readonly string[] = [], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) {
-  const run = mkdtempSync(path.join(os.tmpdir(), `ank-bench-${prefix}-`));
+  const run = specFolder(`ank-bench-${prefix}-`);
   const agentName = uniqueAgent(prefix);
   const server = await FakeAnkaiosServer.start();
   const child = spawn(BIN, ['-n', agentName, '-s', server.url, '-k', '-r', run, ...args], { stdio: 'ignore', ...options });
