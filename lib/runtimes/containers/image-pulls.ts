@@ -220,11 +220,14 @@ export class ImagePulls {
   }
 }
 
-/** Whether an image is there by the CLI's query, which fails with exit code 1 when it is not. */
+/** A presence query's failure read: exit code 1 says the image is not there; anything else is an error. */
+export const notThere = (err: unknown): Observable<boolean> => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err));
+
+/** Whether an image is there by the CLI's query. */
 const asked = (cli: CallRunner, query: readonly string[]): Observable<boolean> =>
   cli.run(query, { kind: 'query' }).pipe(
     map(() => true),
-    catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err))),
+    catchError(notThere),
   );
 
 /** A failed pull in the CLI's last words (lib/cli-words.ts). */

@@ -12,6 +12,7 @@ import { type FiguresRow, Libpod, type PodmanRow, RouteLost } from './libpod.js'
 import type { PodmanService } from './service.js';
 import type { ImagePull } from '../containers/images.js';
 import { tolerateMissing } from '../containers/cli-steps.js';
+import { notThere } from '../containers/image-pulls.js';
 
 export interface Volume {
   readonly Name: string;
@@ -112,11 +113,11 @@ export class PodmanCli {
   /** Whether the image a pull would fetch is there (in the pull's storage). */
   imageExists(pull: ImagePull): Observable<boolean> {
     return this.either(
-      [...pull.storage, 'image', 'exists', pull.image],
+      pull.present,
       'query',
       (api, deadline) => api.imageExists(pull.image, deadline),
       () => true,
-    ).pipe(catchError((err: unknown) => (err instanceof CliError && err.exitCode === 1 ? [false] : throwError(() => err))));
+    ).pipe(catchError(notThere));
   }
 
   lines(args: readonly string[], paused$?: Observable<boolean>, maxLineBytes?: number): Observable<string> {
