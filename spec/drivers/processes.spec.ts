@@ -161,8 +161,9 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
     const script = `import { Processes } from ${JSON.stringify(path.resolve('lib/drivers/processes.ts'))};
       process.on('SIGINT', () => console.log('SIGINT'));
       const processes = new Processes();
-      processes.call({ binary: 'sleep', args: ['1'], maxStdout: 64, maxStderr: 64 }, (e) => { console.log(JSON.stringify(e)); processes.dispose(); });
-      setTimeout(() => undefined, 3000);`;
+      // Alive until the call ends, however slow the start under load.
+      const alive = setInterval(() => undefined, 1000);
+      processes.call({ binary: 'sleep', args: ['1'], maxStdout: 64, maxStderr: 64 }, (e) => { console.log(JSON.stringify(e)); processes.dispose(); clearInterval(alive); });`;
     const agent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
     let said = '';
     agent.stdout.on('data', (chunk: Buffer) => (said += chunk.toString()));
