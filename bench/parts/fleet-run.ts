@@ -3,6 +3,7 @@
 // the released `ank` CLI. Ours and the released agents alternate: all started at once → all connected, the
 // fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
 // each thread's schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
+// Then one of ours in a fleet of released agents: its CPU beside theirs for the same work.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { openSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -20,8 +21,10 @@ const PER_AGENT = 5;
  */
 const NO_SERVICE = path.join(specFolder('ank-fleet-config-'), 'agent.toml');
 writeFileSync(NO_SERVICE, "version = 'v1'\npodman_service = false\n");
-const cpuMs = processCpuMs;
-const cpuOf = (agents: readonly ChildProcess[]) => agents.reduce((sum, a) => sum + cpuMs(a.pid!), 0);
+const cpuEach = (agents: readonly ChildProcess[]) => agents.map((a) => processCpuMs(a.pid!));
+const sum = (values: readonly number[]) => values.reduce((total, v) => total + v, 0);
+
+type Kind = 'ours' | 'released';
 
 interface FleetFigures {
   readonly connectedMs: number;
@@ -31,22 +34,27 @@ interface FleetFigures {
   readonly deleteCpuMs: number;
   /** Podman processes the fleet started (its event streams aside), from start to all gone. */
   readonly podmanCalls: number;
+  /** Each agent's CPU in the apply and in the delete, in the order of the kinds asked. */
+  readonly applyCpuEach: readonly number[];
+  readonly deleteCpuEach: readonly number[];
 }
 
-/** One fleet of `n` agents of one kind, from start to all gone. */
-async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures> {
+/** One fleet, an agent of each kind asked, from start to all gone. */
+async function fleet(kinds: readonly Kind[]): Promise<FleetFigures> {
+  const n = kinds.length;
   const cluster = new Cluster();
   const fake = specFolder('ank-fleet-podman-');
   symlinkSync(path.resolve('bench/fake-podman.mjs'), path.join(fake, 'podman'));
   const containers = path.join(fake, 'containers');
   execFileSync('mkdir', [containers]);
   const env = { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: containers, RUST_LOG: 'warn' };
-  const names = Array.from({ length: n }, (_, i) => `fleet_${kind}_${i}`);
+  const names = kinds.map((kind, i) => `fleet_${kind}_${i}`);
   const agents: ChildProcess[] = [];
   try {
     await cluster.startServer();
     const t0 = performance.now();
-    for (const name of names) {
+    for (const [i, name] of names.entries()) {
+      const kind = kinds[i];
       const run = specFolder('ank-fleet-run-');
       const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', NO_SERVICE] : [])];
       // What each agent said stays in the cluster's folder.
@@ -58,7 +66,7 @@ async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures
     const connectedMs = performance.now() - t0;
 
     const workloads = names.flatMap((agent, i) => Array.from({ length: PER_AGENT }, (_, j) => workloadYaml(`w${i}x${j}`, agent, 'sleep 3600')));
-    let cpu = cpuOf(agents);
+    let cpu = cpuEach(agents);
     const t1 = performance.now();
     await cluster.apply(manifest(...workloads));
     const all = n * PER_AGENT;
@@ -68,21 +76,24 @@ async function fleet(kind: 'ours' | 'released', n: number): Promise<FleetFigures
       300_000,
     );
     const applyMs = performance.now() - t1;
-    const applyCpuMs = cpuOf(agents) - cpu;
+    const applyCpuEach = cpuEach(agents).map((ms, i) => ms - cpu[i]);
 
-    cpu = cpuOf(agents);
+    cpu = cpuEach(agents);
     const t2 = performance.now();
     const deleted = names.flatMap((_, i) => Array.from({ length: PER_AGENT }, (_, j) => `w${i}x${j}`));
     await cluster.ank('--no-wait', 'delete', 'workload', ...deleted);
     await cluster.until(async () => (await cluster.states()).length === 0, 'every workload gone', 300_000);
     const deleteMs = performance.now() - t2;
+    const deleteCpuEach = cpuEach(agents).map((ms, i) => ms - cpu[i]);
     const podmanCalls = statSync(path.join(fake, 'calls'), { throwIfNoEntry: false })?.size ?? 0;
-    return { connectedMs, applyMs, applyCpuMs, deleteMs, deleteCpuMs: cpuOf(agents) - cpu, podmanCalls };
+    return { connectedMs, applyMs, applyCpuMs: sum(applyCpuEach), deleteMs, deleteCpuMs: sum(deleteCpuEach), podmanCalls, applyCpuEach, deleteCpuEach };
   } finally {
     for (const agent of agents) agent.kill('SIGKILL');
     await cluster.stopAll();
   }
 }
+
+type NumberKey = Exclude<keyof FleetFigures, 'applyCpuEach' | 'deleteCpuEach'>;
 
 const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
@@ -94,13 +105,13 @@ export async function benchFleetRun(quick: boolean): Promise<void> {
   const rounds = quick ? 1 : 3;
   for (const n of [10, 30]) {
     console.log(`\nA fleet of ${n} agents × ${PER_AGENT} workloads under the released server (fake podman; ${rounds} round(s), alternating)`);
-    const runs: Record<'ours' | 'released', FleetFigures[]> = { ours: [], released: [] };
+    const runs: Record<Kind, FleetFigures[]> = { ours: [], released: [] };
     for (let round = 0; round < rounds; round++) {
-      runs.ours.push(await fleet('ours', n));
-      runs.released.push(await fleet('released', n));
+      runs.ours.push(await fleet(Array(n).fill('ours')));
+      runs.released.push(await fleet(Array(n).fill('released')));
     }
-    const of = (kind: 'ours' | 'released', key: keyof FleetFigures) => median(runs[kind].map((r) => r[key]));
-    const ratio = (key: keyof FleetFigures) => of('ours', key) / of('released', key);
+    const of = (kind: Kind, key: NumberKey) => median(runs[kind].map((r) => r[key]));
+    const ratio = (key: NumberKey) => of('ours', key) / of('released', key);
     for (const kind of ['ours', 'released'] as const) {
       record({
         name: `${n} × ${kind}: all started at once → all connected`,
@@ -117,4 +128,22 @@ export async function benchFleetRun(quick: boolean): Promise<void> {
     record({ name: `${n} agents: apply → all Running(Ok), ours / released`, value: ratio('applyMs'), unit: '×', target: n === 30 ? '≤1.5' : undefined });
     record({ name: `${n} agents: the agents' CPU in the apply, ours / released`, value: ratio('applyCpuMs'), unit: '×' });
   }
+  await oneAmongReleased(rounds);
+}
+
+/**
+ * One of ours in a fleet of 29 released agents: its CPU for the fleet's apply and delete (every agent hears every
+ * state of the fleet) against the released agents' median, in the same fleet.
+ */
+async function oneAmongReleased(rounds: number): Promise<void> {
+  console.log(`\nOne of ours among 29 released agents × ${PER_AGENT} workloads (fake podman; ${rounds} round(s))`);
+  const apply: number[] = [];
+  const remove: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const { applyCpuEach, deleteCpuEach } = await fleet(['ours', ...Array<Kind>(29).fill('released')]);
+    apply.push(applyCpuEach[0] / median(applyCpuEach.slice(1)));
+    remove.push(deleteCpuEach[0] / median(deleteCpuEach.slice(1)));
+  }
+  record({ name: "one of ours among 29 released: its CPU in the fleet's apply / a released agent's", value: median(apply), unit: '×', target: '≤2.5' });
+  record({ name: "one of ours among 29 released: its CPU in the fleet's delete / a released agent's", value: median(remove), unit: '×', target: '≤2.5' });
 }
