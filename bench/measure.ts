@@ -108,8 +108,9 @@ export function podmanWrapper(folder: string): { env: NodeJS.ProcessEnv; calls: 
 }
 
 /**
- * The fake podman of the scaling bench, with a `podman logs` that prints one line and waits (a shell and a
- * sleep, so hundreds of streams cost little): the agent's own cost is what is measured.
+ * The fake podman of the scaling bench, with a `podman logs` that prints one line and waits while the agent
+ * lives (a shell and a `tail`, so hundreds of streams cost little, and none outlives an agent killed with
+ * SIGKILL): the agent's own cost is what is measured.
  */
 export function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
   const fake = specFolder('ank-fake-podman-');
@@ -117,7 +118,7 @@ export function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
   execFileSync('mkdir', [state]);
   writeFileSync(
     path.join(fake, 'podman'),
-    `#!/bin/sh\nif [ "$1" = logs ]; then echo "a line of $*"; ${logsWait ? 'exec sleep 3600' : 'exit 0'}; fi\nexec ${process.execPath} ${path.resolve('bench/fake-podman.mjs')} "$@"\n`,
+    `#!/bin/sh\nif [ "$1" = logs ]; then echo "a line of $*"; ${logsWait ? 'exec tail -f /dev/null --pid=$PPID' : 'exit 0'}; fi\nexec ${process.execPath} ${path.resolve('bench/fake-podman.mjs')} "$@"\n`,
     { mode: 0o755 },
   );
   return { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
