@@ -1,6 +1,6 @@
 // The image collector's rules (lib/runtimes/base/image-gc.ts) on a fake engine and a clock of the spec's own.
 import { expect } from 'chai';
-import { Subscription, VirtualAction, VirtualTimeScheduler, lastValueFrom, of, throwError } from 'rxjs';
+import { Subject, Subscription, VirtualAction, VirtualTimeScheduler, lastValueFrom, of, throwError } from 'rxjs';
 import { ImageCollector, type ImageEngine, type ImageNames } from '../../lib/runtimes/containers/image-gc.js';
 import { ImageRecord } from '../../lib/runtimes/containers/image-record.js';
 import type { ImagePull } from '../../lib/runtimes/containers/images.js';
@@ -30,7 +30,7 @@ function fake(refuse: Readonly<Record<string, string>> = {}, scheduler = new Vir
     state.images.set(image, { id, names: [image] });
     return lastValueFrom(gc.pulled(pull(image)), { defaultValue: undefined });
   };
-  return { gc, record, removed, state, pulled };
+  return { gc, engine, record, removed, state, pulled };
 }
 
 const collect = (gc: ImageCollector) => lastValueFrom(gc.collect());
@@ -91,6 +91,19 @@ describe('the image collector (lib/runtimes/base/image-gc.ts)', () => {
     const { gc, record } = fake();
     await lastValueFrom(gc.pulled(pull('vanished')), { defaultValue: undefined });
     expect(record.of('fake')).to.deep.equal([]);
+  });
+
+  // rx~image-gc~1
+  it('records a pulled image though the work that pulled it let go while the engine was asked: the image is not left nobody’s', () => {
+    const { gc, engine, record } = fake();
+    // The engine answers once the work has let go.
+    const answer = new Subject<ImageNames | undefined>();
+    engine.describe = () => answer;
+    const asked = gc.pulled(pull('app:2')).subscribe();
+    asked.unsubscribe();
+    answer.next({ id: 'id-app:2', names: ['app:2'] });
+    answer.complete();
+    expect(record.of('fake').map((r) => `${r.image} ${r.id}`)).to.deep.equal(['app:2 id-app:2']);
   });
 
   // rx~image-gc~1

@@ -7,6 +7,7 @@
 // Podman or nerdctl refuses is left.
 import { statfsSync } from 'node:fs';
 import {
+  AsyncSubject,
   EMPTY,
   type Observable,
   type SchedulerLike,
@@ -127,21 +128,33 @@ export class ImageCollector {
     return since !== undefined && this.now() - since < WANTED_MS;
   }
 
-  /** An image this pull fetched that was not there before is the agent's: recorded as the image its reference names now. */
+  /**
+   * An image this pull fetched that was not there before is the agent's: recorded as the image its reference
+   * names now. The recording is the collector's once subscribed: a caller that lets go meanwhile (its work was
+   * ended) does not cut it, else the image would be nobody's and stay for good.
+   */
   pulled(pull: ImagePull): Observable<never> {
-    return this.engine.describe(pull.storage, pull.image).pipe(
-      tap((now) => {
-        if (!now) return;
-        this.record.add({ engine: this.engine.name, storage: pull.storage, image: pull.image, id: now.id }, this.now());
-        this.observer.note?.(`${this.engine.name}: recorded ${pull.image} (${now.id}) as pulled by the agent`);
-        this.schedule();
-      }),
-      ignoreElements(),
-      catchError((err: unknown) => {
-        this.observer.note?.(`${this.engine.name}: ${pull.image} not recorded: ${(err as Error).message}`);
-        return EMPTY;
-      }),
-    );
+    return defer(() => {
+      const recorded = new AsyncSubject<never>();
+      const recording = this.engine
+        .describe(pull.storage, pull.image)
+        .pipe(
+          tap((now) => {
+            if (!now) return;
+            this.record.add({ engine: this.engine.name, storage: pull.storage, image: pull.image, id: now.id }, this.now());
+            this.observer.note?.(`${this.engine.name}: recorded ${pull.image} (${now.id}) as pulled by the agent`);
+            this.schedule();
+          }),
+          ignoreElements(),
+          catchError((err: unknown) => {
+            this.observer.note?.(`${this.engine.name}: ${pull.image} not recorded: ${(err as Error).message}`);
+            return EMPTY;
+          }),
+        )
+        .subscribe(recorded);
+      this.held.add(recording);
+      return recorded;
+    });
   }
 
   private now(): number {
