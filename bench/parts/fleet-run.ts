@@ -10,7 +10,7 @@ import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { processCpuMs, settled } from '../measure.js';
-import { record } from '../report.js';
+import { median, record } from '../report.js';
 import { specFolder } from '../../scripts/harness/temp.js';
 
 const PER_AGENT = 5;
@@ -53,8 +53,8 @@ async function fleet(kinds: readonly Kind[]): Promise<FleetFigures> {
   try {
     await cluster.startServer();
     const t0 = performance.now();
-    for (const [i, name] of names.entries()) {
-      const kind = kinds[i];
+    for (const [i, kind] of kinds.entries()) {
+      const name = names[i];
       const run = specFolder('ank-fleet-run-');
       const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', NO_SERVICE] : [])];
       // What each agent said stays in the cluster's folder.
@@ -97,8 +97,6 @@ async function fleet(kinds: readonly Kind[]): Promise<FleetFigures> {
 }
 
 type NumberKey = Exclude<keyof FleetFigures, 'applyCpuEach' | 'deleteCpuEach'>;
-
-const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 export async function benchFleetRun(quick: boolean): Promise<void> {
   if (!ANKAIOS_BIN) {

@@ -1,4 +1,4 @@
-// The images the agent pulled, collected once no container uses them (lib/runtimes/base/image-gc.ts), against a
+// The images the agent pulled, collected once no container uses them (lib/runtimes/containers/image-gc.ts), against a
 // real registry and real Podman; a user's image and one a stopped container uses are never removed.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, statfsSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The image collector's rules (lib/runtimes/base/image-gc.ts) on a fake engine and a clock of the spec's own.
+// The image collector's rules (lib/runtimes/containers/image-gc.ts) on a fake engine and a clock of the spec's own.
 import { expect } from 'chai';
 import { Subject, Subscription, VirtualAction, VirtualTimeScheduler, lastValueFrom, of, throwError } from 'rxjs';
 import { ImageCollector, type ImageEngine, type ImageNames } from '../../lib/runtimes/containers/image-gc.js';
@@ -35,7 +35,7 @@ function fake(refuse: Readonly<Record<string, string>> = {}, scheduler = new Vir
 
 const collect = (gc: ImageCollector) => lastValueFrom(gc.collect());
 
-describe('the image collector (lib/runtimes/base/image-gc.ts)', () => {
+describe('the image collector (lib/runtimes/containers/image-gc.ts)', () => {
   // rx~image-gc~1
   it('removes the images it recorded, by the id pulled, once no container uses them and they are older than min_age, oldest first', async () => {
     const { gc, removed, state, pulled } = fake();

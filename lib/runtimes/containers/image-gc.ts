@@ -104,7 +104,7 @@ export class ImageCollector {
     private readonly observer: ImageGcObserver = {},
     /** Its clock and its timer (virtual in specs). */
     private readonly scheduler: SchedulerLike = asyncScheduler,
-    /** Where its timer is held: the run lets go of it when it ends. */
+    /** Where its timer and its recordings under way are held: the run lets go of them when it ends. */
     private readonly held: Subscription = new Subscription(),
   ) {
     if (record.of(engine.name).length > 0) this.schedule();
@@ -136,25 +136,25 @@ export class ImageCollector {
   pulled(pull: ImagePull): Observable<never> {
     return defer(() => {
       const recorded = new AsyncSubject<never>();
-      const recording = this.engine
-        .describe(pull.storage, pull.image)
-        .pipe(
-          tap((now) => {
-            if (!now) return;
-            this.record.add({ engine: this.engine.name, storage: pull.storage, image: pull.image, id: now.id }, this.now());
-            this.observer.note?.(`${this.engine.name}: recorded ${pull.image} (${now.id}) as pulled by the agent`);
-            this.schedule();
-          }),
-          ignoreElements(),
-          catchError((err: unknown) => {
-            this.observer.note?.(`${this.engine.name}: ${pull.image} not recorded: ${(err as Error).message}`);
-            return EMPTY;
-          }),
-        )
-        .subscribe(recorded);
-      this.held.add(recording);
+      this.held.add(this.recording(pull).subscribe(recorded));
       return recorded;
     });
+  }
+
+  private recording(pull: ImagePull): Observable<never> {
+    return this.engine.describe(pull.storage, pull.image).pipe(
+      tap((now) => {
+        if (!now) return;
+        this.record.add({ engine: this.engine.name, storage: pull.storage, image: pull.image, id: now.id }, this.now());
+        this.observer.note?.(`${this.engine.name}: recorded ${pull.image} (${now.id}) as pulled by the agent`);
+        this.schedule();
+      }),
+      ignoreElements(),
+      catchError((err: unknown) => {
+        this.observer.note?.(`${this.engine.name}: ${pull.image} not recorded: ${(err as Error).message}`);
+        return EMPTY;
+      }),
+    );
   }
 
   private now(): number {
