@@ -7,7 +7,7 @@
 // once the agent is loaded). CommonJS: an ES module as the entry costs Node's start some 8 ms more.
 // Node's modules taken as they are, not imported: an import of a built-in module makes an ES module of it, which
 // reads every export (node:fs's streams among them) and costs the start some 16 ms of CPU.
-const { existsSync, readFileSync, statSync } = process.getBuiltinModule('node:fs');
+const { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, statSync } = process.getBuiltinModule('node:fs');
 const { createRequire } = process.getBuiltinModule('node:module');
 const { pathToFileURL } = process.getBuiltinModule('node:url');
 const path = process.getBuiltinModule('node:path');
@@ -27,22 +27,49 @@ const newer = (a, b) => statSync(a).mtimeMs > statSync(b).mtimeMs;
 const debug = (text) => args.some((a) => a === '--debug' || a.startsWith('--debug=')) && process.stderr.write(`ank-agent: ${text}\n`);
 
 /**
- * The bundle, compiled with its code cache when one is given and was made of exactly this bundle. V8 itself
+ * The bytes of a regular file, or undefined: a FIFO, a device or a folder in its place (opened without blocking,
+ * so that a FIFO never holds the start), or a file that cannot be read.
+ */
+function regularFile(file) {
+  let fd;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    return fstatSync(fd).isFile() ? readFileSync(fd) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * The code cache's data when the cache is whole and was made of exactly `bundle`: V8 does not check the data it is
+ * given, and a damaged cache crashes it (SIGSEGV, SIGTRAP) or runs wrong code. The file is the bundle's CRC-32, the
+ * data's CRC-32 (4 bytes each, big-endian), then the data (scripts/code-cache.mjs).
+ */
+function cacheOf(bundle, cacheFile) {
+  const cache = regularFile(cacheFile);
+  if (!cache) return void debug('no code cache (or not a regular file): compiling the bundle without it.');
+  // zlib is loaded for its CRC-32 only here, once the hello went out.
+  const { crc32 } = process.getBuiltinModule('node:zlib');
+  if (cache.length <= 8 || cache.readUInt32BE(0) !== crc32(bundle)) return void debug('the code cache was made of another bundle: compiling without it.');
+  const data = cache.subarray(8);
+  if (cache.readUInt32BE(4) !== crc32(data)) return void debug('the code cache is damaged (its data does not match its checksum): compiling without it.');
+  return data;
+}
+
+/**
+ * The bundle, compiled with its code cache when one is given, whole and made of exactly this bundle. V8 itself
  * rejects a cache made by another Node version or under other options; the bundle then compiles as any script does.
  */
 function loadBundle(bundle, cacheFile) {
-  const bytes = readFileSync(bundle);
+  const bytes = regularFile(bundle);
+  if (!bytes) {
+    process.stderr.write(`ank-agent: the agent's bundle '${bundle}' is not a readable file: install the agent again.\n`);
+    process.exit(1);
+  }
   const source = bytes.toString('utf8');
-  let cachedData;
-  if (cacheFile)
-    try {
-      const cache = readFileSync(cacheFile);
-      // zlib is loaded for its CRC-32 only here, once the hello went out.
-      if (cache.length > 4 && cache.readUInt32BE(0) === process.getBuiltinModule('node:zlib').crc32(bytes)) cachedData = cache.subarray(4);
-      else debug('the code cache was made of another bundle: compiling without it.');
-    } catch {
-      debug('no code cache: compiling the bundle without it.');
-    }
+  const cachedData = cacheFile ? cacheOf(bytes, cacheFile) : undefined;
   const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: bundle, cachedData });
   if (cachedData)
     debug(

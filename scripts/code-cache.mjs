@@ -1,7 +1,8 @@
 // npm run build, last step: V8's code cache of the run's bundle, so that the agent does not compile what its
 // modules run when they load (the start's bundle is small and compiles as it is: bin/ank-agent.cjs). The file
-// is the bundle's CRC-32 (4 bytes, big-endian), then the cache: bin/ank-agent.cjs uses it only for the bundle it
-// was made of (CRC-32: native and cheap, where loading node:crypto for a SHA-256 cost some 20 ms).
+// is the bundle's CRC-32 and the cache data's CRC-32 (4 bytes each, big-endian), then the data: bin/ank-agent.cjs
+// uses it only whole and for the bundle it was made of (V8 does not check the data; CRC-32: native and cheap, where
+// loading node:crypto for a SHA-256 cost some 20 ms).
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -25,9 +26,11 @@ function cache(file, cacheFile) {
   const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: bundle });
   const module = { exports: {} };
   script.runInThisContext()(module.exports, createRequire(bundle), module, bundle, path.dirname(bundle));
-  const check = Buffer.alloc(4);
-  check.writeUInt32BE(crc32(bytes));
-  writeFileSync(cacheFile, Buffer.concat([check, script.createCachedData()]));
+  const data = script.createCachedData();
+  const check = Buffer.alloc(8);
+  check.writeUInt32BE(crc32(bytes), 0);
+  check.writeUInt32BE(crc32(data), 4);
+  writeFileSync(cacheFile, Buffer.concat([check, data]));
 }
 
 cache('dist/bin/ank-agent-run.cjs', 'dist/bin/ank-agent-run.cache');

@@ -125,6 +125,35 @@ describe('ank-agent (the command line)', () => {
     expect(otherOptions).to.contain('ank-agent: V8 rejected the code cache (made by another Node version or under other options): compiled without it.');
   });
 
+  it('compiles without the code cache when its data is damaged, or a FIFO or a folder stands in its place, and runs as it should', async () => {
+    const data = readFileSync(path.join('dist', 'bin', 'ank-agent-run.cache'));
+    const flipped = Buffer.from(data);
+    // A byte in the middle of V8's data, past the two checksums: V8 would take it as it is.
+    flipped[8 + Math.floor((flipped.length - 8) / 2)] ^= 0x40;
+    const cases: [string, (cache: string) => void, string][] = [
+      ['a flipped byte', (cache) => writeFileSync(cache, flipped), 'the code cache is damaged (its data does not match its checksum): compiling without it.'],
+      ['a FIFO', (cache) => execFileSync('mkfifo', [cache]), 'no code cache (or not a regular file): compiling the bundle without it.'],
+      ['a folder', (cache) => mkdirSync(cache), 'no code cache (or not a regular file): compiling the bundle without it.'],
+    ];
+    for (const [what, plant, said] of cases) {
+      const copy = mkdtempSync(path.join(tmp, 'damaged-'));
+      mkdirSync(path.join(copy, 'bin'));
+      mkdirSync(path.join(copy, 'dist', 'bin'), { recursive: true });
+      writeFileSync(path.join(copy, 'bin', 'ank-agent.cjs'), readFileSync(BIN), { mode: 0o755 });
+      writeFileSync(path.join(copy, 'package.json'), readFileSync('package.json'));
+      for (const file of ['ank-agent.cjs', 'ank-agent-run.cjs', 'about.js', 'prom-client.cjs'])
+        writeFileSync(path.join(copy, 'dist', 'bin', file), readFileSync(path.join('dist', 'bin', file)));
+      plant(path.join(copy, 'dist', 'bin', 'ank-agent-run.cache'));
+      const args = ['-n', 'agent_cache', '-k', '-s', 'http://127.0.0.1:1', '-r', mkdtempSync(path.join(tmp, 'cache-')), '--debug'];
+      const { child, stderr, exited } = await startUntil(args, /Connecting to the server as agent/, {}, [path.join(copy, 'bin', 'ank-agent.cjs')]);
+      expect(stderr(), what).to.contain(`ank-agent: ${said}`);
+      expect(stderr(), what).not.to.contain('compiled from the code cache');
+      // The agent it compiled is whole: it ends its stream and exits 0 on SIGTERM, as always.
+      child.kill('SIGTERM');
+      expect(await exited, `${what}: ${stderr()}`).to.equal(0);
+    }
+  });
+
   it("--version prints the agent's version and the protocol lines it speaks", async () => {
     const run = await runToEnd(['--version']);
     expect(run.code).to.equal(0);
