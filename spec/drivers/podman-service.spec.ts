@@ -1,6 +1,6 @@
 // Podman asked through its running service (lib/runtimes/podman/service.ts), on real Podman: the calls that
 // take it, the containers it makes, and what happens when the service is killed, stalls or is not Podman's.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -197,6 +197,72 @@ describe('Podman through its service (real Podman)', function () {
     await until(() => !alive(stalled), 'the stalled service is killed');
     expect(calls.some((c) => c.via?.startsWith('CLI (the service was lost'))).to.equal(true);
     expect(containersOf(agent.agentName)).to.deep.equal([`late.${w.instanceName.id}.${agent.agentName} running`]);
+  });
+
+  /**
+   * A proxy on `socket` in front of a real service on `upstream` that passes its pings whole and cuts every other
+   * answer after its headers and a byte of its body (the connection closed): a service that looks up and answers nothing.
+   */
+  const cuttingProxy = (socket: string, upstream: string) => {
+    let cut = 0;
+    const server = net.createServer((client) => {
+      const engine = net.connect(upstream);
+      let asked = '';
+      let head = Buffer.alloc(0);
+      client.on('data', (chunk: Buffer) => {
+        asked = /^[A-Z]+ (\S+) HTTP/m.exec(chunk.toString('latin1'))?.[1] ?? asked;
+        head = Buffer.alloc(0);
+        engine.write(chunk);
+      });
+      engine.on('data', (chunk: Buffer) => {
+        if (asked.endsWith('/_ping')) return void client.write(chunk);
+        head = Buffer.concat([head, chunk]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        cut += 1;
+        client.end(head.subarray(0, end + 5));
+        engine.destroy();
+      });
+      const close = () => {
+        client.destroy();
+        engine.destroy();
+      };
+      client.on('error', close).on('close', close);
+      engine.on('error', close).on('close', close);
+    });
+    return { server, cut: () => cut, listening: new Promise<void>((resolve) => server.listen(socket, resolve)) };
+  };
+
+  // rx~podman-service-fallback~1
+  it('a service whose answers are cut after their headers while its pings pass: creates, polls and deletes go on by the CLI', async () => {
+    const folder = specFolder('ank-cut-');
+    folders.push(folder);
+    const upstream = path.join(folder, 'real.sock');
+    const real = spawn('podman', ['system', 'service', '--time=0', `unix://${upstream}`], { stdio: 'ignore' });
+    pids.push(real.pid!);
+    await until(() => existsSync(upstream), 'the real service listens');
+    const proxy = cuttingProxy(path.join(folder, 'cut.sock'), upstream);
+    await proxy.listening;
+    try {
+      const { agent, service, calls } = servedAgent('cut', path.join(folder, 'cut.sock'));
+      await until(() => service.socket === path.join(folder, 'cut.sock'), 'the cutting proxy taken for the service');
+      // More workloads than the REST requests that run at once (8): cut answers never hold a slot.
+      const workloads = Array.from({ length: 10 }, (_, i) => busybox(`w${i}`, agent.agentName));
+      agent.send({ kind: 'serverHello', added: workloads });
+      for (const w of workloads) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 60_000);
+      expect(proxy.cut(), 'answers cut').to.be.greaterThan(0);
+      expect(calls.some((c) => c.subcommand === 'ps' && c.via === 'CLI (the service was lost)')).to.equal(true);
+      agent.send({ kind: 'updateWorkload', added: [], deleted: workloads.map((w) => ({ instanceName: w.instanceName, dependencies: {} })) });
+      for (const w of workloads) await agent.waitFor(w.instanceName.workloadName, /^Removed$/, 60_000);
+      expect(containersOf(agent.agentName)).to.deep.equal([]);
+      // Each remove was made by the CLI: at once while the service was down, or after its answer was cut.
+      expect(
+        calls.filter((c) => c.subcommand === 'rm').every((c) => c.via?.startsWith('CLI (')),
+        JSON.stringify(calls),
+      ).to.equal(true);
+    } finally {
+      proxy.server.close();
+    }
   });
 
   // rx~podman-service-fallback~1

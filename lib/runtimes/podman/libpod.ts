@@ -34,6 +34,12 @@ export type FiguresRow = ContainerFigures & { readonly ContainerID?: string };
 /** The way to the service failed (not the engine's answer): the call is made again by the CLI. */
 export class RouteLost extends Error {}
 
+/**
+ * An answer the service began and did not finish: the way is broken, whatever its ping says (Podman's remote
+ * client spins for ever on such an answer).
+ */
+export class AnswerCut extends RouteLost {}
+
 export class Libpod {
   private readonly connections = new http.Agent({ keepAlive: true, timeout: IDLE_CONNECTION_MS, maxSockets: 8 });
 
@@ -123,8 +129,9 @@ function okOrLost(status: number, body: string): string {
 
 /**
  * A request without a body on the socket, within `deadlineMs`, on a connection of `connections` (false: one of
- * its own); a failure of the way is a RouteLost. A kept connection the service closed as it was taken is
- * replaced once by a new one.
+ * its own); a failure of the way is a RouteLost. It settles on every way an answer can end: whole, cut after its
+ * headers (the connection closed, reset or aborted), too large, or not at all within the deadline, which covers
+ * the body too. A kept connection the service closed as it was taken is replaced once by a new one.
  */
 function request(
   socket: string,
@@ -134,26 +141,39 @@ function request(
   deadlineMs: number,
 ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
+    let settled = false;
+    const settle = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      outcome();
+    };
+    const lost = (why: string, Failure = RouteLost) =>
+      settle(() => {
+        asked.destroy();
+        reject(new Failure(why));
+      });
+    let answered = false;
     const asked = http.request({ socketPath: socket, method, path: url, agent: connections, headers: { host: 'd' } }, (response) => {
+      answered = true;
       const chunks: Buffer[] = [];
       let size = 0;
       response.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) asked.destroy(new Error(`an answer of more than ${MAX_ANSWER_BYTES} bytes`));
+        if (size > MAX_ANSWER_BYTES) lost(`an answer of more than ${MAX_ANSWER_BYTES} bytes`);
         else chunks.push(chunk);
       });
-      response.on('end', () => {
-        clearTimeout(timer);
-        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() });
-      });
-      response.on('error', () => undefined);
+      response.on('end', () => settle(() => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() })));
+      response.on('error', (err) => lost(`the answer was cut: ${err.message}`, AnswerCut));
+      response.on('close', () => lost('the connection closed before the answer was whole', AnswerCut));
     });
-    const timer = setTimeout(() => asked.destroy(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs);
+    const timer = setTimeout(() => lost(`no answer within ${deadlineMs / 1000} s`), deadlineMs);
     asked.on('error', (err: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      if (asked.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) resolve(request(socket, false, method, url, deadlineMs));
-      else reject(new RouteLost(err.message));
+      if (settled) return;
+      if (asked.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) settle(() => resolve(request(socket, false, method, url, deadlineMs)));
+      else lost(err.message);
     });
+    asked.on('close', () => lost('the connection closed before an answer was whole', answered ? AnswerCut : RouteLost));
     asked.end();
   });
 }

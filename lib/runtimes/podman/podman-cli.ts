@@ -4,11 +4,28 @@
 // client through the service; `exec` and what the remote client cannot do by the local CLI, and so every call
 // while the service is starting, gone or stalled (./service.ts). A call whose way is lost under it is made again
 // by the local CLI. The event stream and conmon's exit files stay local: they are the source of states.
-import { type Observable, catchError, defer, exhaustMap, first, from, interval, map, mergeMap, race, share, tap, throwError } from 'rxjs';
+import {
+  EMPTY,
+  type Observable,
+  catchError,
+  defer,
+  exhaustMap,
+  first,
+  from,
+  interval,
+  map,
+  merge,
+  mergeMap,
+  race,
+  share,
+  tap,
+  throwError,
+  timeout,
+} from 'rxjs';
 import type { Container } from '../../ports.js';
 import { type Attempt, type Call, type CallKind, type Cli, CliError, DEFAULT_MAX_PROCESSES } from '../base/cli.js';
 import { Slots } from '../base/slots.js';
-import { type FiguresRow, Libpod, type PodmanRow, RouteLost } from './libpod.js';
+import { AnswerCut, type FiguresRow, Libpod, type PodmanRow, RouteLost } from './libpod.js';
 import type { PodmanService } from './service.js';
 import type { ImagePull } from '../containers/images.js';
 import { tolerateMissing } from '../containers/cli-steps.js';
@@ -28,10 +45,10 @@ export class PodmanCli {
   /** The API of the service's socket, its connections kept for a burst. */
   private api?: Libpod;
   /**
-   * Fails with a RouteLost once the service stops answering its ping: one ping every PROBE_MS however many calls
-   * go through the service (a burst's calls waiting for a slot asked a ping each).
+   * Fails with a RouteLost once the service stops answering its ping (one ping every PROBE_MS however many calls
+   * go through the service: a burst's calls waiting for a slot asked a ping each) or goes down for another reason.
    */
-  private readonly silent$: Observable<never>;
+  private readonly lost$: Observable<never>;
 
   constructor(
     /** The CLI, run locally. */
@@ -39,10 +56,14 @@ export class PodmanCli {
     /** A running service to ask where it is up; without one every call is the local CLI's. */
     private readonly service?: PodmanService,
   ) {
-    this.silent$ = interval(PROBE_MS).pipe(
+    const silent$ = interval(PROBE_MS).pipe(
       exhaustMap(() => service?.alive(PROBE_MS / 2) ?? [true]),
       first((alive) => !alive),
-      mergeMap(() => throwError(() => new RouteLost(`the service did not answer within ${PROBE_MS / 2000} s`))),
+      map(() => `the service did not answer within ${PROBE_MS / 2000} s`),
+    );
+    this.lost$ = merge(silent$, service?.down$ ?? EMPTY).pipe(
+      first(),
+      mergeMap((why) => throwError(() => new RouteLost(why))),
       share(),
     );
   }
@@ -171,13 +192,17 @@ export class PodmanCli {
       const reach = service.reach();
       if ('why' in reach) return byCli(`CLI (${reach.why})`);
       if (cliArgs[0].startsWith('-')) return byCli('CLI (general options choose the storage)');
-      const asked = this.requests.run(
-        defer(() => {
-          const started = performance.now();
-          const told = (outcome: 'ok' | 'failed') => () => this.cli.tell(cliArgs, outcome, started, 'service (REST)');
-          return from(byApi(this.apiAt(reach.socket), this.cli.deadlineOf(kind))).pipe(tap({ next: told('ok'), error: told('failed') }));
-        }),
-      );
+      const deadlineMs = this.cli.deadlineOf(kind);
+      const asked = this.requests
+        .run(
+          defer(() => {
+            const started = performance.now();
+            const told = (outcome: 'ok' | 'failed') => () => this.cli.tell(cliArgs, outcome, started, 'service (REST)');
+            return from(byApi(this.apiAt(reach.socket), deadlineMs)).pipe(tap({ next: told('ok'), error: told('failed') }));
+          }),
+        )
+        // The deadline covers the wait for a slot too: calls that hold every slot never hold the next for longer.
+        .pipe(timeout({ first: deadlineMs, with: () => throwError(() => new RouteLost(`no answer within ${deadlineMs / 1000} s, a slot's wait included`)) }));
       return this.lostAgain(service, asked, () => byCli('CLI (the service was lost)'));
     });
   }
@@ -187,11 +212,11 @@ export class PodmanCli {
    * way went (not the engine's answer): the service hears of it, and `again` makes the call locally.
    */
   private lostAgain<T>(service: PodmanService, through$: Observable<T>, again: () => Observable<T>): Observable<T> {
-    return race(through$, this.silent$).pipe(
+    return race(through$.pipe(tap(() => service.answered())), this.lost$).pipe(
       catchError((err: unknown) => {
         const lost = err instanceof RouteLost || (err instanceof CliError && service.lost(err.message));
         if (!lost) return throwError(() => err);
-        service.failed((err as Error).message);
+        service.failed((err as Error).message, err instanceof AnswerCut);
         return again().pipe(
           catchError((after: unknown) => {
             if (after instanceof CliError) after.retried = true;

@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { type Observable, Subject } from 'rxjs';
 import type { Logger } from '../../logger.js';
 import { processWork } from '../../drivers/machine.js';
 import { ping } from './libpod.js';
@@ -18,6 +19,12 @@ const START_WITHIN_MS = 5000;
 const RETRY_MS = { first: 1000, most: 5 * 60_000 };
 /** How long a service that works but answers no ping is waited for before it counts as lost. */
 const BUSY_FOR_MS = 10_000;
+/**
+ * How many calls in a row may fail by their way while the service answers its ping before it counts as lost: a
+ * service that answers pings and cuts every other answer (and Podman's remote client then spins for ever) is no
+ * service to ask.
+ */
+const LOST_AFTER_FAILURES = 3;
 /** A unix socket's path has room for 107 bytes. */
 const MAX_SOCKET_PATH = 107;
 
@@ -61,7 +68,12 @@ export class PodmanService {
   private child?: ChildProcess;
   /** Since when the service has not answered a ping (undefined while it answers). */
   private unansweredSince?: number;
+  /** The calls through the service that failed by their way since the last that came back. */
+  private failedInARow = 0;
   private readonly ownSocket?: string;
+  private readonly downs = new Subject<string>();
+  /** Why, each time the service goes down: the calls still going through it are lost. */
+  readonly down$: Observable<string> = this.downs.asObservable();
 
   constructor(private readonly options: ServiceOptions) {
     this.ownSocket = options.folder && path.join(options.folder, 'podman.sock');
@@ -100,10 +112,24 @@ export class PodmanService {
     return LOST_WORDS.test(message);
   }
 
-  /** A call through the service failed by its way or ran long: when the service does not answer now, it is replaced. */
-  failed(why: string): void {
+  /** A call through the service came back: its answers are whole. */
+  answered(): void {
+    this.failedInARow = 0;
+  }
+
+  /**
+   * A call through the service failed by its way or ran long: when the service does not answer now, it is
+   * replaced; so it is at once when `broken` (it cut an answer it began), and after LOST_AFTER_FAILURES such calls
+   * in a row, though it answers its ping.
+   */
+  failed(why: string, broken = false): void {
     const state = this.state;
     if (state.kind !== 'up') return;
+    this.failedInARow += 1;
+    if (broken || this.failedInARow >= LOST_AFTER_FAILURES) {
+      this.down(state, broken ? `it cut an answer (${why})` : `${this.failedInARow} calls in a row failed by their way (${why})`);
+      return;
+    }
     this.alive(1000).then((alive) => {
       if (alive || this.state !== state) return;
       this.down(state, `it failed a call (${why}) and does not answer`);
@@ -140,6 +166,7 @@ export class PodmanService {
       }
     }
     this.off(why, true);
+    this.downs.next(why);
   }
 
   private off(why: string, failed: boolean): void {
@@ -201,6 +228,7 @@ export class PodmanService {
     if (this.state.kind !== 'starting') return;
     this.state = { kind: 'up', socket, pid };
     this.unansweredSince = undefined;
+    this.failedInARow = 0;
     this.retryMs = RETRY_MS.first;
     this.options.note?.(`service up: ${what} at '${socket}'${pid === undefined ? '' : ` (pid ${pid})`}`);
   }
