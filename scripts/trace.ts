@@ -103,6 +103,10 @@ const OWN: Requirement[] = [
     'A service that is killed, stalls or is not Podman is replaced, its calls made by the local CLI meanwhile, nothing lost or made twice; podman_service = false keeps a Podman process per call',
   ],
   [
+    'rx~lost-container-sweep~1',
+    "What a Podman call cut short leaves running outside Podman's list is removed by the OCI runtime Podman is configured with, found only as a conmon of the agent's own user and storage (never by a process's argv alone); a remove made again after the service was lost reports Removed only once no process of the container is left",
+  ],
+  [
     'rx~image-gc~1',
     "The images the agent pulled itself (recorded in its folder, across restarts) are removed once no container uses them and they are older than image_gc.min_age; a user's image and one any container uses are never removed",
   ],

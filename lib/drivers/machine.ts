@@ -1,5 +1,5 @@
 // Reads the machine's CPU times and free memory from /proc, and finds processes there by their environment.
-import { closeSync, lstatSync, openSync, readFileSync, readSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { closeSync, lstatSync, openSync, readFileSync, readSync, readdirSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { MachineSample } from '../ports.js';
 
@@ -88,6 +88,33 @@ export function* eachProcess(file: 'cmdline' | 'environ'): Iterable<[pid: number
       yield [Number(pid), readFileSync(`/proc/${pid}/${file}`)];
     } catch {
       // gone, or not ours to read
+    }
+  }
+}
+
+/**
+ * The processes of the agent's own user whose executable, as the kernel links it, is `executable` (its links
+ * resolved), each with its argv: what no other user can make, whatever its argv says. A process that ended and
+ * whose pid was taken meanwhile is checked again after its argv is read.
+ */
+export function* ownProcessesOf(executable: string): Iterable<{ readonly pid: number; readonly argv: readonly string[] }> {
+  let wanted: string;
+  try {
+    wanted = realpathSync(executable);
+  } catch {
+    return;
+  }
+  const uid = process.getuid?.() ?? 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readlinkSync(`/proc/${pid}/exe`) !== wanted) continue;
+      const uids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+      if (!uids || uids.slice(1).some((u) => Number(u) !== uid)) continue;
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0');
+      if (readlinkSync(`/proc/${pid}/exe`) === wanted) yield { pid: Number(pid), argv };
+    } catch {
+      // Gone, or not ours to read.
     }
   }
 }

@@ -2,6 +2,7 @@
 import type { CrashLoopBackoff } from '../../lib/restart-policy.js';
 import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { EMPTY, Subject, type Subscription, of } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
@@ -74,9 +75,29 @@ function removeContainers(agentName: string): void {
   }
 }
 
+/**
+ * Removes what a spec that failed may have left of the agent's containers outside Podman's list: the containers of
+ * conmons whose container name ends in the agent's name and whose id Podman does not list, by Podman's runtime.
+ */
+function removeUnlisted(agentName: string): void {
+  const listed = new Set(podman('ps', '--all', '--external', '--no-trunc', '--format', '{{.ID}}').split('\n'));
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readlinkSync(`/proc/${pid}/exe`) !== '/usr/bin/conmon') continue;
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0');
+      const id = argv[argv.indexOf('-c') + 1];
+      if (argv[argv.indexOf('-n') + 1]?.endsWith(`.${agentName}`) && /^[0-9a-f]{64}$/.test(id) && !listed.has(id))
+        spawnSync('runc', ['delete', '--force', id], { stdio: 'ignore' });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+}
+
 /** Removes every container, pod and volume of the agent, and its containerd containers where nerdctl is. */
 export function cleanup(agentName: string): void {
   removeContainers(agentName);
+  removeUnlisted(agentName);
   spawnSync(
     'sh',
     ['-c', `command -v nerdctl >/dev/null || exit 0; ids=$(nerdctl ps -aq --filter label=agent=${agentName}); [ -z "$ids" ] || nerdctl rm -f $ids`],

@@ -49,6 +49,11 @@ export class PodmanCli {
    * go through the service: a burst's calls waiting for a slot asked a ping each) or goes down for another reason.
    */
   private readonly lost$: Observable<never>;
+  /**
+   * How many calls lost their way to the service under them so far: a call made again by the CLI then may find
+   * half of what the first did (a container whose record went while its processes run on).
+   */
+  lostWays = 0;
 
   constructor(
     /** The CLI, run locally. */
@@ -216,6 +221,7 @@ export class PodmanCli {
       catchError((err: unknown) => {
         const lost = err instanceof RouteLost || (err instanceof CliError && service.lost(err.message));
         if (!lost) return throwError(() => err);
+        this.lostWays += 1;
         service.failed((err as Error).message, err instanceof AnswerCut);
         return again().pipe(
           catchError((after: unknown) => {

@@ -2,14 +2,14 @@
 // runtime connector, and the built-in runtimes on the Podman CLI with their shared state cache.
 import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, mergeMap, of, switchMap, tap, throwError } from 'rxjs';
+import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, of, switchMap, tap, throwError } from 'rxjs';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import { podmanReading, podmanState } from './container-state.js';
 import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
 import { containerRunArgs, nameOption, parseContainerConfig } from '../containers/run-config.js';
 import { podmanImagePull } from './images.js';
-import { lostContainers, removeLost } from './lost-creates.js';
+import { LostContainerSweep, type Wanted } from './lost-creates.js';
 import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
@@ -36,6 +36,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     private readonly startedInPlace?: (id: string, askedAt: number) => void,
     /** Shared with podman-kube: one image storage, one engine's creates. */
     private readonly pulls = new ImagePulls(cli),
+    private readonly lost = new LostContainerSweep(cli),
   ) {}
 
   /**
@@ -76,9 +77,10 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = podmanImagePull(given);
       const create$ = this.pulls.creating([pull], this.cli.run(containerRunArgs(config, key, agentName, options), createDeadlines([pull], this.cli)));
-      return create$.pipe(
+      const byKey = nameOption(config.commandOptions) === undefined;
+      return this.sweptIfLost(byKey ? { name: key } : undefined, create$).pipe(
         map((stdout) => stdout.trim().split('\n').at(-1)!),
-        catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, nameOption(config.commandOptions) === undefined, create$)),
+        catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, byKey, create$)),
         catchError((err: unknown) => throwError(() => withTmpdirCause(err))),
       );
     });
@@ -107,7 +109,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
             const keyIsOurs = byKey && holders.every((c) => own.some((o) => o.id === c.id));
             return concat(
               quietly(concat(...own.map((c) => this.cli.remove(c.id)), keyIsOurs ? this.cli.remove(key) : EMPTY)),
-              byKey ? this.sweepLost(key) : EMPTY,
+              byKey ? this.lost.sweep({ name: key }) : EMPTY,
               // A create made again after Podman's service went under it found what the first try left: gone now, it is made once more.
               err instanceof CliError && err.retried && inUse && keyIsOurs
                 ? again$.pipe(map((stdout) => stdout.trim().split('\n').at(-1)!))
@@ -140,20 +142,24 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     return concat(
       this.cli.containers([`label=name=${key}`]).pipe(switchMap((cs) => concat(...cs.map((c) => this.cli.remove(c.id))))),
       this.cli.remove(key),
-      this.sweepLost(key),
+      this.lost.sweep({ name: key }),
     );
   }
 
   /**
-   * What a create of the container `name` cut short left running outside Podman's list goes (./lost-creates.ts):
-   * after a failed create's remains were removed, before it is made again. Only the agent's own names are looked
-   * for: a name a config gives may be another storage's container.
+   * `call$`, then, when a call lost its way to Podman's service meanwhile (and so may have been made again by the
+   * CLI over half of what the service did), what it left running outside Podman's list goes (./lost-creates.ts):
+   * a workload is created or removed only with no process of an earlier try left. Only the agent's own names are
+   * looked for: a name a config gives may be another storage's container.
    */
-  private sweepLost(name: string): Observable<never> {
-    return this.cli.containers().pipe(
-      mergeMap((listed) => removeLost(this.cli, lostContainers(name, new Set(listed.map((c) => c.id))))),
-      catchError(() => EMPTY),
-    );
+  private sweptIfLost<T>(wanted: Wanted | undefined, call$: Observable<T>): Observable<T> {
+    return defer(() => {
+      const lostBefore = this.cli.lostWays;
+      return concat(
+        call$,
+        defer(() => (wanted && this.cli.lostWays !== lostBefore ? this.lost.sweep(wanted) : EMPTY)),
+      );
+    });
   }
 
   stop(id: string): Observable<void> {
@@ -173,9 +179,10 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   /**
    * swdd~podman-delete-workload-stops-and-removes-workload~1: one process does both: `rm --force` stops the
    * container as `podman stop` does (its stop signal, then its own stop timeout before SIGKILL), then removes it.
+   * Removed means gone: a remove made again after the service was lost under it leaves no process behind.
    */
   deleteWorkload(id: string): Observable<void> {
-    return this.cli.remove(id);
+    return this.sweptIfLost({ id }, this.cli.remove(id));
   }
 
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
