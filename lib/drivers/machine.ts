@@ -92,6 +92,18 @@ export function* eachProcess(file: 'cmdline' | 'environ'): Iterable<[pid: number
   }
 }
 
+/** The argv of process `pid` when it is the agent's own user's (every user id of it), else undefined. */
+export function ownArgv(pid: number): string[] | undefined {
+  try {
+    const uids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    const uid = process.getuid?.() ?? 0;
+    if (!uids || uids.slice(1).some((u) => Number(u) !== uid)) return undefined;
+    return readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0');
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The processes of the agent's own user whose executable, as the kernel links it, is `executable` (its links
  * resolved), each with its argv: what no other user can make, whatever its argv says. A process that ended and
@@ -104,15 +116,13 @@ export function* ownProcessesOf(executable: string): Iterable<{ readonly pid: nu
   } catch {
     return;
   }
-  const uid = process.getuid?.() ?? 0;
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
     try {
       if (readlinkSync(`/proc/${pid}/exe`) !== wanted) continue;
-      const uids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
-      if (!uids || uids.slice(1).some((u) => Number(u) !== uid)) continue;
-      const argv = readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0');
-      if (readlinkSync(`/proc/${pid}/exe`) === wanted) yield { pid: Number(pid), argv };
+      const argv = ownArgv(pid);
+      if (argv && readlinkSync(`/proc/${pid}/exe`) === wanted) yield { pid, argv };
     } catch {
       // Gone, or not ours to read.
     }

@@ -5,7 +5,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { ownProcessesOf } from '../../lib/drivers/machine.js';
+import { ownArgv, ownProcessesOf } from '../../lib/drivers/machine.js';
 import { instanceKey } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
@@ -48,6 +48,9 @@ describe('the sweep of lost containers trusts nothing a user can forge (real Pod
     // A user's program named as the executable (its argv[0]) is not it.
     const named = await started(0, '/bin/sleep', ['/bin/bash', '-c', 'sleep 60']);
     expect([...ownProcessesOf('/bin/sleep')].map((p) => p.pid)).not.to.include(named.pid);
+    // Nor is another user's process an argv the agent acts on (the pid of a service it would kill).
+    expect(ownArgv(root.pid!)).to.deep.equal(['sleep', '60', '']);
+    expect(ownArgv(user.pid!)).to.equal(undefined);
   });
 
   // rx~lost-container-sweep~1, swdd~podman-create-workload-deletes-failed-container~1

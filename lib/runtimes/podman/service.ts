@@ -6,7 +6,7 @@ import { lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Observable, Subject } from 'rxjs';
 import type { Logger } from '../../logger.js';
-import { processWork } from '../../drivers/machine.js';
+import { ownArgv, processWork } from '../../drivers/machine.js';
 import { ping } from './libpod.js';
 
 /** Where a Podman run by the system (its socket unit) listens, as root. */
@@ -253,12 +253,15 @@ function isSocket(file: string): boolean {
   }
 }
 
-/** The pid of the service the agent started earlier on `socket`, when that process still is one. */
+/**
+ * The pid of the service the agent started earlier on `socket`, when that process still is one, of the agent's own
+ * user: another user's process that took the pid, whatever its argv, is never the one the agent kills.
+ */
 function servicePid(socket: string): number | undefined {
   try {
     const pid = Number(readFileSync(`${socket}.pid`, 'utf8'));
-    const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return command.includes('service') && command.includes(`unix://${socket}`) ? pid : undefined;
+    const command = Number.isInteger(pid) && pid > 0 ? ownArgv(pid) : undefined;
+    return command?.includes('service') && command.includes(`unix://${socket}`) ? pid : undefined;
   } catch {
     return undefined;
   }
