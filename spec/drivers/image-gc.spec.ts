@@ -1,11 +1,13 @@
 // The images the agent pulled, collected once no container uses them (lib/runtimes/containers/image-gc.ts), against a
 // real registry and real Podman; a user's image and one a stopped container uses are never removed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, statfsSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { WorkloadSpec } from '../../lib/workload.js';
-import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { HOLD_REPOSITORY } from '../../lib/runtimes/containers/image-gc.js';
+import { harnessCli } from '../../scripts/harness/processes.js';
 import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
 import { specFolder } from '../../scripts/harness/temp.js';
@@ -225,6 +227,62 @@ describe('images the agent pulled, collected (real registry, real Podman)', func
       agent?.stop();
       agent = undefined;
       spawnSync('nerdctl', ['rmi', '--force', ...images], { stdio: 'ignore' });
+    }
+  });
+
+  /** The names an image has now. */
+  const namesOf = (image: string) => JSON.parse(podman('image', 'inspect', '--format', '{{json .RepoTags}}', image)) as string[];
+  const held = (image: string) => exists(image) && namesOf(image).some((n) => n.startsWith(`${HOLD_REPOSITORY}:`));
+
+  // rx~image-gc~1
+  it("a user's pull of the image at the same moment as the agent's makes it no image of the agent's: it stays after the workload is deleted", async () => {
+    const folder = newFolder();
+    // The user's pull of the image ends just before each call of the agent's that would fetch it.
+    const wrapper = path.join(newFolder(), 'podman');
+    writeFileSync(
+      wrapper,
+      `#!/bin/sh\ncase " $* " in *" run "*|*" pull "*) podman pull --quiet --tls-verify=false ${images[2]} >/dev/null 2>&1;; esac\nexec podman "$@"\n`,
+      { mode: 0o755 },
+    );
+    agent = new PodmanAgent(uniqueAgent('gcsame'), undefined, harnessCli(wrapper), { imageGc: { high: 85, low: 80, minAgeMs: 0 }, folder });
+    const w = fromRegistry('app', agent.agentName, images[2]);
+    agent.send({ kind: 'serverHello', added: [w] });
+    await agent.waitFor('app', /^Running\(Ok\)$/, 60_000);
+    agent.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: w.instanceName, dependencies: {} }] });
+    await agent.waitFor('app', /^Removed$/);
+    // The collector runs every second while its record holds an image: two collections go by.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(exists(images[2]), "the user's image").to.equal(true);
+    const record = path.join(folder, 'images.podman.json');
+    expect(existsSync(record) ? readFileSync(record, 'utf8') : '', 'the record').not.to.include(images[2]);
+  });
+
+  // rx~image-gc~1, rx~pull-ahead-waiting~1
+  it("two agents on one image store: an image agent A pulled is kept while agent B's workload waits for it, and B's workload starts with the registry gone", async () => {
+    const gc = { high: 85, low: 80, minAgeMs: 0 };
+    const a = new PodmanAgent(uniqueAgent('gca'), undefined, undefined, { imageGc: gc, folder: newFolder() });
+    const b = new PodmanAgent(uniqueAgent('gcb'), undefined, undefined, { imageGc: gc, folder: newFolder(), pullAhead: true });
+    try {
+      const first = fromRegistry('app', a.agentName, images[1]);
+      a.send({ kind: 'serverHello', added: [first] });
+      await a.waitFor('app', /^Running\(Ok\)$/, 60_000);
+      // B's workload waits for a dependency that is not there yet; its image is pulled ahead meanwhile: it is there.
+      const waiting: WorkloadSpec = { ...fromRegistry('late', b.agentName, images[1]), dependencies: { gate: 'Running' } };
+      b.send({ kind: 'serverHello', added: [waiting] });
+      await until(() => held(images[1]), "B's hold on the image", 30_000);
+      a.send({ kind: 'updateWorkload', added: [], deleted: [{ instanceName: first.instanceName, dependencies: {} }] });
+      await a.waitFor('app', /^Removed$/);
+      await registry.stop();
+      // A's collector runs every second while its record holds the image: two collections go by.
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expect(exists(images[1]), 'the image B waits for').to.equal(true);
+      b.send({ kind: 'updateWorkload', added: [busybox('gate', b.agentName)], deleted: [] });
+      await b.waitFor('late', /^Running\(Ok\)$/, 30_000);
+      await until(() => !held(images[1]), 'B to let go of its hold once its container keeps the image', 10_000);
+    } finally {
+      a.stop();
+      b.stop();
+      await registry.start();
     }
   });
 });

@@ -10,7 +10,8 @@ const pull = (image: string): ImagePull => ({ policy: 'missing', image, storage:
 /** An engine whose images are `state.images` (reference → the image it names) and whose removals go by id. */
 function fake(refuse: Readonly<Record<string, string>> = {}, scheduler = new VirtualTimeScheduler(VirtualAction, 10_000), held = new Subscription()) {
   const removed: string[] = [];
-  const state = { now: 0, inUse: new Set<string>(), images: new Map<string, ImageNames>() };
+  /** `pulls`: how many pulls of an image the engine's log has (the agent's own among them); `names`: what tag and untag did. */
+  const state = { now: 0, inUse: new Set<string>(), images: new Map<string, ImageNames>(), pulls: new Map<string, number>(), names: [] as string[] };
   scheduler.now = () => state.now;
   const engine: ImageEngine = {
     name: 'fake',
@@ -22,13 +23,25 @@ function fake(refuse: Readonly<Record<string, string>> = {}, scheduler = new Vir
       return of('');
     },
     storeFolder: () => throwError(() => new Error('no store')),
+    pullsSince: (_storage, image) => of(state.pulls.get(image) ?? 1),
+    tag: (_storage, image, name) => {
+      const names = state.images.get(image);
+      if (names) state.images.set(image, { ...names, names: [...names.names, name] });
+      state.names.push(`tag ${image} ${name}`);
+      return of('');
+    },
+    untag: (_storage, name) => {
+      for (const [image, names] of state.images) state.images.set(image, { ...names, names: names.names.filter((n) => n !== name) });
+      state.names.push(`untag ${name}`);
+      return of('');
+    },
   };
   const record = new ImageRecord(undefined, 'fake');
   const gc = new ImageCollector(engine, record, { high: 85, low: 80, minAgeMs: 1000 }, {}, scheduler, held);
-  /** The agent pulled `image`: it names the image `id` alone. */
-  const pulled = (image: string, id = `id-${image}`) => {
+  /** The agent pulled `image` (its pull printed `printed`, the id unless given): it names the image `id` alone. */
+  const pulled = (image: string, id = `id-${image}`, printed = id) => {
     state.images.set(image, { id, names: [image] });
-    return lastValueFrom(gc.pulled(pull(image)), { defaultValue: undefined });
+    return lastValueFrom(gc.pulled(pull(image), { since: state.now, printed }), { defaultValue: undefined });
   };
   return { gc, engine, record, removed, state, pulled };
 }
@@ -89,7 +102,7 @@ describe('the image collector (lib/runtimes/containers/image-gc.ts)', () => {
   // rx~image-gc~1
   it('records nothing for a pull whose reference names no image afterwards', async () => {
     const { gc, record } = fake();
-    await lastValueFrom(gc.pulled(pull('vanished')), { defaultValue: undefined });
+    await lastValueFrom(gc.pulled(pull('vanished'), { since: 0 }), { defaultValue: undefined });
     expect(record.of('fake')).to.deep.equal([]);
   });
 
@@ -99,7 +112,7 @@ describe('the image collector (lib/runtimes/containers/image-gc.ts)', () => {
     // The engine answers once the work has let go.
     const answer = new Subject<ImageNames | undefined>();
     engine.describe = () => answer;
-    const asked = gc.pulled(pull('app:2')).subscribe();
+    const asked = gc.pulled(pull('app:2'), { since: 0 }).subscribe();
     asked.unsubscribe();
     answer.next({ id: 'id-app:2', names: ['app:2'] });
     answer.complete();
@@ -136,5 +149,55 @@ describe('the image collector (lib/runtimes/containers/image-gc.ts)', () => {
     delete refuse.used;
     expect(await collect(gc)).to.equal(1);
     expect(removed).to.deep.equal(['used id-used']);
+  });
+
+  // rx~image-gc~1
+  it("records an image only as the agent's own pull told it: not when its reference names another image than the pull printed, nor when another pull of it was logged since the agent found it missing", async () => {
+    const { record, state, pulled } = fake();
+    await pulled('raced', 'a'.repeat(64), 'b'.repeat(64));
+    // A user pulled the same image at the same moment: the engine logged two pulls of it.
+    state.pulls.set('shared', 2);
+    await pulled('shared');
+    await pulled('alone');
+    expect(record.of('fake').map((r) => r.image)).to.deep.equal(['alone']);
+  });
+
+  // rx~image-gc~1
+  it("holds an image a workload waits for that the agent did not pull, until its create; another agent's collector keeps an image so held and removes it once the hold is let go", async () => {
+    const a = fake();
+    await a.pulled('shared:1');
+    // Agent B's workload waits for the image agent A pulled: B gives it a hold name of its own.
+    const b = fake();
+    b.state.images = a.state.images;
+    await lastValueFrom(b.gc.hold(pull('shared:1')), { defaultValue: undefined });
+    await lastValueFrom(b.gc.hold(pull('shared:1')), { defaultValue: undefined });
+    expect(b.state.names, 'one hold name, given once').to.have.length(1);
+    expect(b.state.names[0]).to.match(/^tag shared:1 localhost\/ankaios-hold:agent-[0-9a-f]{8}$/);
+    a.state.now = 5000;
+    expect(await collect(a.gc), 'held by B').to.equal(0);
+    expect(
+      a.record.of('fake').map((r) => r.image),
+      'still A’s: tried again later',
+    ).to.deep.equal(['shared:1']);
+    b.gc.created(pull('shared:1'));
+    expect(b.state.names.at(-1)).to.equal(b.state.names[0].replace(/^tag shared:1 /, 'untag '));
+    expect(await collect(a.gc)).to.equal(1);
+    expect(a.removed).to.deep.equal(['shared:1 id-shared:1']);
+  });
+
+  // rx~image-gc~1
+  it('holds none of its own pulls, and lets go of a hold after an hour when the workload never came to its create', async () => {
+    const scheduler = new VirtualTimeScheduler(VirtualAction, 2 * 3_600_000);
+    const { gc, state, pulled } = fake({}, scheduler);
+    await pulled('mine:1', 'c'.repeat(64));
+    await lastValueFrom(gc.hold(pull('mine:1')), { defaultValue: undefined });
+    expect(state.names, 'the agent pulled it: its own collector keeps it while wanted').to.deep.equal([]);
+    state.images.set('theirs:1', { id: 'id-theirs', names: ['theirs:1'] });
+    await lastValueFrom(gc.hold(pull('theirs:1')), { defaultValue: undefined });
+    expect(state.names).to.have.length(1);
+    scheduler.now = () => (state.now = scheduler.frame);
+    scheduler.flush();
+    expect(state.names, 'let go after an hour').to.have.length(2);
+    expect(state.images.get('theirs:1')?.names).to.deep.equal(['theirs:1']);
   });
 });

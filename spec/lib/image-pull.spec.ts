@@ -199,24 +199,34 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     expect(calls()).to.deep.equal(['podman image exists reg.example/app:2', 'podman pull --quiet reg.example/app:2', 'sync']);
   });
 
+  /** A collector on a fake engine whose image `reg.example/app:2` is `i1`, and its record. */
+  const collector = () => {
+    const record = new ImageRecord(undefined, 'fake');
+    const engine = {
+      name: 'fake',
+      imagesInUse: () => of(new Set<string>()),
+      describe: () => of({ id: 'i1', names: ['reg.example/app:2'] }),
+      remove: () => of(''),
+      storeFolder: () => of('/'),
+      tag: () => of(''),
+      untag: () => of(''),
+    };
+    return {
+      gc: new ImageCollector(engine, record, { high: 85, low: 80, minAgeMs: 1000 }),
+      recorded: () => record.of('fake').map((r) => `${r.image} ${r.id}`),
+    };
+  };
+
   // rx~image-gc~1
-  it('a burst of creates of one image asks once whether it was there before them, and records it for all', async () => {
+  it('a burst of creates of an image that is there asks once whether it is, pulls nothing and records nothing: the image is not the agent’s', async () => {
     const { calls, podman } = fakeClis(true);
-    const gc = new ImageCollector(
-      {
-        name: 'fake',
-        imagesInUse: () => of(new Set<string>()),
-        describe: () => of({ id: 'i1', names: ['reg.example/app:2'] }),
-        remove: () => of(''),
-        storeFolder: () => of('/'),
-      },
-      new ImageRecord(undefined, 'fake'),
-      { high: 85, low: 80, minAgeMs: 1000 },
-    );
+    const { gc, recorded } = collector();
     const pulls = new ImagePulls(harnessCli(podman), { gc });
     const creates = Array.from({ length: 5 }, (_, i) => pulls.creating([image], of(`container ${i}`)));
     expect(await lastValueFrom(forkJoin(creates))).to.deep.equal(['container 0', 'container 1', 'container 2', 'container 3', 'container 4']);
     expect(calls().filter((c) => c.startsWith('podman image exists'))).to.have.length(1);
+    expect(calls().filter((c) => c.startsWith('podman pull'))).to.deep.equal([]);
+    expect(recorded()).to.deep.equal([]);
     await lastValueFrom(pulls.creating([image], of('later')));
     expect(
       calls().filter((c) => c.startsWith('podman image exists')),
@@ -224,11 +234,32 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     ).to.have.length(2);
   });
 
+  // rx~image-gc~1
+  it('a burst of creates of a missing image: the agent pulls it once itself before them, and records it as its pull printed it', async () => {
+    const { calls, podman } = fakeClis(false);
+    // The pull prints the id of what it fetched, as `podman pull --quiet` does.
+    writeFileSync(podman, readFileSync(podman, 'utf8').replace("pull*) echo 'Error: denied' >&2; exit 0;;", 'pull*) echo i1; exit 0;;'));
+    const { gc, recorded } = collector();
+    const pulls = new ImagePulls(harnessCli(podman), { gc });
+    const creates = Array.from({ length: 5 }, (_, i) => pulls.creating([image], of(`container ${i}`)));
+    expect(await lastValueFrom(forkJoin(creates))).to.have.length(5);
+    expect(calls().filter((c) => c.startsWith('podman pull'))).to.deep.equal(['podman pull --quiet reg.example/app:2']);
+    expect(recorded()).to.deep.equal(['reg.example/app:2 i1']);
+  });
+
   // rx~pull-ahead~1, rx~image-gc~1
   it("deciding an update's pull ahead runs nothing and tells the collector nothing: both come when the pull is subscribed", async () => {
     const { calls, podman } = fakeClis(true);
     const gc = new ImageCollector(
-      { name: 'fake', imagesInUse: () => of(new Set<string>()), describe: () => of(undefined), remove: () => of(''), storeFolder: () => of('/') },
+      {
+        name: 'fake',
+        imagesInUse: () => of(new Set<string>()),
+        describe: () => of(undefined),
+        remove: () => of(''),
+        storeFolder: () => of('/'),
+        tag: () => of(''),
+        untag: () => of(''),
+      },
       new ImageRecord(undefined, 'fake'),
       { high: 85, low: 80, minAgeMs: 1000 },
     );

@@ -224,6 +224,9 @@ export function nerdctlImageEngine(cli: Cli): ImageEngine {
       cli.run([...scope, 'images', '--no-trunc', '--format', '{{json .}}'], { kind: 'query' }).pipe(map((text) => namesOf(text, image))),
     // By the reference (a digest would remove every name of it), after the collector saw it names the agent's image alone.
     remove: (scope, image) => cli.run([...scope, 'rmi', image]),
+    tag: (scope, image, name) => cli.run([...scope, 'tag', image, name]),
+    // A name is an image record of its own: removing it leaves the content every other name holds.
+    untag: (scope, name) => cli.run([...scope, 'rmi', name]),
     storeFolder: (scope) => (scope.includes('--address') ? throwError(() => new Error("another containerd's root is not known")) : of(CONTAINERD_ROOT)),
   };
 }

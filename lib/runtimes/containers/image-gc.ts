@@ -1,10 +1,13 @@
 // Images that do not pile up: the agent records the images it pulled itself (by the image each reference named
 // when it pulled it, in its folder, across restarts), removes those no container uses once they are older than a
 // minimum age, and holds every pull back while the image store's filesystem is fuller than the high threshold
-// even after that. An image is removed only while it is still the agent's: its reference names the image the
-// agent pulled and no other name was given to it. A user's images (one tagged anew under a reference the agent
-// once pulled included), and any image a container (of any agent or user) uses, are never removed; a removal
-// Podman or nerdctl refuses is left.
+// even after that. Only the agent's own pull makes an image the agent's: one its pull found there, one another
+// pull fetched at the same moment (the engine's log of pulls tells), and one a create pulled by itself are not
+// recorded. An image is removed only while it is still the agent's: its reference names the image the agent
+// pulled and no other name was given to it. A user's images (one tagged anew under a reference the agent once
+// pulled included), and any image a container (of any agent or user) uses, are never removed; a removal Podman
+// or nerdctl refuses is left. An image a workload waits for that the agent did not pull is held by a name of its
+// own meanwhile (HOLD_REPOSITORY), so that another agent of the same store keeps it too.
 import { statfsSync } from 'node:fs';
 import {
   AsyncSubject,
@@ -17,6 +20,7 @@ import {
   concat,
   defer,
   exhaustMap,
+  forkJoin,
   from,
   ignoreElements,
   interval,
@@ -27,6 +31,7 @@ import {
   takeWhile,
   tap,
   throwError,
+  timer,
 } from 'rxjs';
 import type { ImagePull } from './images.js';
 import type { Container } from '../../ports.js';
@@ -39,6 +44,12 @@ import { MAX_RECORDED, ImageRecord, type Recorded } from './image-record.js';
  * workload deleted while it waits tells the collector nothing, so the mark ends by itself.
  */
 const WANTED_MS = 60 * 60_000;
+
+/**
+ * The repository of the names an agent gives an image another pulled while a workload of its own waits for it:
+ * another agent's collector keeps an image with such a name (and forgets none for it).
+ */
+export const HOLD_REPOSITORY = 'localhost/ankaios-hold';
 
 /** The image a reference names: its id and every name it has (the reference among them). */
 export interface ImageNames {
@@ -58,6 +69,21 @@ export interface ImageEngine {
   remove(storage: readonly string[], image: string, id: string): Observable<unknown>;
   /** The folder the storage keeps its images in (its filesystem is the one watched). */
   storeFolder(storage: readonly string[]): Observable<string>;
+  /**
+   * How many pulls of `image` the engine's log has since `sinceMs` (wall clock), the agent's own among them; an
+   * engine without such a log has none.
+   */
+  pullsSince?(storage: readonly string[], image: string, sinceMs: number): Observable<number>;
+  /** Gives the image `image` names the further name `name`. */
+  tag(storage: readonly string[], image: string, name: string): Observable<unknown>;
+  /** Takes the name `name` from its image, never the image. */
+  untag(storage: readonly string[], name: string): Observable<unknown>;
+}
+
+/** What the agent's own pull of an image told: when the agent found it missing, and the id the pull printed, if any. */
+export interface PullReport {
+  readonly since: number;
+  readonly printed?: string;
 }
 
 const wantedKey = ({ storage, image }: { readonly storage: readonly string[]; readonly image: string }) => `${storage.join('\0')}\0\0${image}`;
@@ -66,9 +92,20 @@ const wantedKey = ({ storage, image }: { readonly storage: readonly string[]; re
 function notOurs(r: Recorded, now: ImageNames | undefined): string | undefined {
   if (!now) return 'it is gone';
   if (now.id !== r.id) return `${r.image} names another image now (${now.id})`;
-  const others = now.names.filter((name) => name !== r.image);
+  const others = now.names.filter((name) => name !== r.image && !isHold(name));
   return others.length > 0 ? `it has other names too (${others.join(', ')})` : undefined;
 }
+
+const isHold = (name: string) => name.startsWith(`${HOLD_REPOSITORY}:`);
+
+/** The image id in what a pull printed last, if it printed one (Podman's `pull --quiet`; nerdctl's prints none). */
+const printedId = (printed: string | undefined) => (printed && /^(sha256:)?[0-9a-f]{12,64}$/.test(printed) ? printed.replace(/^sha256:/, '') : undefined);
+
+/** Whether an id a pull printed is the image's id (either may be the other's short form). */
+const sameImage = (printed: string, id: string) => {
+  const bare = id.replace(/^sha256:/, '');
+  return bare.startsWith(printed) || printed.startsWith(bare);
+};
 
 /** The references and ids of the images `containers` were made of. */
 export const imagesUsedBy = (containers: readonly Container[]): ReadonlySet<string> =>
@@ -96,6 +133,8 @@ export class ImageCollector {
   private timer?: Subscription;
   /** Images a workload of this agent names and waits for (by storage and image), and since when. */
   private readonly wanted = new Map<string, number>();
+  /** The hold names this agent gave images it waits for and did not pull (by storage and image), each let go of in WANTED_MS. */
+  private readonly holds = new Map<string, { readonly name: string; readonly storage: readonly string[]; readonly expiry: Subscription }>();
 
   constructor(
     private readonly engine: ImageEngine,
@@ -106,6 +145,8 @@ export class ImageCollector {
     private readonly scheduler: SchedulerLike = asyncScheduler,
     /** Where its timer and its recordings under way are held: the run lets go of them when it ends. */
     private readonly held: Subscription = new Subscription(),
+    /** What tells this agent's hold names from another's (the same across its restarts). */
+    private readonly holder = 'agent',
   ) {
     if (record.of(engine.name).length > 0) this.schedule();
   }
@@ -121,6 +162,47 @@ export class ImageCollector {
   /** The create that wanted `pull`'s image is done: its container keeps the image from now on. */
   created(pull: ImagePull): void {
     this.wanted.delete(wantedKey(pull));
+    this.letGo(wantedKey(pull));
+  }
+
+  /**
+   * A workload of this agent waits for `pull`'s image, which is there: unless the agent pulled it, it gets a hold
+   * name until the create (or WANTED_MS), so that the collector of another agent that pulled it keeps it meanwhile.
+   */
+  hold(pull: ImagePull): Observable<never> {
+    return defer(() => {
+      const key = wantedKey(pull);
+      const ours = this.record.of(this.engine.name).some((r) => r.image === pull.image && r.storage.join('\0') === pull.storage.join('\0'));
+      if (ours || this.holds.has(key)) return EMPTY;
+      const name = `${HOLD_REPOSITORY}:${this.holder}-${digestOf(key)}`;
+      return this.engine.tag(pull.storage, pull.image, name).pipe(
+        tap(() => {
+          const expiry = timer(WANTED_MS, this.scheduler).subscribe(() => this.letGo(key));
+          this.held.add(expiry);
+          this.holds.set(key, { name, storage: pull.storage, expiry });
+          this.observer.note?.(`${this.engine.name}: held ${pull.image} as ${name} while a workload waits for it`);
+        }),
+        ignoreElements(),
+        catchError((err: unknown) => {
+          this.observer.note?.(`${this.engine.name}: ${pull.image} not held: ${(err as Error).message}`);
+          return EMPTY;
+        }),
+      );
+    });
+  }
+
+  /** Takes the hold name of `key` (if any) from its image; kept by the run until done. */
+  private letGo(key: string): void {
+    const hold = this.holds.get(key);
+    if (!hold) return;
+    this.holds.delete(key);
+    hold.expiry.unsubscribe();
+    this.held.add(
+      this.engine
+        .untag(hold.storage, hold.name)
+        .pipe(catchError(() => EMPTY))
+        .subscribe(),
+    );
   }
 
   private isWanted(storage: readonly string[], image: string): boolean {
@@ -129,22 +211,37 @@ export class ImageCollector {
   }
 
   /**
-   * An image this pull fetched that was not there before is the agent's: recorded as the image its reference
-   * names now. The recording is the collector's once subscribed: a caller that lets go meanwhile (its work was
-   * ended) does not cut it, else the image would be nobody's and stay for good.
+   * An image the agent's own pull fetched that was not there before is the agent's: recorded as the image its
+   * reference names now, when that is the image the pull printed and no other pull of it went on since the agent
+   * found it missing (`report`). The recording is the collector's once subscribed: a caller that lets go
+   * meanwhile (its work was ended) does not cut it, else the image would be nobody's and stay for good.
    */
-  pulled(pull: ImagePull): Observable<never> {
+  pulled(pull: ImagePull, report: PullReport): Observable<never> {
     return defer(() => {
       const recorded = new AsyncSubject<never>();
-      this.held.add(this.recording(pull).subscribe(recorded));
+      this.held.add(this.recording(pull, report).subscribe(recorded));
       return recorded;
     });
   }
 
-  private recording(pull: ImagePull): Observable<never> {
-    return this.engine.describe(pull.storage, pull.image).pipe(
-      tap((now) => {
+  /** The moment a pull's check for its image begins, as the engine's log of pulls reads it. */
+  now(): number {
+    return this.scheduler.now();
+  }
+
+  private recording(pull: ImagePull, report: PullReport): Observable<never> {
+    const printed = printedId(report.printed);
+    const pulls$ = this.engine.pullsSince?.(pull.storage, pull.image, report.since) ?? of(0);
+    return forkJoin([this.engine.describe(pull.storage, pull.image), pulls$]).pipe(
+      tap(([now, pulls]) => {
         if (!now) return;
+        const notAlone =
+          printed !== undefined && !sameImage(printed, now.id)
+            ? `it names ${now.id}, not the image the pull printed (${printed})`
+            : pulls > 1
+              ? `${pulls} pulls of it since the agent found it missing: another pulled it too`
+              : undefined;
+        if (notAlone) return void this.observer.note?.(`${this.engine.name}: ${pull.image} not recorded: ${notAlone}`);
         this.record.add({ engine: this.engine.name, storage: pull.storage, image: pull.image, id: now.id }, this.now());
         this.observer.note?.(`${this.engine.name}: recorded ${pull.image} (${now.id}) as pulled by the agent`);
         this.schedule();
@@ -155,10 +252,6 @@ export class ImageCollector {
         return EMPTY;
       }),
     );
-  }
-
-  private now(): number {
-    return this.scheduler.now();
   }
 
   /**
@@ -234,6 +327,10 @@ export class ImageCollector {
       mergeMap((now) => {
         const why = notOurs(r, now);
         if (why) return forget(why);
+        if (now?.names.some(isHold)) {
+          this.observer.note?.(`${name}: kept ${r.image}: a workload of another agent waits for it`);
+          return of(0);
+        }
         return concat(
           this.engine.remove(r.storage, r.image, r.id).pipe(ignoreElements()),
           defer(() => {
@@ -295,5 +392,12 @@ export function imageCollector({ config, note, images, log, scheduler, held }: R
     removed: (name) => images?.(name, { removed: 1 }),
     used: (name, usedRatio) => images?.(name, { usedRatio }),
   };
-  return new ImageCollector(engine, record, config.imageGc, observer, scheduler, held);
+  return new ImageCollector(engine, record, config.imageGc, observer, scheduler, held, `agent-${digestOf(config.folder ?? '')}`);
+}
+
+/** A short digest of `text` for a name (FNV-1a, 32 bits, as 8 hex digits): a name's part, not a secret. */
+function digestOf(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
+  return (hash >>> 0).toString(16).padStart(8, '0');
 }

@@ -2,23 +2,7 @@
 // workload's while it waits), for the runtimes on a container CLI: the CLI's query whether an image is
 // there, then its pull when it is not or the workload asks for a pull every time. One pull per image and
 // options at a time, shared by all who need it; at most MAX_PULLS at once; each with its own deadline.
-import {
-  EMPTY,
-  type Observable,
-  catchError,
-  concat,
-  defer,
-  finalize,
-  forkJoin,
-  ignoreElements,
-  map,
-  merge,
-  mergeMap,
-  of,
-  share,
-  switchMap,
-  throwError,
-} from 'rxjs';
+import { EMPTY, type Observable, catchError, concat, defer, finalize, ignoreElements, map, merge, mergeMap, of, share, tap, throwError } from 'rxjs';
 import type { ImageCollector } from './image-gc.js';
 import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../../workload.js';
@@ -39,7 +23,7 @@ export const FLUSH_DEADLINE_MS = 60_000;
 export class ImagePulls {
   private readonly inFlight = new Map<string, Observable<string>>();
   /** Checks of whether an image is there, under way: a burst of creates of one image asks the engine once. */
-  private readonly checking = new Map<string, Observable<boolean>>();
+  private readonly checking = new Map<string, Observable<{ readonly there: boolean; readonly since: number }>>();
   /** A registry's slots (by the host of the image's reference), made when it is first pulled from. */
   private readonly slots = new Map<string, Slots>();
 
@@ -113,9 +97,10 @@ export class ImagePulls {
     const pulls = wanted.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-') && !alreadyThere(pull, had));
     if (pulls.length === 0) return undefined;
     return defer(() => {
-      // Until its create, a pulled-ahead image is the waiting workload's, whatever the collector sees of containers.
+      // Until its create, a pulled-ahead image is the waiting workload's, whatever the collector sees of containers;
+      // one it did not pull is held by a name meanwhile, for another agent's collector to see.
       for (const pull of pulls) this.gc?.want(pull);
-      return merge(...pulls.map((pull) => this.ensure(pull)));
+      return merge(...pulls.map((pull) => concat(this.ensure(pull), this.gc?.hold(pull) ?? EMPTY)));
     });
   }
 
@@ -131,23 +116,34 @@ export class ImagePulls {
       if (!shared) {
         const slots = this.slotsOf(pull.image);
         const waiting = `Waiting for a pull slot: ${MAX_PULLS} pulls from ${registryOf(pull.image)} are under way`;
+        /** The last line the pull printed: the id of what it pulled (Podman's `pull --quiet`). */
+        let printed: string | undefined;
         const pull$ = concat(
           defer(() => (slots.full ? of(waiting) : EMPTY)),
-          slots.run(this.cli.run(pull.args, { deadlineMs: this.deadlineMs, stallMs: this.stallMs }).pipe(ignoreElements(), catchError(inLastWords))),
+          slots.run(
+            this.cli.run(pull.args, { deadlineMs: this.deadlineMs, stallMs: this.stallMs }).pipe(
+              tap((stdout) => (printed = stdout.trim().split('\n').at(-1) || undefined)),
+              ignoreElements(),
+              catchError(inLastWords),
+            ),
+          ),
           // A flush that fails does not undo the pull.
           this.flush.run([]).pipe(
             ignoreElements(),
             catchError(() => EMPTY),
           ),
         );
-        // With a collector, an image that was not there before its pull is the agent's; a pull waits for room first.
+        // With a collector, an image that was not there before the agent's own pull is the agent's, as its pull
+        // tells; a pull waits for room first.
         const gc = this.gc;
         const had$ =
           pull.policy === 'always' && !gc
             ? pull$
             : this.present(pull).pipe(
-                mergeMap((there) =>
-                  there && pull.policy !== 'always' ? EMPTY : concat(gc?.room(pull) ?? EMPTY, pull$, there || !gc ? EMPTY : gc.pulled(pull)),
+                mergeMap(({ there, since }) =>
+                  there && pull.policy !== 'always'
+                    ? EMPTY
+                    : concat(gc?.room(pull) ?? EMPTY, pull$, there || !gc ? EMPTY : defer(() => gc.pulled(pull, { since, printed }))),
                 ),
               );
         shared = had$.pipe(
@@ -162,8 +158,8 @@ export class ImagePulls {
 
   /**
    * A create that may pull its images (`run`, `kube play`): it waits for pulls of them already under way (rather
-   * than pull them again), then for one of the engine's create slots; with a collector, the images that were not
-   * there before it are the agent's once it has succeeded.
+   * than pull them again), then for one of the engine's create slots; with a collector, the images that are not
+   * there are pulled by the agent first (its own pull tells what it fetched; a create that pulls by itself does not).
    */
   creating<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
     return concat(this.under(pulls), this.recording(pulls, this.creates.run(create$)));
@@ -178,38 +174,35 @@ export class ImagePulls {
   }
 
   /**
-   * With a collector, the images of `pulls` that are not there are pulled by `create$`: it waits for room as every
-   * pull does, and once it succeeded they are the agent's.
+   * With a collector, the images of `pulls` that are not there (and not asked for at every create) are pulled
+   * before `create$`, recorded as their pulls tell; once it succeeded, its containers keep them.
    */
   private recording<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
     const gc = this.gc;
     const candidates = pulls.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-'));
     if (!gc || candidates.length === 0) return create$;
-    return forkJoin(candidates.map((pull) => this.present(pull).pipe(catchError(() => of(true))))).pipe(
-      switchMap((there) => {
-        const missing = candidates.filter((_, i) => !there[i]);
-        return concat(
-          merge(...missing.map((pull) => gc.room(pull))),
-          create$,
-          defer(() => {
-            for (const pull of candidates) gc.created(pull);
-            return merge(...missing.map((pull) => gc.pulled(pull)));
-          }),
-        );
+    return concat(
+      merge(...candidates.filter((pull) => pull.policy === 'missing').map((pull) => this.ensure(pull))).pipe(ignoreElements()),
+      create$,
+      defer(() => {
+        for (const pull of candidates) gc.created(pull);
+        return EMPTY;
       }),
     );
   }
 
   /**
-   * Whether the image is there. A check asked while the same one is under way takes its answer: it is as new as
-   * its own would be.
+   * Whether the image is there, and when the check began (as the collector's clock reads it). A check asked while
+   * the same one is under way takes its answer: it is as new as its own would be.
    */
-  private present(pull: ImagePull): Observable<boolean> {
+  private present(pull: ImagePull): Observable<{ readonly there: boolean; readonly since: number }> {
     const key = pull.present.join('\0');
     return defer(() => {
       let check = this.checking.get(key);
       if (!check) {
+        const since = this.gc?.now() ?? 0;
         check = this.ask(pull).pipe(
+          map((there) => ({ there, since })),
           finalize(() => this.checking.delete(key)),
           share(),
         );

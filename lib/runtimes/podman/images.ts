@@ -71,6 +71,20 @@ export function kubeImagePulls(config: KubeConfig): ImagePull[] {
   return [...pulls.values()];
 }
 
+/** Whether two references name the same image as Podman reads them (a missing tag is `latest`, a missing host Docker Hub's). */
+export function sameReference(a: string, b: string): boolean {
+  const full = (ref: string) => {
+    const first = ref.split('/')[0];
+    const hosted =
+      ref.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost')
+        ? ref
+        : `docker.io/${ref.includes('/') ? '' : 'library/'}${ref}`;
+    const last = hosted.slice(hosted.lastIndexOf('/') + 1);
+    return last.includes(':') || last.includes('@') ? hosted : `${hosted}:latest`;
+  };
+  return a !== '' && full(a) === full(b);
+}
+
 /** `image inspect`'s id and names, as the format above prints them. */
 function imageNames(text: string): ImageNames {
   const [id, tagsJson] = text.trim().split(' ');
@@ -96,6 +110,30 @@ export function podmanImageEngine(cli: PodmanCli): ImageEngine {
       ),
     // By its id: a reference may name another image by the time the removal runs; Podman refuses an image with other names.
     remove: (storage, _image, id) => cli.run([...storage, 'rmi', id]),
+    // Podman logs each pull, a run's or another user's too, when it ends.
+    pullsSince: (storage, image, sinceMs) =>
+      cli
+        .run(
+          [
+            ...storage,
+            'events',
+            '--stream=false',
+            '--since',
+            new Date(sinceMs).toISOString(),
+            '--filter',
+            'type=image',
+            '--filter',
+            'event=pull',
+            '--format',
+            '{{.Name}}',
+          ],
+          {
+            kind: 'query',
+          },
+        )
+        .pipe(map((text) => text.split('\n').filter((name) => sameReference(name.trim(), image)).length)),
+    tag: (storage, image, name) => cli.run([...storage, 'tag', image, name]),
+    untag: (storage, name) => cli.run([...storage, 'untag', name, name]),
     storeFolder: (storage) => {
       const key = storage.join('\0');
       let folder = folders.get(key);
