@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { EMPTY, forkJoin, lastValueFrom, of } from 'rxjs';
+import { EMPTY, VirtualTimeScheduler, forkJoin, lastValueFrom, of } from 'rxjs';
 import { ImagePulls } from '../../lib/runtimes/containers/image-pulls.js';
 import { ImageCollector } from '../../lib/runtimes/containers/image-gc.js';
 import { ImageRecord } from '../../lib/runtimes/containers/image-record.js';
@@ -262,6 +262,9 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
       },
       new ImageRecord(undefined, 'fake'),
       { high: 85, low: 80, minAgeMs: 1000 },
+      {},
+      // Virtual time: the hold's hour-long timer keeps no test process alive.
+      new VirtualTimeScheduler(),
     );
     const wanted: string[] = [];
     gc.want = (pull) => wanted.push(pull.image);
