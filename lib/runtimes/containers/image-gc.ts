@@ -38,6 +38,7 @@ import type { Container } from '../../ports.js';
 import type { ImageGcSettings } from '../../config.js';
 import type { RuntimeContext } from '../base/module.js';
 import { MAX_RECORDED, ImageRecord, type Recorded } from './image-record.js';
+import { instanceId } from '../../workload.js';
 
 /**
  * How long an image a workload waits for (pulled ahead, its create not done yet) is kept without a container: a
@@ -395,9 +396,5 @@ export function imageCollector({ config, note, images, log, scheduler, held }: R
   return new ImageCollector(engine, record, config.imageGc, observer, scheduler, held, `agent-${digestOf(config.folder ?? '')}`);
 }
 
-/** A short digest of `text` for a name (FNV-1a, 32 bits, as 8 hex digits): a name's part, not a secret. */
-function digestOf(text: string): string {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
-  return (hash >>> 0).toString(16).padStart(8, '0');
-}
+/** A short digest of `text` for a name's part (8 hex digits). */
+const digestOf = (text: string): string => instanceId(text).slice(0, 8);
