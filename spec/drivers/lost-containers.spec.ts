@@ -30,11 +30,18 @@ describe('the sweep of lost containers trusts nothing a user can forge (real Pod
     return folder;
   };
 
-  /** Starts `argv` (with `argv0` as its name) as user `uid`; resolves once it runs. */
+  /** Starts `argv` (with `argv0` as its name) as user `uid`; resolves once it runs as that program, past the shell's exec. */
   const started = async (uid: number, argv0: string, argv: readonly string[]) => {
     const child = spawn('bash', ['-c', 'exec -a "$0" "$@"', argv0, ...argv], { uid, gid: uid, stdio: 'ignore' });
     children.push(child);
-    await until(() => child.pid !== undefined && existsSync(`/proc/${child.pid}`), 'the process runs');
+    const name = () => {
+      try {
+        return readFileSync(`/proc/${child.pid}/cmdline`, 'latin1').split('\0')[0];
+      } catch {
+        return undefined;
+      }
+    };
+    await until(() => name() === argv0, 'the process runs');
     return child;
   };
 
@@ -45,8 +52,8 @@ describe('the sweep of lost containers trusts nothing a user can forge (real Pod
     const pids = [...ownProcessesOf('/bin/sleep')].map((p) => p.pid);
     expect(pids).to.include(root.pid);
     expect(pids).not.to.include(user.pid);
-    // A user's program named as the executable (its argv[0]) is not it.
-    const named = await started(0, '/bin/sleep', ['/bin/bash', '-c', 'sleep 60']);
+    // A user's program named as the executable (its argv[0]) is not it (`; exit` keeps bash from exec-ing sleep).
+    const named = await started(0, '/bin/sleep', ['/bin/bash', '-c', 'sleep 60; exit']);
     expect([...ownProcessesOf('/bin/sleep')].map((p) => p.pid)).not.to.include(named.pid);
     // Nor is another user's process an argv the agent acts on (the pid of a service it would kill).
     expect(ownArgv(root.pid!)).to.deep.equal(['sleep', '60', '']);
