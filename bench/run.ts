@@ -47,6 +47,7 @@ const PARTS: readonly Part[] = [
   { name: 'e2e', podman: true, ankaios: true, run: async () => (await import('./parts/e2e.js')).benchEndToEnd(quick ? 4 : 12, 100) },
   { name: 'images', podman: true, run: async () => (await import('./parts/images.js')).benchImages(quick ? 10 : 50) },
   { name: 'systemd', podman: true, run: async () => (await import('./parts/systemd.js')).benchSystemd(quick ? 5 : 20, quick ? 20 : 60) },
+  { name: 'budgets', podman: true, run: async () => (await import('./parts/budgets.js')).benchBudgets(quick) },
   { name: 'pulls', podman: true, ankaios: true, run: async () => (await import('./parts/pulls.js')).benchPulls(quick ? 1 : 3) },
 ];
 
