@@ -9,7 +9,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { firstValueFrom, lastValueFrom, mergeMap, range } from 'rxjs';
-import { type AgentStream, FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
+import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { specFolder } from '../../scripts/harness/temp.js';
