@@ -65,11 +65,32 @@ export function stepView(view: ContainerView, input: ViewInput): ViewStep {
   }
 }
 
-const snapshotOf = (containers: ReadonlyMap<string, Container>, poll: number, heardAt: number | undefined): Snapshot => ({
+const snapshotOf = (
+  containers: ReadonlyMap<string, Container>,
+  poll: number,
+  heardAt: number | undefined,
+  changed: ReadonlySet<string> | undefined,
+): Snapshot => ({
   poll,
   containers: [...containers.values()],
   heardAt,
+  changed,
 });
+
+/** Whether two rows of a container read the same to a state getter: its state, its exit code, its pod. */
+const sameReading = (a: Container, b: Container) => a.state === b.state && a.exitCode === b.exitCode && a.pod === b.pod && a.isInfra === b.isInfra;
+
+/** The containers a poll shows otherwise than the picture before it; undefined before the first picture. */
+function changedBetween(before: ReadonlyMap<string, Container> | undefined, after: ReadonlyMap<string, Container>): ReadonlySet<string> | undefined {
+  if (before === undefined) return undefined;
+  const changed = new Set<string>();
+  for (const [id, c] of after) {
+    const was = before.get(id);
+    if (was === undefined || (was !== c && !sameReading(was, c))) changed.add(id);
+  }
+  for (const id of before.keys()) if (!after.has(id)) changed.add(id);
+  return changed;
+}
 
 /**
  * A snapshot is numbered after the poll it rests on: an event changes a container or two, the rest is
@@ -91,7 +112,7 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   const containers = view.containers.has(event.id) || learnsOf(event) ? new Map(view.containers) : undefined;
   const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
   const next: ContainerView = { ...view, ...mapsOf(tracked), duringPoll, containers: changed ? containers : view.containers };
-  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt) } : { view: next };
+  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt, new Set([event.id])) } : { view: next };
 }
 
 /** Podman's states of a container that no event has ended yet. */
@@ -108,7 +129,12 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
     view.containers !== undefined &&
     [...view.containers.values()].some((c) => c.state === 'running' && !STILL_UP.has(containers.get(c.id)?.state ?? 'gone'));
   const settling = [...containers.values()].some((c) => c.state === 'stopped' && view.containers?.get(c.id)?.state !== 'stopped');
-  return { view: { ...mapsOf(tracked), containers, poll, duringPoll: undefined }, snapshot: snapshotOf(containers, poll, at), missedEvent, settling };
+  return {
+    view: { ...mapsOf(tracked), containers, poll, duringPoll: undefined },
+    snapshot: snapshotOf(containers, poll, at, changedBetween(view.containers, containers)),
+    missedEvent,
+    settling,
+  };
 }
 
 /**

@@ -32,6 +32,11 @@ export interface Snapshot {
   readonly heardAt?: number;
   /** The container an event changed, when the event stream was up: news of it as current as a poll's. */
   readonly news?: string;
+  /**
+   * The containers it shows otherwise than the snapshot before it (added, changed or gone); undefined when that is
+   * not known (the first, one after a failure): a watcher of other containers need not read it.
+   */
+  readonly changed?: ReadonlySet<string>;
 }
 
 /**

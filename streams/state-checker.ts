@@ -29,8 +29,13 @@ export function stateChecker(cache: ContainerCache, engine = 'Podman'): WatchSta
       /** Since when the reading has been transient; the state last emitted. */
       let since: number | undefined;
       let last: ExecutionState | undefined;
+      /** Whether the last snapshot read showed the containers (not a failure to ask): then one that changed none of `ids` changes nothing. */
+      let shown = false;
       return cache.fresh(ids).subscribe({
         next: (s: Snapshot) => {
+          // A snapshot of other containers' news is passed over without a reading: a burst wakes only the watchers it concerns.
+          if (shown && since === undefined && ids !== undefined && s.containers && s.changed && !ids.some((id) => s.changed!.has(id))) return;
+          shown = s.containers !== undefined;
           const reading = s.containers ? read(s.containers) : unknown(engine, s.error);
           since = reading.transient ? (since ?? asyncScheduler.now()) : undefined;
           if (since !== undefined && asyncScheduler.now() - since < TRANSIENT_MS) return;

@@ -27,6 +27,20 @@ describe("the container view (the cache's rules)", () => {
     expect(states()).to.deep.equal({ a: 'running', b: 'running' });
   });
 
+  it('says which containers each snapshot shows otherwise than the one before: all at the first poll, the one an event changed, those a poll found changed, added or gone', () => {
+    const { steps } = run([
+      { kind: 'pollStarted' },
+      polled(1, [running('a'), running('b')]),
+      died('a', 3),
+      { kind: 'pollStarted' },
+      polled(2, [{ id: 'a', state: 'exited', exitCode: 3 }, { id: 'b', state: 'paused' }, running('c')]),
+      { kind: 'pollStarted' },
+      polled(3, [{ id: 'a', state: 'exited', exitCode: 3 }, running('c')]),
+    ]);
+    const changed = (i: number) => (steps[i].snapshot?.changed ? [...steps[i].snapshot!.changed!].sort() : 'all');
+    expect([changed(1), changed(2), changed(4), changed(6)]).to.deep.equal(['all', ['a'], ['b', 'c'], ['b']]);
+  });
+
   it('applies an event to the picture, as old as the poll it rests on; before the first poll an event changes nothing', () => {
     expect(run([died('a', 3)]).steps[0].snapshot).to.equal(undefined);
     const { steps, states } = run([{ kind: 'pollStarted' }, polled(4, [running('a')]), died('a', 3)]);

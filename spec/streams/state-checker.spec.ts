@@ -1,5 +1,6 @@
 import { toBinary } from '@bufbuild/protobuf';
 import { map } from 'rxjs';
+import { expect } from 'chai';
 import { ExecutionStateSchema } from '../../proto/gen/ank_base_pb.js';
 import { executionStateTo } from '../../lib/codec/wire.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
@@ -62,6 +63,67 @@ describe('the state checker and the time a change was heard', () => {
       expectObservable(stateChecker(cache)(podmanReading('id1')).pipe(map((s) => [formatState(s), s.heardAt, s.exitCode, onWire(s)]))).toBe('a---c', {
         a: ['Running(Ok)', 100, undefined, true],
         c: ["Failed(ExecFailed): Exit code: '2'", 290, 2, true],
+      });
+    });
+  });
+});
+
+describe('the state checker in a burst of other containers', () => {
+  // swdd~generic-state-checker-sends-workload-state~2
+  it("reads only the snapshots that changed its container: another's news wakes no reading, a failure and the poll after it are read", () => {
+    testScheduler().run(({ cold, expectObservable, flush }) => {
+      const c = (state: string, exitCode = 0) => [
+        { id: 'id1', state, exitCode },
+        { id: 'id2', state: 'running' },
+      ];
+      const cache = {
+        fresh: () =>
+          cold('a-b-c-d-e-f', {
+            a: { poll: 1, containers: c('running') },
+            b: { poll: 1, containers: c('running'), changed: new Set(['id2']) },
+            c: { poll: 2, error: 'gone' },
+            d: { poll: 3, containers: c('running'), changed: new Set<string>() },
+            // Its container shown otherwise, but the snapshot says only id2 changed: not read.
+            e: { poll: 3, containers: c('exited', 4), changed: new Set(['id2']) },
+            f: { poll: 3, containers: c('exited', 4), changed: new Set(['id1']) },
+          }),
+      };
+      let readings = 0;
+      const reading = podmanReading('id1');
+      const counted = (containers: Parameters<typeof reading>[0]) => {
+        readings += 1;
+        return reading(containers);
+      };
+      expectObservable(stateChecker(cache)(counted, ['id1']).pipe(map(shown))).toBe('a---c-d---f', {
+        a: 'Running(Ok)',
+        c: 'Failed(Unknown): Podman could not be asked for the container states: gone',
+        d: 'Running(Ok)',
+        f: "Failed(ExecFailed): Exit code: '4'",
+      });
+      flush();
+      // a, d and f: a failure has no containers to read, b and e are passed over.
+      expect(readings).to.equal(3);
+    });
+  });
+
+  // swdd~generic-state-checker-sends-workload-state~2
+  it('while a transient reading waits for its second, the snapshots of other containers still tell that it lasted', () => {
+    testScheduler().run(({ cold, expectObservable }) => {
+      const c = (state: string) => [
+        { id: 'id1', state, exitCode: 0 },
+        { id: 'id2', state: 'running' },
+      ];
+      const cache = {
+        fresh: () =>
+          cold('a-s 999ms o', {
+            a: { poll: 1, containers: c('running') },
+            s: { poll: 2, containers: c('stopped'), changed: new Set(['id1']) },
+            o: { poll: 2, containers: c('stopped'), changed: new Set(['id2']) },
+          }),
+      };
+      expectObservable(stateChecker(cache)(podmanReading('id1'), ['id1']).pipe(map(shown))).toBe('a 1001ms o', {
+        a: 'Running(Ok)',
+        o: 'Stopping(Stopping): stopped',
       });
     });
   });
