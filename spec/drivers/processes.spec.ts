@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, 
 import path from 'node:path';
 import { expect } from 'chai';
 import { privateParent } from '../../lib/drivers/launcher.js';
+import { bytesRead } from '../../lib/drivers/machine.js';
 import { type Ending, type Launch, Processes, type ProcessesOptions } from '../../lib/drivers/processes.js';
 import { until } from '../../scripts/harness/wait.js';
 import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
@@ -72,6 +73,12 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
   it('ends a call whose output is over the limit as too much, reading no more than the limit', async () => {
     expect(await run(processes(), 'head', ['-c', '1025', '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
     expect(text(await run(processes(), 'head', ['-c', '1024', '/dev/zero']))).to.include({ code: 0 });
+    // 64 MiB written: what this process read meanwhile (every read of it, /proc/self/io) stays far below that.
+    const launcher = processes();
+    await run(launcher, 'true', []);
+    const before = bytesRead(process.pid)!;
+    expect(await run(launcher, 'head', ['-c', String(64 * 2 ** 20), '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
+    expect(bytesRead(process.pid)! - before).to.be.below(2 ** 20);
   });
 
   it('says a command that cannot be run could not be run, and refuses a NUL in an argument', async () => {

@@ -398,17 +398,28 @@ describe('the systemd runtime: the watch of its units (virtual time)', () => {
         },
         timing,
       );
-      const states$ = watch.watch('web.service').pipe(
-        map((p) => p.ActiveState),
-        distinctUntilChanged(),
+      // Two units watched: "all at once" is one show that names both.
+      const states$ = merge(
+        watch.watch('web.service').pipe(
+          map((p) => p.ActiveState),
+          distinctUntilChanged(),
+        ),
+        watch.watch('db.service').pipe(ignoreElements()),
       );
       expectObservable(states$, '^ 40s !').toBe('10ms f', { f: 'failed' });
     });
-    expect(shows[0], 'all units shown as the news come up').to.deep.equal([0, 'web.service']);
+    expect(
+      shows.filter(([at]) => at === 0),
+      "each unit's first show, and all units in one as the news come up",
+    ).to.deep.equal([
+      [0, 'web.service'],
+      [0, 'db.service'],
+      [0, 'web.service,db.service'],
+    ]);
     expect(
       shows.filter(([at]) => at > 0),
-      'then one show every 30 s while the news come',
-    ).to.deep.equal([[30_000, 'web.service']]);
+      'then one show of all every 30 s while the news come',
+    ).to.deep.equal([[30_000, 'web.service,db.service']]);
   });
 
   // rx~systemd-events~1
