@@ -162,6 +162,14 @@ describe('the boundaries of the code', () => {
     expect(boundaryViolations(sources)).to.deep.equal([]);
   });
 
+  it('only lib/drivers/ starts processes: no other module of lib/, streams/ or bin/ imports child_process', () => {
+    const spawners = [...sourcesUnder('lib'), ...sourcesUnder('streams'), ...sourcesUnder('bin')]
+      .filter((s) => importsOf(withoutComments(s.text)).some((m) => /^(node:)?child_process$/.test(m)))
+      .map((s) => s.file);
+    expect(spawners.filter((file) => !file.startsWith('lib/drivers/'))).to.deep.equal([]);
+    expect(spawners).to.include('lib/drivers/processes.ts');
+  });
+
   it('would catch a driver that imports a pipeline, a core module that does I/O or keeps time, and the domain importing what builds on it', () => {
     expect(
       boundaryViolations([

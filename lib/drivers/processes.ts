@@ -1,8 +1,8 @@
 // The one port through which the agent runs processes: a call (input, output kept up to a limit, exit status; the
-// caller kills it at its deadline), a stream of lines, and a conversation. Short calls go through the launcher's
+// caller kills it at its deadline), a stream of lines, a conversation, and a background service. Short calls go through the launcher's
 // shell (lib/drivers/launcher.ts) so that the agent's own process does not fork for them; calls that must keep
 // only part of a flood of output (a health check), and every call while the shell has no folder for its files,
-// are spawned here with pipes. Made once by the run (bin/run.ts), which disposes it at its end.
+// are spawned here with pipes; and a service that lives on its own (Podman's). Made once by the run (bin/run.ts), which disposes it at its end.
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { Observable, of } from 'rxjs';
@@ -11,6 +11,11 @@ import { Launcher, privateParent } from './launcher.js';
 import type { Command, Ending, Kill, Launch } from './process-call.js';
 
 export type { Command, Ending, Kill, Launch };
+
+/** How a background process ended: by itself or a signal, or it could not be started. */
+export type Background =
+  | { readonly kind: 'exited'; readonly code: number | null; readonly signal: NodeJS.Signals | null }
+  | { readonly kind: 'not-run'; readonly message: string };
 
 /** A stream's or a conversation's process ended (`started`), or could not be started: the message says how. */
 export class ProcessEnded extends Error {
@@ -126,6 +131,24 @@ export class Processes {
         };
       }),
     );
+  }
+
+  /**
+   * Starts a service that lives on its own (in a session of its own, not read, not waited for at the agent's exit:
+   * a Podman service leaves by itself when idle, and the next agent finds it). `ended` is told once how it ended,
+   * or why it could not start.
+   */
+  background({ binary, args }: Command, ended: (how: Background) => void): { readonly pid?: number; readonly kill: (signal: NodeJS.Signals) => void } {
+    const child = spawn(binary, args, { detached: true, stdio: 'ignore' });
+    child.unref();
+    child.on('error', (err) => ended({ kind: 'not-run', message: err.message }));
+    child.on('exit', (code, signal) => ended({ kind: 'exited', code, signal }));
+    return {
+      pid: child.pid,
+      kill: (signal) => {
+        if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      },
+    };
   }
 
   /** Ends the launcher shell and removes its folder (a call still writing there leaves it to the next start's sweep). */

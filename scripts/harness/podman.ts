@@ -42,7 +42,7 @@ let shared: PodmanService | undefined;
  */
 export function specService(): PodmanService | undefined {
   if (process.env.ANKAGENT_PODMAN_SERVICE === 'false') return undefined;
-  shared ??= new PodmanService({ binary: 'podman', folder: specFolder('ank-spec-podman-'), log: silentLogger });
+  shared ??= new PodmanService({ cli: harnessCli('podman'), folder: specFolder('ank-spec-podman-'), log: silentLogger });
   return shared;
 }
 

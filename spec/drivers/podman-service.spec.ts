@@ -56,7 +56,7 @@ describe('Podman through its service (real Podman)', function () {
     const folder = specFolder('ank-service-');
     folders.push(folder);
     const notes: string[] = [];
-    const service = new PodmanService({ binary: 'podman', folder, log: silentLogger, systemSocket, note: (text) => notes.push(text) });
+    const service = new PodmanService({ cli: harnessCli('podman'), folder, log: silentLogger, systemSocket, note: (text) => notes.push(text) });
     const calls: Call[] = [];
     const cli = harnessCli('podman', { observe: ({ subcommand, via, outcome }) => calls.push({ subcommand, via, outcome }) });
     const pid = () => {
@@ -350,7 +350,7 @@ describe('Podman through its service (real Podman)', function () {
     folders.push(folder);
     const notes: string[] = [];
     const service = new PodmanService({
-      binary: '/bin/false',
+      cli: harnessCli('/bin/false'),
       folder,
       systemSocket: path.join(folder, 'none.sock'),
       log: silentLogger,

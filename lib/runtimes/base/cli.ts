@@ -6,7 +6,7 @@ import { MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { bytesRead } from '../../drivers/machine.js';
 import { Slots } from './slots.js';
-import { type Ending, ProcessEnded, type Processes, startSoon } from '../../drivers/processes.js';
+import { type Background, type Ending, ProcessEnded, type Processes, startSoon } from '../../drivers/processes.js';
 
 /** A CLI call that failed; the message is what the CLI said on stderr. */
 export class CliError extends Error {
@@ -116,6 +116,11 @@ export class Cli {
   }
 
   /** A runner of another binary on the same processes (`sync` beside a pull), with its own deadlines. */
+  /** `<binary> <args>` as a service that lives on its own (lib/drivers/processes.ts `background`). */
+  background(args: readonly string[], ended: (how: Background) => void): ReturnType<Processes['background']> {
+    return this.options.processes.background({ binary: this.binary, args }, ended);
+  }
+
   sibling(binary: string, deadlines?: CliOptions['deadlines']): Cli {
     return new Cli({ binary, processes: this.options.processes, deadlines, log: this.options.log });
   }

@@ -39,12 +39,13 @@ export function podmanModule({
     make(context) {
       const { cli: cliOf, watch, config, log, note } = context;
       // Agent config `podman_service`: false asks Podman by a process of its own for every call.
+      const podman = cliOf('podman', { leftovers: PARTIAL_DOWNLOADS });
       const service =
         shared ??
         (config.keys.podman_service !== false
-          ? new PodmanService({ binary: 'podman', folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
+          ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
           : undefined);
-      const cli = new PodmanCli(cliOf('podman', { leftovers: PARTIAL_DOWNLOADS }), service);
+      const cli = new PodmanCli(podman, service);
       // Started now, so that it answers by the time the agent asks for its workloads.
       service?.warm();
       // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run

@@ -1,13 +1,13 @@
 // A warm Podman: the engine kept running as `podman system service` and asked over its socket, so that a call
 // does not pay a Podman process's start (its configuration, storage and database loaded anew): started, found,
 // watched and replaced here; which call goes which way is ./podman-cli.ts's.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Observable, Subject } from 'rxjs';
 import type { Logger } from '../../logger.js';
 import { ownArgv, processWork } from '../../drivers/machine.js';
 import { ping } from './libpod.js';
+import type { Cli } from '../base/cli.js';
 
 /** Where a Podman run by the system (its socket unit) listens, as root. */
 export const SYSTEM_SOCKET = '/run/podman/podman.sock';
@@ -40,8 +40,8 @@ const LOCAL_ONLY: Readonly<Record<string, readonly string[]>> = {
 const LOST_WORDS = /unable to connect to Podman|Cannot connect to Podman|dial unix|connection (refused|reset)|broken pipe|unexpected EOF|: EOF\b/;
 
 export interface ServiceOptions {
-  /** The Podman CLI (`podman`, or a path). */
-  readonly binary: string;
+  /** The Podman CLI, on the run's processes: the service is started through it. */
+  readonly cli: Pick<Cli, 'background'>;
   /** The agent's own folder, where its service's socket goes; without one only the system's socket is used. */
   readonly folder?: string;
   /** The system's socket, used where it answers as Podman (SYSTEM_SOCKET unless given). */
@@ -65,7 +65,7 @@ export class PodmanService {
   private state: State = { kind: 'off', retryAt: 0, why: 'the service is not started yet' };
   /** The wait before the next start after a failure: doubled by each failure in a row, set back when it is up. */
   private retryMs = RETRY_MS.first;
-  private child?: ChildProcess;
+  private child?: ReturnType<Cli['background']>;
   /** Since when the service has not answered a ping (undefined while it answers). */
   private unansweredSince?: number;
   /** The calls through the service that failed by their way since the last that came back. */
@@ -190,26 +190,18 @@ export class PodmanService {
   }
 
   private launch(socket: string): void {
-    const child = spawn(this.options.binary, ['system', 'service', `--time=${SERVICE_IDLE_S}`, `unix://${socket}`], {
-      detached: true,
-      stdio: 'ignore',
-    });
-    this.child = child;
-    child.unref();
     let waiting = true;
-    child.on('error', (err) => {
+    const child = this.options.cli.background(['system', 'service', `--time=${SERVICE_IDLE_S}`, `unix://${socket}`], (how) => {
       waiting = false;
-      this.off(`it could not be started: ${err.message}`, true);
-    });
-    child.on('exit', (code, signal) => {
-      waiting = false;
+      if (how.kind === 'not-run') return this.off(`it could not be started: ${how.message}`, true);
       if (this.child !== child) return;
       this.child = undefined;
       const state = this.state;
       // Leaving when idle is its way; the next call starts it again.
-      if (state.kind === 'up' && state.pid === child.pid && code === 0) this.off('it left when idle', false);
-      else if (state.kind !== 'off') this.off(`it ended (${signal ?? `exit code ${code}`})`, true);
+      if (state.kind === 'up' && state.pid === child.pid && how.code === 0) this.off('it left when idle', false);
+      else if (state.kind !== 'off') this.off(`it ended (${how.signal ?? `exit code ${how.code}`})`, true);
     });
+    this.child = child;
     if (child.pid !== undefined) writePid(socket, child.pid);
     const since = Date.now();
     const wait = async (): Promise<void> => {
