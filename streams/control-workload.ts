@@ -4,7 +4,7 @@
 import {
   EMPTY,
   Observable,
-  type Subscription,
+  Subscription,
   asyncScheduler,
   catchError,
   concat,
@@ -104,6 +104,8 @@ class Interpreter {
   private state: LoopState = IDLE;
   private readonly commands: WorkloadCommand[] = [];
   private readonly inputs: Queued[] = [];
+  /** Everything the loop runs (work, overtaken work still under way, follows): ended at once by stop(). */
+  private readonly all = new Subscription();
   /** The busy state's work, and the settled state's follows by key. */
   private work?: { readonly token: object; readonly subscription: Subscription };
   private readonly following = new Map<string, { readonly token: object; subscription?: Subscription }>();
@@ -131,8 +133,7 @@ class Interpreter {
 
   stop(): void {
     this.ended = true;
-    this.work?.subscription.unsubscribe();
-    for (const { subscription } of this.following.values()) subscription?.unsubscribe();
+    this.all.unsubscribe();
     this.following.clear();
     this.liveFollows.clear();
   }
@@ -210,17 +211,20 @@ class Interpreter {
       return;
     }
     const token = {};
-    // Work still under way runs on, its outcome no longer heard: a create's records after its id (the images it
-    // pulled), an unhealthy workload's stop that a command overtook.
+    // Work still under way runs on until the loop stops, its outcome no longer heard: an unhealthy workload's stop
+    // that a command overtook.
     this.work = { token, subscription: this.outcomes(this.worked(effect), token) };
   }
 
   /** Subscribes to what an effect or follow comes out with: each outcome waits its turn to be stepped. */
   private outcomes(outcome$: Observable<LoopInput>, from: object): Subscription {
-    return outcome$.subscribe((input) => {
+    const subscription = outcome$.subscribe((input) => {
       this.inputs.push({ input, from });
       this.run();
     });
+    // Held until it ends (an ended one leaves `all` by itself), so that stop() ends it too.
+    this.all.add(subscription);
+    return subscription;
   }
 
   /** The work of a busy state: one outcome. */

@@ -254,6 +254,20 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
       });
     });
 
+    // rx~health-unhealthy-fails-and-stops~1, swdd~agent-deletes-workload~1
+    it('a stop that a delete overtook runs on while the workload is removed, and ends with the loop', () => {
+      const scheduler = testScheduler();
+      scheduler.run(({ cold, flush }) => {
+        const stop$ = cold<void>('50ms |');
+        const runtime = new FakeRuntime({ states: () => cold('-r 9ms u', { r: ExecutionState.running(), u: unhealthy }), stop: () => stop$ });
+        const out = record(controlWorkload(cold('a 14ms d', { a: create(), d: del() }), depsFor(runtime)).pipe(map(show)), scheduler);
+        flush();
+        const [removedAt, last] = out.values.at(-1)!;
+        expect(last).to.equal(at(nginx, ExecutionState.removed()));
+        expect(stop$.subscriptions.map((s) => [s.subscribedFrame, s.unsubscribedFrame])).to.deep.equal([[11, removedAt]]);
+      });
+    });
+
     // rx~health-unhealthy-fails-and-stops~1, swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
     it('with a restart policy, is stopped first and then restarted as an update (its back-off waits with the workload stopped)', () => {
       const scheduler = testScheduler();
