@@ -1,8 +1,9 @@
 // The one port through which the agent runs processes: a call (input, output kept up to a limit, exit status; the
-// caller kills it at its deadline), a stream of lines, a conversation, and a background service. Short calls go through the launcher's
-// shell (lib/drivers/launcher.ts) so that the agent's own process does not fork for them; calls that must keep
-// only part of a flood of output (a health check), and every call while the shell has no folder for its files,
-// are spawned here with pipes; and a service that lives on its own (Podman's). Made once by the run (bin/run.ts), which disposes it at its end.
+// caller kills it at its deadline), a stream of lines, a conversation, and a service that lives on its own (Podman's).
+// Short calls go through the launcher's shell (lib/drivers/launcher.ts) so that the agent's own process does not
+// fork for them; calls that must keep only part of a flood of output (a health check), and every call while the
+// shell has no folder for its files, are spawned here with pipes. Made once by the run (bin/run.ts), which disposes
+// it at its end.
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { Observable, of } from 'rxjs';
@@ -141,6 +142,7 @@ export class Processes {
   background({ binary, args }: Command, ended: (how: Background) => void): { readonly pid?: number; readonly kill: (signal: NodeJS.Signals) => void } {
     const child = spawn(binary, args, { detached: true, stdio: 'ignore' });
     child.unref();
+    // A spawn that fails is told by 'error' alone; one that started, by 'exit'.
     child.on('error', (err) => ended({ kind: 'not-run', message: err.message }));
     child.on('exit', (code, signal) => ended({ kind: 'exited', code, signal }));
     return {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { privateParent } from '../../lib/drivers/launcher.js';
 import { bytesRead } from '../../lib/drivers/machine.js';
-import { type Ending, type Launch, Processes, type ProcessesOptions } from '../../lib/drivers/processes.js';
+import { type Background, type Ending, type Launch, Processes, type ProcessesOptions } from '../../lib/drivers/processes.js';
 import { until } from '../../scripts/harness/wait.js';
 import { Tmpfs, asNobody } from '../../scripts/harness/tmpfs.js';
 import { specFolder } from '../../scripts/harness/temp.js';
@@ -79,6 +79,18 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
     const before = bytesRead(process.pid)!;
     expect(await run(launcher, 'head', ['-c', String(64 * 2 ** 20), '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
     expect(bytesRead(process.pid)! - before).to.be.below(2 ** 20);
+  });
+
+  it('starts a service that lives on its own and tells once how it ended, or that it could not start', async () => {
+    const ended: Background[] = [];
+    const missing: Background[] = [];
+    const service = processes().background({ binary: 'sh', args: ['-c', 'exit 3'] }, (how) => ended.push(how));
+    processes().background({ binary: 'no-such-service-here', args: [] }, (how) => missing.push(how));
+    expect(service.pid).to.be.a('number');
+    await until(() => ended.length > 0 && missing.length > 0, 'both to end');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(ended).to.deep.equal([{ kind: 'exited', code: 3, signal: null }]);
+    expect(missing.map((how) => how.kind)).to.deep.equal(['not-run']);
   });
 
   it('says a command that cannot be run could not be run, and refuses a NUL in an argument', async () => {
