@@ -69,23 +69,25 @@ describe('the state checker and the time a change was heard', () => {
 });
 
 describe('the state checker in a burst of other containers', () => {
+  /** Its container id1 in `state`, beside another's container id2 that runs. */
+  const beside = (state: string, exitCode = 0) => [
+    { id: 'id1', state, exitCode },
+    { id: 'id2', state: 'running' },
+  ];
+
   // swdd~generic-state-checker-sends-workload-state~2
   it("reads only the snapshots that changed its container: another's news wakes no reading, a failure and the poll after it are read", () => {
     testScheduler().run(({ cold, expectObservable, flush }) => {
-      const c = (state: string, exitCode = 0) => [
-        { id: 'id1', state, exitCode },
-        { id: 'id2', state: 'running' },
-      ];
       const cache = {
         fresh: () =>
           cold('a-b-c-d-e-f', {
-            a: { poll: 1, containers: c('running') },
-            b: { poll: 1, containers: c('running'), changed: new Set(['id2']) },
+            a: { poll: 1, containers: beside('running') },
+            b: { poll: 1, containers: beside('running'), changed: new Set(['id2']) },
             c: { poll: 2, error: 'gone' },
-            d: { poll: 3, containers: c('running'), changed: new Set<string>() },
+            d: { poll: 3, containers: beside('running'), changed: new Set<string>() },
             // Its container shown otherwise, but the snapshot says only id2 changed: not read.
-            e: { poll: 3, containers: c('exited', 4), changed: new Set(['id2']) },
-            f: { poll: 3, containers: c('exited', 4), changed: new Set(['id1']) },
+            e: { poll: 3, containers: beside('exited', 4), changed: new Set(['id2']) },
+            f: { poll: 3, containers: beside('exited', 4), changed: new Set(['id1']) },
           }),
       };
       let readings = 0;
@@ -109,16 +111,12 @@ describe('the state checker in a burst of other containers', () => {
   // swdd~generic-state-checker-sends-workload-state~2
   it('while a transient reading waits for its second, the snapshots of other containers still tell that it lasted', () => {
     testScheduler().run(({ cold, expectObservable }) => {
-      const c = (state: string) => [
-        { id: 'id1', state, exitCode: 0 },
-        { id: 'id2', state: 'running' },
-      ];
       const cache = {
         fresh: () =>
           cold('a-s 999ms o', {
-            a: { poll: 1, containers: c('running') },
-            s: { poll: 2, containers: c('stopped'), changed: new Set(['id1']) },
-            o: { poll: 2, containers: c('stopped'), changed: new Set(['id2']) },
+            a: { poll: 1, containers: beside('running') },
+            s: { poll: 2, containers: beside('stopped'), changed: new Set(['id1']) },
+            o: { poll: 2, containers: beside('stopped'), changed: new Set(['id2']) },
           }),
       };
       expectObservable(stateChecker(cache)(podmanReading('id1'), ['id1']).pipe(map(shown))).toBe('a 1001ms o', {
