@@ -40,14 +40,17 @@ export interface RuntimeConnector<Id = unknown> {
    */
   startAgain?(id: Id, spec: WorkloadSpec): Observable<void>;
   /**
-   * Has the workload's image on the node (pulled when it is not there, or its options ask for a pull each
-   * time), so that a create does not wait on the network; completes when it is there, fails with the pull's
-   * reason; meanwhile it tells what it waits for, if anything (`waiting for a pull slot …`). Undefined when the
-   * image is known to be there: `current`, the instance it replaces, runs it. Asked by the control loop's pure
-   * step: deciding changes nothing; the pull (and all it tells others) happens only when the observable is
-   * subscribed, by the loop's interpreter.
+   * The images `next` needs that may not be on the node, read from the configs alone (pure): none when its options
+   * never pull, when `current`, the instance it replaces, runs them from the same storage, or when its config cannot
+   * be read (its create reports that). The one decision of what to fetch before a create.
    */
-  fetchImage?(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined;
+  imagesToFetch?(next: WorkloadSpec, current?: WorkloadSpec): readonly string[];
+  /**
+   * Has those `images` of `spec` on the node (pulled when not there, or when its options ask for a pull each time),
+   * so that its create does not wait on the network; completes when they are there, fails with the pull's reason;
+   * meanwhile it tells what it waits for, if anything (`waiting for a pull slot …`).
+   */
+  fetchImages?(spec: WorkloadSpec, images: readonly string[]): Observable<string>;
   /**
    * Stops the workload and keeps it (the control loop's answer to a failed health check: its restart policy
    * decides what follows). Runtimes without health checks need none.

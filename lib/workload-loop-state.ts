@@ -1,7 +1,6 @@
 // What a workload's control loop knows and takes (lib/workload-loop.ts is its step): the commands, the loop's
 // states, the outcomes and effects, what a settled state follows, and the create back-off. Types and constants
-// only; nothing runs here.
-import type { Observable } from 'rxjs';
+// only, and plain data: a runtime by its name (the spec's), an image by its reference; nothing runs here.
 import type { ExecutionState } from './execution-state.js';
 import type { WorkloadState } from './messages.js';
 import type { CrashLoopBackoff } from './restart-policy.js';
@@ -31,10 +30,9 @@ export const MAX_RETRY_BACKOFF_MS = 5 * 60_000;
 export const createBackoffMs = (done: number, jitter: number): number =>
   Math.round(jitter * Math.min(RETRY_BASE_MS * 2 ** Math.min(done, 30), MAX_RETRY_BACKOFF_MS));
 
-/** A workload the loop has on its runtime. */
+/** A workload the loop has on its runtime (the spec's). */
 export interface Running {
   readonly spec: WorkloadSpec;
-  readonly runtime: RuntimeConnector;
   readonly id: unknown;
   /** When it last started (ms). */
   readonly startedAt: number;
@@ -61,13 +59,13 @@ export type LoopState =
   /** It exited and its restart policy restarts it after `delayMs` of crash-loop back-off; nothing is watched meanwhile. */
   | (Running & { readonly kind: 'backingOff'; readonly succeeded: boolean; readonly delayMs: number })
   /**
-   * It runs (and is watched) while `pull$` has the image of `next`, its update; after `tries` failed pulls it
-   * waits `retryInMs` before the next.
+   * It runs (and is watched) while the `images` of `next`, its update, are fetched; after `tries` failed pulls
+   * it waits `retryInMs` before the next.
    */
   | (Running & {
       readonly kind: 'fetching';
       readonly next: WorkloadSpec;
-      readonly pull$: Observable<string>;
+      readonly images: readonly string[];
       readonly tries: number;
       readonly retryInMs?: number;
     })
@@ -81,7 +79,6 @@ export type LoopState =
   | {
       readonly kind: 'startingAgain';
       readonly spec: WorkloadSpec;
-      readonly runtime: RuntimeConnector;
       readonly id: unknown;
       readonly shortRuns: number;
       readonly instead: { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload } | { readonly kind: 'replace'; readonly current: Running };
@@ -93,9 +90,9 @@ export type LoopState =
   /** Busy: a workload of an earlier run is removed, then `afterwards`. */
   | { readonly kind: 'removingExisting'; readonly existing: ExistingWorkload; readonly afterwards: Afterwards }
   /** Busy: the workload to resume is looked for (look `tries + 1`). */
-  | { readonly kind: 'finding'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector; readonly tries: number }
+  | { readonly kind: 'finding'; readonly spec: WorkloadSpec; readonly tries: number }
   /** Look `tries` for the workload to resume failed (the runtime could not say): the next is due after `delayMs`. */
-  | { readonly kind: 'refinding'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector; readonly tries: number; readonly delayMs: number };
+  | { readonly kind: 'refinding'; readonly spec: WorkloadSpec; readonly tries: number; readonly delayMs: number };
 
 export const IDLE: LoopState = { kind: 'idle' };
 
@@ -127,22 +124,28 @@ export type LoopInput =
   | { readonly kind: 'pulled' }
   | { readonly kind: 'pullFailed'; readonly cause: string };
 
-/** What the interpreter runs. Work (the busy states') ends with one outcome; a follow lasts until the state leaves it. */
+/**
+ * What the interpreter runs, each on the spec's runtime (the step has found it there). Work (the busy states')
+ * ends with one outcome; a follow lasts until the state leaves it.
+ */
 export type Effect =
-  | { readonly kind: 'create'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector }
-  | { readonly kind: 'startAgain'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector; readonly id: unknown; readonly prepare: boolean }
+  | { readonly kind: 'create'; readonly spec: WorkloadSpec }
+  | { readonly kind: 'startAgain'; readonly spec: WorkloadSpec; readonly id: unknown; readonly prepare: boolean }
+  /** The workload deleted by its id, then its host side released. */
   | { readonly kind: 'remove'; readonly spec: WorkloadSpec; readonly id: unknown }
-  | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload; readonly runtime: RuntimeConnector }
-  | { readonly kind: 'find'; readonly spec: WorkloadSpec; readonly runtime: RuntimeConnector }
+  /** What may run under the name deleted (none is known: a create cut short), as far as it goes, then the host side released. */
+  | { readonly kind: 'removeByName'; readonly spec: WorkloadSpec }
+  | { readonly kind: 'removeExisting'; readonly existing: ExistingWorkload }
+  | { readonly kind: 'find'; readonly spec: WorkloadSpec }
   /** An unhealthy workload's container stopped (and kept): `stoppedUnhealthy` with its `state` once it is, whatever the stop's outcome. */
-  | { readonly kind: 'stop'; readonly runtime: RuntimeConnector; readonly id: unknown; readonly state: ExecutionState }
+  | { readonly kind: 'stop'; readonly spec: WorkloadSpec; readonly id: unknown; readonly state: ExecutionState }
   | { readonly kind: 'warn'; readonly text: string };
 
 /** What a settled state follows until the next command, each by a key: a follow whose key stays keeps running. */
 export type Follow =
   | { readonly kind: 'watch'; readonly key: string; readonly running: Running }
   | { readonly kind: 'wait'; readonly key: string; readonly ms: number }
-  | { readonly kind: 'pull'; readonly key: string; readonly pull$: Observable<string> };
+  | { readonly kind: 'pull'; readonly key: string; readonly spec: WorkloadSpec; readonly images: readonly string[] };
 
 export interface LoopContext {
   readonly runtimes: ReadonlyMap<string, RuntimeConnector>;

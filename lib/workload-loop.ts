@@ -59,7 +59,7 @@ export function follows(state: LoopState): Follow[] {
       return [
         { kind: 'watch', key: watchKey(state), running: state },
         state.retryInMs === undefined
-          ? { kind: 'pull', key: `pull ${state.tries}`, pull$: state.pull$ }
+          ? { kind: 'pull', key: `pull ${state.tries}`, spec: state.next, images: state.images }
           : { kind: 'wait', key: `pull wait ${state.tries}`, ms: state.retryInMs },
       ];
     case 'retrying':
@@ -98,6 +98,11 @@ class Rules {
     private readonly now: Moment,
   ) {}
 
+  /** What the step may ask of a runtime: what it can do, and which images a config needs (pure reads). */
+  private runtimeOf(spec: WorkloadSpec): RuntimeConnector | undefined {
+    return this.context.runtimes.get(spec.runtime);
+  }
+
   command(state: LoopState, command: WorkloadCommand): Transition {
     switch (command.kind) {
       case 'create':
@@ -118,11 +123,11 @@ class Rules {
   outcome(state: LoopState, input: Exclude<LoopInput, { kind: 'command' }>): Transition {
     switch (input.kind) {
       case 'created':
-        return state.kind === 'creating' ? this.created(state.spec, this.context.runtimes.get(state.spec.runtime)!, input.id, state.shortRuns) : to(state);
+        return state.kind === 'creating' ? this.created(state.spec, input.id, state.shortRuns) : to(state);
       case 'createFailed':
         return state.kind === 'creating' ? this.createFailed(state, input.cause, input.refused) : to(state);
       case 'startedAgain':
-        return state.kind === 'startingAgain' ? this.created(state.spec, state.runtime, state.id, state.shortRuns) : to(state);
+        return state.kind === 'startingAgain' ? this.created(state.spec, state.id, state.shortRuns) : to(state);
       case 'startAgainFailed':
         if (state.kind !== 'startingAgain') return to(state);
         return state.instead.kind === 'removeExisting'
@@ -154,8 +159,8 @@ class Rules {
   }
 
   /** Created (or started again) under `id` just now. */
-  private created(spec: WorkloadSpec, runtime: RuntimeConnector, id: unknown, shortRuns: number): Transition {
-    return to({ kind: 'created', spec, runtime, id, startedAt: this.now.at, shortRuns });
+  private created(spec: WorkloadSpec, id: unknown, shortRuns: number): Transition {
+    return to({ kind: 'created', spec, id, startedAt: this.now.at, shortRuns });
   }
 
   /**
@@ -165,15 +170,14 @@ class Rules {
    */
   private create(state: LoopState, spec: WorkloadSpec, shortRuns: number): Transition {
     const reusable = state.kind === 'adopted' ? state.existing : undefined;
-    const runtime = this.context.runtimes.get(spec.runtime);
     if (!reusable) return after([starting(spec)], this.attempt(spec, 0, shortRuns));
-    if (!runtime?.startAgain || !sameInstance(reusable.instanceName, spec.instanceName)) {
+    if (!this.runtimeOf(spec)?.startAgain || !sameInstance(reusable.instanceName, spec.instanceName)) {
       return this.removeExisting(reusable, { kind: 'attempt', spec, shortRuns });
     }
     return to(
-      { kind: 'startingAgain', spec, runtime, id: reusable.id, shortRuns, instead: { kind: 'removeExisting', existing: reusable } },
+      { kind: 'startingAgain', spec, id: reusable.id, shortRuns, instead: { kind: 'removeExisting', existing: reusable } },
       [starting(spec)],
-      [{ kind: 'startAgain', spec, runtime, id: reusable.id, prepare: true }],
+      [{ kind: 'startAgain', spec, id: reusable.id, prepare: true }],
     );
   }
 
@@ -185,9 +189,8 @@ class Rules {
    * Pending(Starting) "Retry <n>: <cause>" and retried; a config the runtime refuses is not.
    */
   private attempt(spec: WorkloadSpec, retries: number, shortRuns: number): Transition {
-    const runtime = this.context.runtimes.get(spec.runtime);
-    if (!runtime) return to({ kind: 'absent', spec }, [unknownRuntime(spec)]);
-    return to({ kind: 'creating', spec, retries, shortRuns }, [], [{ kind: 'create', spec, runtime }]);
+    if (!this.context.runtimes.has(spec.runtime)) return to({ kind: 'absent', spec }, [unknownRuntime(spec)]);
+    return to({ kind: 'creating', spec, retries, shortRuns }, [], [{ kind: 'create', spec }]);
   }
 
   private createFailed({ spec, retries, shortRuns }: LoopState & { kind: 'creating' }, cause: string, refused: boolean): Transition {
@@ -198,27 +201,26 @@ class Rules {
 
   /** swdd~agent-workload-control-loop-executes-resume~1: a resumed workload gets a new Control Interface instance on its existing pipes. */
   private resume(spec: WorkloadSpec): Transition {
-    const runtime = this.context.runtimes.get(spec.runtime);
-    if (!runtime) return to({ kind: 'absent', spec }, [unknownRuntime(spec)]);
-    return this.find(spec, runtime, 0);
+    if (!this.context.runtimes.has(spec.runtime)) return to({ kind: 'absent', spec }, [unknownRuntime(spec)]);
+    return this.find(spec, 0);
   }
 
-  private find(spec: WorkloadSpec, runtime: RuntimeConnector, tries: number): Transition {
-    return to({ kind: 'finding', spec, runtime, tries }, [], [{ kind: 'find', spec, runtime }]);
+  private find(spec: WorkloadSpec, tries: number): Transition {
+    return to({ kind: 'finding', spec, tries }, [], [{ kind: 'find', spec }]);
   }
 
   /**
    * A workload is lost only when the runtime says it is not there; a runtime that could not say (its list
    * failed or could not be read) is asked again after the create back-off, and nothing is reported meanwhile.
    */
-  private found({ spec, runtime, tries }: LoopState & { kind: 'finding' }, { id, failure }: { id?: unknown; failure?: string }): Transition {
+  private found({ spec, tries }: LoopState & { kind: 'finding' }, { id, failure }: { id?: unknown; failure?: string }): Transition {
     if (failure !== undefined) {
       const delayMs = createBackoffMs(tries, this.now.jitter);
       const text = `Could not look for the workload '${spec.instanceName.id}' to resume (${failure}); asking again in ${delayMs} ms.`;
-      return to({ kind: 'refinding', spec, runtime, tries: tries + 1, delayMs }, [], [{ kind: 'warn', text }]);
+      return to({ kind: 'refinding', spec, tries: tries + 1, delayMs }, [], [{ kind: 'warn', text }]);
     }
     if (id === undefined) return to({ kind: 'absent', spec }, [stateOf(spec.instanceName, ExecutionState.lost('The workload to resume was not found.'))]);
-    return this.created(spec, runtime, id, 0);
+    return this.created(spec, id, 0);
   }
 
   /**
@@ -227,15 +229,15 @@ class Rules {
    * swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2,
    * swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1: no create while the old one is still there.
    * An update starts the crash-loop back-off anew too. With pull ahead, a running workload's update has its
-   * image first (the runtime says whether there is one to pull).
+   * images first (its runtime reads from the configs which ones may not be there).
    */
   private update(state: LoopState, next: WorkloadSpec | undefined): Transition {
     const running = state.kind === 'created' || state.kind === 'fetching' ? state : undefined;
-    const pull$ = next && running && this.context.pullAhead ? this.context.runtimes.get(next.runtime)?.fetchImage?.(next, running.spec) : undefined;
+    const images = next && running && this.context.pullAhead ? (this.runtimeOf(next)?.imagesToFetch?.(next, running.spec) ?? []) : [];
     const abandoned = this.abandoned(state, next);
-    if (next && running && pull$) {
-      const { spec, runtime, id, startedAt, shortRuns } = running;
-      return to({ kind: 'fetching', spec, runtime, id, startedAt, shortRuns, next, pull$, tries: 0 }, abandoned);
+    if (next && running && images.length > 0) {
+      const { spec, id, startedAt, shortRuns } = running;
+      return to({ kind: 'fetching', spec, id, startedAt, shortRuns, next, images, tries: 0 }, abandoned);
     }
     return after(abandoned, this.replace(state, next));
   }
@@ -294,7 +296,7 @@ class Rules {
     return to(
       { kind: 'removing', spec, id, afterwards, running: managed(state) },
       [stateOf(spec.instanceName, ExecutionState.stoppingRequested())],
-      [{ kind: 'remove', spec, id }],
+      [id === undefined ? { kind: 'removeByName', spec } : { kind: 'remove', spec, id }],
     );
   }
 
@@ -305,12 +307,11 @@ class Rules {
 
   /** swdd~agent-delete-old-workload~3: a workload of an earlier run, deleted by its id, then `afterwards`. */
   private removeExisting(existing: ExistingWorkload, afterwards: Afterwards): Transition {
-    const runtime = this.context.runtimes.get(existing.runtime);
     const stopping = stateOf(existing.instanceName, ExecutionState.stoppingRequested());
-    if (!runtime) {
+    if (!this.context.runtimes.has(existing.runtime)) {
       return after([stopping, stateOf(existing.instanceName, ExecutionState.deleteFailed(`Unknown runtime '${existing.runtime}'`))], this.go(IDLE, afterwards));
     }
-    return to({ kind: 'removingExisting', existing, afterwards }, [stopping], [{ kind: 'removeExisting', existing, runtime }]);
+    return to({ kind: 'removingExisting', existing, afterwards }, [stopping], [{ kind: 'removeExisting', existing }]);
   }
 
   private existingRemoved({ existing, afterwards }: LoopState & { kind: 'removingExisting' }, failure: string | undefined): Transition {
@@ -339,8 +340,8 @@ class Rules {
    */
   private seen(state: LoopState & Running & { kind: 'created' | 'fetching' }, seen: ExecutionState): Transition {
     const reported = [stateOf(state.spec.instanceName, seen)];
-    if (isUnhealthy(seen.health) && state.runtime.stop !== undefined)
-      return to(state, reported, [{ kind: 'stop', runtime: state.runtime, id: state.id, state: seen }]);
+    if (isUnhealthy(seen.health) && this.runtimeOf(state.spec)?.stop !== undefined)
+      return to(state, reported, [{ kind: 'stop', spec: state.spec, id: state.id, state: seen }]);
     if (state.kind !== 'created' || !needsRestart(state.spec.restartPolicy, seen)) return to(state, reported);
     return after(reported, this.exited(state, seen));
   }
@@ -368,7 +369,7 @@ class Rules {
       case 'fetching':
         return to({ ...state, retryInMs: undefined });
       case 'refinding':
-        return this.find(state.spec, state.runtime, state.tries);
+        return this.find(state.spec, state.tries);
       default:
         return to(state);
     }
@@ -381,13 +382,13 @@ class Rules {
    * 1.x agent does), and re-created when that fails.
    */
   private restart(state: Running & { kind: 'created' | 'backingOff' }, succeeded: boolean): Transition {
-    const { spec, runtime, id, shortRuns } = state;
-    const current: Running = { spec, runtime, id, startedAt: state.startedAt, shortRuns };
-    if (!succeeded || !runtime.startAgain) return this.replace({ ...current, kind: 'created' }, spec, shortRuns);
+    const { spec, id, shortRuns } = state;
+    const current: Running = { spec, id, startedAt: state.startedAt, shortRuns };
+    if (!succeeded || !this.runtimeOf(spec)?.startAgain) return this.replace({ ...current, kind: 'created' }, spec, shortRuns);
     return to(
-      { kind: 'startingAgain', spec, runtime, id, shortRuns, instead: { kind: 'replace', current }, running: state.kind === 'created' ? state : undefined },
+      { kind: 'startingAgain', spec, id, shortRuns, instead: { kind: 'replace', current }, running: state.kind === 'created' ? state : undefined },
       [starting(spec)],
-      [{ kind: 'startAgain', spec, runtime, id, prepare: false }],
+      [{ kind: 'startAgain', spec, id, prepare: false }],
     );
   }
 }

@@ -1,29 +1,12 @@
 // The WorkloadControlLoop's interpreter: the loop's rules are a pure step (lib/workload-loop.ts); this runs the
 // effects it asks for, one piece of work at a time and each to its end, and what a settled state follows (its
 // workload's state, a wait, a pull) until the next command, feeding every outcome back into the step.
-import {
-  EMPTY,
-  Observable,
-  Subscription,
-  asyncScheduler,
-  catchError,
-  concat,
-  defaultIfEmpty,
-  defer,
-  endWith,
-  ignoreElements,
-  map,
-  mergeMap,
-  of,
-  timer,
-} from 'rxjs';
+import { Observable, Subscription, asyncScheduler } from 'rxjs';
 import { formatState } from '../lib/execution-state.js';
 import type { Logger } from '../lib/logger.js';
 import type { WorkloadState } from '../lib/messages.js';
 import { type CrashLoopBackoff, KUBELET_BACKOFF } from '../lib/restart-policy.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
-import { ConfigurationError, type CreateOptions, type RuntimeConnector } from '../lib/runtime-connector.js';
-import type { WorkloadSpec } from '../lib/workload.js';
 import {
   type Effect,
   type Follow,
@@ -39,15 +22,9 @@ import {
   step,
 } from '../lib/workload-loop.js';
 import type { Trace } from './trace.js';
+import { type EffectDeps, followed, worked } from './workload-effects.js';
 
-export interface ControlDeps {
-  readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
-  /** Prepares the host side of a workload (Control Interface, files) before it is created. */
-  readonly prepare: (spec: WorkloadSpec) => Observable<CreateOptions>;
-  /** Undoes `prepare` once the workload is gone. */
-  readonly release: (spec: WorkloadSpec) => Observable<never>;
-  /** Removes what a create that failed must not leave behind (the workload's files). */
-  readonly discard?: (spec: WorkloadSpec) => Observable<never>;
+export interface ControlDeps extends EffectDeps {
   /** A random fraction in [0, 1] for the jitter of create retries (the full backoff when not given). */
   readonly jitter?: () => number;
   /** Kept up to date with the workloads the loops have created (the log requests are resolved against it). */
@@ -62,15 +39,6 @@ export interface ControlDeps {
   readonly pullAhead?: boolean;
   readonly log?: Logger;
 }
-
-const causeOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-/** What an action that emits nothing came to: `undefined` when it completed, else why it failed. */
-const failureOf = (action$: Observable<unknown>): Observable<string | undefined> =>
-  action$.pipe(
-    ignoreElements(),
-    endWith(undefined),
-    catchError((err: unknown) => of(causeOf(err))),
-  );
 
 /**
  * swdd~agent-create-workload~2, swdd~agent-resume-workload~2: one loop per workload, fed by `commands$`.
@@ -201,7 +169,7 @@ class Interpreter {
       const entry: { readonly token: object; subscription?: Subscription } = { token: {} };
       this.following.set(f.key, entry);
       this.liveFollows.add(entry.token);
-      entry.subscription = this.outcomes(this.followed(f), entry.token);
+      entry.subscription = this.outcomes(followed(f, this.deps), entry.token);
     }
   }
 
@@ -213,7 +181,7 @@ class Interpreter {
     const token = {};
     // Work still under way runs on until the loop stops, its outcome no longer heard: an unhealthy workload's stop
     // that a command overtook.
-    this.work = { token, subscription: this.outcomes(this.worked(effect), token) };
+    this.work = { token, subscription: this.outcomes(worked(effect, this.deps), token) };
   }
 
   /** Subscribes to what an effect or follow comes out with: each outcome waits its turn to be stepped. */
@@ -227,84 +195,12 @@ class Interpreter {
     return subscription;
   }
 
-  /** The work of a busy state: one outcome. */
-  private worked(effect: Exclude<Effect, { kind: 'warn' }>): Observable<LoopInput> {
-    const { deps } = this;
-    switch (effect.kind) {
-      case 'create': {
-        const { spec, runtime } = effect;
-        // Whatever failed, the workload's files go before the failure is told.
-        const discarded$ = defer(() => deps.discard?.(spec) ?? EMPTY).pipe(catchError(() => EMPTY));
-        return deps.prepare(spec).pipe(
-          mergeMap((options) => runtime.createWorkload(spec, options)),
-          map((id): LoopInput => ({ kind: 'created', id })),
-          defaultIfEmpty<LoopInput, LoopInput>({ kind: 'createFailed', cause: 'The runtime gave no id for it.', refused: false }),
-          catchError((err: unknown) =>
-            concat(discarded$, of<LoopInput>({ kind: 'createFailed', cause: causeOf(err), refused: err instanceof ConfigurationError })),
-          ),
-        );
-      }
-      case 'startAgain': {
-        const { spec, runtime, id } = effect;
-        return concat(effect.prepare ? deps.prepare(spec) : EMPTY, runtime.startAgain!(id, spec)).pipe(
-          ignoreElements(),
-          endWith<LoopInput>({ kind: 'startedAgain' }),
-          catchError(() => of<LoopInput>({ kind: 'startAgainFailed' })),
-        );
-      }
-      case 'remove': {
-        const { spec, id } = effect;
-        const runtime = deps.runtimes.get(spec.runtime);
-        const remove$ =
-          id !== undefined && runtime ? runtime.deleteWorkload(id) : (runtime?.deleteByName?.(spec.instanceName).pipe(catchError(() => EMPTY)) ?? EMPTY);
-        return failureOf(concat(remove$, deps.release(spec))).pipe(map((failure): LoopInput => ({ kind: 'removed', failure })));
-      }
-      case 'removeExisting':
-        return failureOf(effect.runtime.deleteWorkload(effect.existing.id)).pipe(map((failure): LoopInput => ({ kind: 'existingRemoved', failure })));
-      case 'stop':
-        return (effect.runtime.stop?.(effect.id) ?? EMPTY).pipe(
-          ignoreElements(),
-          catchError(() => EMPTY),
-          endWith<LoopInput>({ kind: 'stoppedUnhealthy', state: effect.state }),
-        );
-      case 'find':
-        return deps.prepare(effect.spec).pipe(
-          mergeMap(() => effect.runtime.getWorkloadId(effect.spec.instanceName)),
-          defaultIfEmpty(undefined),
-          map((id): LoopInput => ({ kind: 'found', id })),
-          catchError((err: unknown) => of<LoopInput>({ kind: 'found', failure: causeOf(err) })),
-        );
-    }
-  }
-
-  /** What a settled state follows: outcomes until the next command or another state. */
-  private followed(f: Follow): Observable<LoopInput> {
-    switch (f.kind) {
-      case 'watch': {
-        const { runtime, id, spec } = f.running;
-        return runtime.checkState(id, spec).pipe(
-          map((state): LoopInput => ({ kind: 'seen', state })),
-          catchError(() => of<LoopInput>({ kind: 'watchFailed' })),
-        );
-      }
-      case 'wait':
-        return timer(f.ms).pipe(map((): LoopInput => ({ kind: 'waited' })));
-      case 'pull':
-        return defer(() => f.pull$).pipe(
-          map((note): LoopInput => ({ kind: 'pullNote', note })),
-          endWith<LoopInput>({ kind: 'pulled' }),
-          // A config that cannot be read goes on to the update, whose create reports it as the released agent does.
-          catchError((err: unknown) => of<LoopInput>(err instanceof ConfigurationError ? { kind: 'pulled' } : { kind: 'pullFailed', cause: causeOf(err) })),
-        );
-    }
-  }
-
   /** Keeps `running` in step with the workload the loop has on its runtime. */
   private noteRunning(from: LoopState, to: LoopState): void {
     const [was, is] = [managed(from), managed(to)];
     if (was === is) return;
     if (was) this.deps.running?.delete(was.spec.instanceName);
-    if (is) this.deps.running?.set(is.spec.instanceName, { runtime: is.runtime, id: is.id });
+    if (is) this.deps.running?.set(is.spec.instanceName, { runtime: this.deps.runtimes.get(is.spec.runtime)!, id: is.id });
   }
 
   /** --debug: the loop's inputs and steps, in words, as `workload.loop`. */

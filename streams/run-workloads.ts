@@ -114,15 +114,17 @@ function pullWhileWaiting({ runtimes, log }: WorkloadDeps): OperatorFunction<Dec
   return (decisions$) =>
     decisions$.pipe(
       mergeMap((d) => d.waits.flatMap((w) => (w.starts ? [w.starts] : []))),
-      mergeMap((spec) =>
-        (runtimes.get(spec.runtime)?.fetchImage?.(spec) ?? EMPTY).pipe(
+      mergeMap((spec) => {
+        const runtime = runtimes.get(spec.runtime);
+        const images = runtime?.imagesToFetch?.(spec) ?? [];
+        return (images.length > 0 ? (runtime?.fetchImages?.(spec, images) ?? EMPTY) : EMPTY).pipe(
           ignoreElements(),
           catchError((err: unknown): Observable<never> => {
             log?.warn(`The image of '${spec.instanceName.workloadName}' could not be pulled while it waits: ${String(err)}; its create pulls it.`);
             return EMPTY;
           }),
-        ),
-      ),
+        );
+      }),
     );
 }
 

@@ -16,7 +16,10 @@ export interface FakeBehaviour {
   startAgain?: (id: string) => Observable<void>;
   /** Given: the runtime can stop a workload and keep it (it has health checks). */
   stop?: (id: string) => Observable<void>;
-  /** Given: the runtime has an image fetched ahead (`attempt` counts the fetches of this workload name, from 1). */
+  /**
+   * Given: the runtime has an image fetched ahead, the one of the config's `image:` line (`attempt` counts the
+   * fetches, from 1).
+   */
   fetchImage?: (spec: WorkloadSpec, attempt: number) => Observable<string>;
 }
 
@@ -27,7 +30,8 @@ export class FakeRuntime implements RuntimeConnector {
 
   readonly startAgain?: (id: string) => Observable<void>;
   readonly stop?: (id: string) => Observable<void>;
-  readonly fetchImage?: (spec: WorkloadSpec) => Observable<string> | undefined;
+  readonly imagesToFetch?: (spec: WorkloadSpec) => readonly string[];
+  readonly fetchImages?: (spec: WorkloadSpec, images: readonly string[]) => Observable<string>;
 
   constructor(
     private readonly behaviour: FakeBehaviour = {},
@@ -43,9 +47,10 @@ export class FakeRuntime implements RuntimeConnector {
     }
     if (fetchImage) {
       let fetches = 0;
-      this.fetchImage = (spec) =>
+      this.imagesToFetch = (spec) => [/image: *(\S+)/.exec(spec.runtimeConfig)?.[1] ?? 'image'];
+      this.fetchImages = (spec, images) =>
         defer(() => {
-          this.calls.push(`fetch ${spec.instanceName.workloadName}`);
+          this.calls.push(`fetch ${spec.instanceName.workloadName} ${images.join(' ')}`);
           return fetchImage(spec, ++fetches);
         });
     }

@@ -81,13 +81,13 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
     const runtime = new PodmanRuntime(new PodmanCli(harnessCli('/nonexistent/podman')), () => EMPTY);
     const at = (config: string) => ({ ...workload('web', { config }), runtime: 'podman' });
     const current = at('image: app:1\ncommandOptions: ["-e", "A=1"]');
-    expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
-    expect(runtime.fetchImage(at('image: app:2'), current)).not.to.equal(undefined);
-    expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=always"]'), current)).not.to.equal(undefined);
-    expect(runtime.fetchImage(at('image: app:1\ngeneralOptions: ["--root", "/other"]'), current)).not.to.equal(undefined);
-    expect(runtime.fetchImage(at('image: app:1\ncommandOptions: ["--pull=never"]'))).to.equal(undefined);
+    expect(runtime.imagesToFetch(at('image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.deep.equal([]);
+    expect(runtime.imagesToFetch(at('image: app:2'), current)).to.deep.equal(['app:2']);
+    expect(runtime.imagesToFetch(at('image: app:1\ncommandOptions: ["--pull=always"]'), current)).to.deep.equal(['app:1']);
+    expect(runtime.imagesToFetch(at('image: app:1\ngeneralOptions: ["--root", "/other"]'), current)).to.deep.equal(['app:1']);
+    expect(runtime.imagesToFetch(at('image: app:1\ncommandOptions: ["--pull=never"]'))).to.deep.equal([]);
     // What the CLI would read as an option is no image to pull.
-    expect(runtime.fetchImage(at('image: --authfile=/etc/shadow'))).to.equal(undefined);
+    expect(runtime.imagesToFetch(at('image: --authfile=/etc/shadow'))).to.deep.equal([]);
   });
 
   it("is the same for a containerd workload, in its scope, with the options nerdctl's pull takes (its registry TLS is a general option)", () => {
@@ -159,17 +159,17 @@ describe("an image pulled ahead (the workload's registry options and --pull poli
     const containerd = new ContainerdRuntime(cli, () => () => EMPTY);
     const at = (runtime: string, config: string) => ({ ...workload('web', { config }), runtime });
     const current = at('containerd', 'image: app:1');
-    expect(containerd.fetchImage(at('containerd', 'image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.equal(undefined);
-    expect(containerd.fetchImage(at('containerd', 'image: app:2'), current)).not.to.equal(undefined);
-    expect(containerd.fetchImage(at('containerd', 'image: app:1\ngeneralOptions: ["--namespace", "other"]'), current)).not.to.equal(undefined);
+    expect(containerd.imagesToFetch(at('containerd', 'image: app:1\ncommandOptions: ["-e", "A=2"]'), current)).to.deep.equal([]);
+    expect(containerd.imagesToFetch(at('containerd', 'image: app:2'), current)).to.deep.equal(['app:2']);
+    expect(containerd.imagesToFetch(at('containerd', 'image: app:1\ngeneralOptions: ["--namespace", "other"]'), current)).to.deep.equal(['app:1']);
     const kube = new PodmanKubeRuntime(new PodmanCli(harnessCli('/nonexistent/podman')), () => EMPTY);
     const pod = (image: string, env = 'x') =>
       at(
         'podman-kube',
         `manifest: ${JSON.stringify(`kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: ${image}, env: [{name: E, value: ${env}}]}]}`)}`,
       );
-    expect(kube.fetchImage(pod('app:1', 'y'), pod('app:1'))).to.equal(undefined);
-    expect(kube.fetchImage(pod('app:2'), pod('app:1'))).not.to.equal(undefined);
+    expect(kube.imagesToFetch(pod('app:1', 'y'), pod('app:1'))).to.deep.equal([]);
+    expect(kube.imagesToFetch(pod('app:2'), pod('app:1'))).to.deep.equal(['app:2']);
   });
 });
 
@@ -270,10 +270,12 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     gc.want = (pull) => wanted.push(pull.image);
     const pulls = new ImagePulls(harnessCli(podman), { gc });
     const spec = (tag: string) => ({ runtime: 'podman', runtimeConfig: `image: reg.example/app:${tag}` }) as unknown as WorkloadSpec;
-    const pull$ = pulls.ahead((s) => [podmanImagePull(parseContainerConfig(s.runtimeConfig))], spec('2'), spec('1'));
-    expect(pull$, 'a new image is to be pulled').not.to.equal(undefined);
+    const pullsOf = (s: WorkloadSpec) => [podmanImagePull(parseContainerConfig(s.runtimeConfig))];
+    const images = pulls.toFetch(pullsOf, spec('2'), spec('1'));
+    expect(images, 'a new image is to be pulled').to.deep.equal(['reg.example/app:2']);
+    const pull$ = pulls.fetch(pullsOf, spec('2'), images);
     expect([wanted, calls()]).to.deep.equal([[], []]);
-    await lastValueFrom(pull$!, { defaultValue: undefined });
+    await lastValueFrom(pull$, { defaultValue: undefined });
     expect(wanted).to.deep.equal(['reg.example/app:2']);
     expect(calls()).to.deep.equal(['podman image exists reg.example/app:2']);
   });

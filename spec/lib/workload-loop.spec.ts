@@ -2,7 +2,7 @@
 // reported, the effects asked for and what the new state follows. The marbles of spec/streams/control-workload.spec.ts
 // keep what is about order and cancellation.
 import { expect } from 'chai';
-import { EMPTY, NEVER } from 'rxjs';
+import { EMPTY } from 'rxjs';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { ExistingWorkload, RuntimeConnector } from '../../lib/runtime-connector.js';
 import {
@@ -30,7 +30,7 @@ const context: LoopContext = {
 const now = { at: 100_000, jitter: 0.5 };
 const spec = workload('nginx', { restartPolicy: 'Always' });
 const next = workload('nginx', { config: 'image: nginx:2' });
-const running = (over: Partial<Running> = {}): LoopState => ({ kind: 'created', spec, runtime, id: 'c1', startedAt: 0, shortRuns: 0, ...over });
+const running = (over: Partial<Running> = {}): LoopState => ({ kind: 'created', spec, id: 'c1', startedAt: 0, shortRuns: 0, ...over });
 const existing = (over: Partial<ExistingWorkload> = {}): ExistingWorkload => ({
   instanceName: spec.instanceName,
   runtime: 'fake',
@@ -159,10 +159,10 @@ const rows: Array<[string, LoopState, LoopInput, Partial<ReturnType<typeof seen>
   ],
   // swdd~agent-workload-control-loop-executes-update~3
   [
-    'an update without pull ahead removes the old instance first',
+    'an update of a create still retrying removes by name what may run of it first (no id is known)',
     { kind: 'retrying', spec, retries: 0, shortRuns: 0, delayMs: 500 },
     command({ kind: 'update', spec: next }),
-    { state: 'removing', reports: ['Stopping(RequestedAtRuntime)'], effects: ['remove'] },
+    { state: 'removing', reports: ['Stopping(RequestedAtRuntime)'], effects: ['removeByName'] },
   ],
   [
     'the old instance removed, the new one is created',
@@ -200,21 +200,21 @@ const rows: Array<[string, LoopState, LoopInput, Partial<ReturnType<typeof seen>
   ['a resume looks for its workload', IDLE, command({ kind: 'resume', spec }), { state: 'finding', effects: ['find'] }],
   [
     'a workload to resume that is gone is Failed(Lost)',
-    { kind: 'finding', spec, runtime, tries: 0 },
+    { kind: 'finding', spec, tries: 0 },
     { kind: 'found' },
     { state: 'absent', reports: ['Failed(Lost): The workload to resume was not found.'] },
   ],
   // swdd~agent-workload-control-loop-executes-resume~1
   [
     'a workload the runtime could not look for is not lost: nothing is reported, and it is looked for again after a back-off',
-    { kind: 'finding', spec, runtime, tries: 0 },
+    { kind: 'finding', spec, tries: 0 },
     { kind: 'found', failure: "Podman's list is not JSON: garbage{{" },
     { state: 'refinding', reports: [], effects: ['warn'], follows: ['find 1'] },
   ],
   // swdd~agent-workload-control-loop-executes-resume~1
   [
     'when the wait is over the workload is looked for again',
-    { kind: 'refinding', spec, runtime, tries: 1, delayMs: 500 },
+    { kind: 'refinding', spec, tries: 1, delayMs: 500 },
     { kind: 'waited' },
     { state: 'finding', reports: [], effects: ['find'] },
   ],
@@ -256,17 +256,25 @@ describe('the control loop as a pure step (lib/workload-loop.ts)', () => {
     expect(managed(step(removing, { kind: 'removed' }, now, context).state)).to.equal(undefined);
   });
 
-  it('asks the runtime whether an update has an image to pull once, and pulls that very one', () => {
-    let asked = 0;
-    const pull$ = NEVER;
-    const counting: RuntimeConnector = Object.assign(Object.create(runtime), {
-      fetchImage: () => {
-        asked += 1;
-        return pull$;
+  // rx~pull-ahead~1
+  it('holds what an update fetches as data: the images its runtime reads from the configs, asked once', () => {
+    const asked: Array<[string, string | undefined]> = [];
+    const reading: RuntimeConnector = Object.assign(Object.create(runtime), {
+      imagesToFetch: (to: typeof next, from?: typeof spec) => {
+        asked.push([to.runtimeConfig, from?.runtimeConfig]);
+        return ['nginx:2'];
       },
     });
-    const t = step(running({ runtime: counting }), command({ kind: 'update', spec: next }), now, { ...context, runtimes: new Map([['fake', counting]]) });
-    expect(asked).to.equal(1);
-    expect(follows(t.state).find((f) => f.kind === 'pull')).to.deep.include({ pull$ });
+    const t = step(running(), command({ kind: 'update', spec: next }), now, { ...context, runtimes: new Map([['fake', reading]]) });
+    expect(asked).to.deep.equal([[next.runtimeConfig, spec.runtimeConfig]]);
+    expect(t.state).to.deep.include({ kind: 'fetching', images: ['nginx:2'] });
+    expect(follows(t.state).find((f) => f.kind === 'pull')).to.deep.include({ spec: next, images: ['nginx:2'] });
+    expect(JSON.parse(JSON.stringify(t.state)), 'the state is plain data').to.deep.equal(t.state);
+  });
+
+  it('goes straight to the update when its runtime finds nothing to fetch', () => {
+    const none: RuntimeConnector = Object.assign(Object.create(runtime), { imagesToFetch: () => [] });
+    const t = step(running(), command({ kind: 'update', spec: next }), now, { ...context, runtimes: new Map([['fake', none]]) });
+    expect(seen(t)).to.deep.include({ state: 'removing', effects: ['remove'] });
   });
 });

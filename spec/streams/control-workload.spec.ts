@@ -65,7 +65,7 @@ describe('controlWorkload (the WorkloadControlLoop)', () => {
           'create nginx',
           'watch id-nginx-1',
           'watch id-nginx-1',
-          'fetch nginx',
+          'fetch nginx nginx:2',
           'delete id-nginx-1',
           'create nginx',
           'watch id-nginx-2',

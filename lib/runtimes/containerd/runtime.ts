@@ -55,9 +55,15 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   ) {}
 
   /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */
-  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
-    return this.pulls.ahead((s) => [this.imagePull(s)], spec, current);
+  imagesToFetch(next: WorkloadSpec, current?: WorkloadSpec): string[] {
+    return this.pulls.toFetch(this.pullsOf, next, current);
   }
+
+  fetchImages(spec: WorkloadSpec, images: readonly string[]): Observable<string> {
+    return this.pulls.fetch(this.pullsOf, spec, images);
+  }
+
+  private readonly pullsOf = (s: WorkloadSpec): ImagePull[] => [this.imagePull(s)];
 
   private imagePull(spec: WorkloadSpec): ImagePull {
     return nerdctlImagePull(parseContainerConfig(spec.runtimeConfig), this.scopeOf(spec));

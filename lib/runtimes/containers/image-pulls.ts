@@ -75,33 +75,39 @@ export class ImagePulls {
   }
 
   /**
-   * What an update to `next` has to fetch before its old instance stops, its images read by `imagesOf`:
-   * `undefined` when nothing (their policy is never, or `current`, of the same runtime, runs them from the same
-   * storage), else all its pulls at once. A config that cannot be read fails at once. The decision is pure (the
-   * control loop's step makes it); nothing happens, the collector told included, until the pulls are subscribed.
+   * The images an update to `next` has to fetch before its old instance stops, read by `pullsOf` from the configs
+   * alone: none when their policy is never, when `current`, of the same runtime, runs them from the same storage, or
+   * when `next`'s config cannot be read (its create reports that). The one decision of what to pull ahead, pure.
    */
-  ahead(imagesOf: (spec: WorkloadSpec) => readonly ImagePull[], next: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
-    let wanted: readonly ImagePull[];
-    try {
-      wanted = imagesOf(next);
-    } catch (err) {
-      return throwError(() => err);
-    }
-    let had: readonly ImagePull[] = [];
-    try {
-      if (current?.runtime === next.runtime) had = imagesOf(current);
-    } catch {
-      // The current config cannot be read: nothing is known to be there.
-    }
-    // No reference begins with '-': the CLI would take such an "image" for an option; its create is left to refuse it.
-    const pulls = wanted.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-') && !alreadyThere(pull, had));
-    if (pulls.length === 0) return undefined;
+  toFetch(pullsOf: (spec: WorkloadSpec) => readonly ImagePull[], next: WorkloadSpec, current?: WorkloadSpec): string[] {
+    return this.wanted(pullsOf, next, current).map((pull) => pull.image);
+  }
+
+  /**
+   * Has `images` of `spec` on the node, all at once: what `toFetch` chose, fetched. Nothing happens, the collector
+   * told included, until it is subscribed.
+   */
+  fetch(pullsOf: (spec: WorkloadSpec) => readonly ImagePull[], spec: WorkloadSpec, images: readonly string[]): Observable<string> {
     return defer(() => {
+      const pulls = this.wanted(pullsOf, spec).filter((pull) => images.includes(pull.image));
       // Until its create, a pulled-ahead image is the waiting workload's, whatever the collector sees of containers;
       // one it did not pull is held by a name meanwhile, for another agent's collector to see.
       for (const pull of pulls) this.gc?.want(pull);
       return merge(...pulls.map((pull) => concat(this.ensure(pull), this.gc?.hold(pull) ?? EMPTY)));
     });
+  }
+
+  private wanted(pullsOf: (spec: WorkloadSpec) => readonly ImagePull[], next: WorkloadSpec, current?: WorkloadSpec): ImagePull[] {
+    const read = (spec: WorkloadSpec): readonly ImagePull[] => {
+      try {
+        return pullsOf(spec);
+      } catch {
+        return [];
+      }
+    };
+    const had = current?.runtime === next.runtime ? read(current) : [];
+    // No reference begins with '-': the CLI would take such an "image" for an option; its create is left to refuse it.
+    return read(next).filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-') && !alreadyThere(pull, had));
   }
 
   /**

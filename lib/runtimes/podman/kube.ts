@@ -16,6 +16,7 @@ import type { PodmanCli, Volume } from './podman-cli.js';
 import { type Probe, probesHealth, withHealth } from './health-checks.js';
 import { logArgs, quietly, tolerateMissing } from '../containers/cli-steps.js';
 import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
+import type { ImagePull } from '../containers/images.js';
 import { kubeImagePulls } from './images.js';
 
 /** The podman-kube runtime's handle of a workload: what `kube down`, the state getter and the logs need. */
@@ -68,9 +69,15 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   ) {}
 
   /** The images of the manifest's containers that are not there (or whose imagePullPolicy is Always), pulled; none that the instance it replaces runs. */
-  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
-    return this.pulls.ahead((s) => kubeImagePulls(parseKubeConfig(s.runtimeConfig)), spec, current);
+  imagesToFetch(next: WorkloadSpec, current?: WorkloadSpec): string[] {
+    return this.pulls.toFetch(this.pullsOf, next, current);
   }
+
+  fetchImages(spec: WorkloadSpec, images: readonly string[]): Observable<string> {
+    return this.pulls.fetch(this.pullsOf, spec, images);
+  }
+
+  private readonly pullsOf = (s: WorkloadSpec): ImagePull[] => kubeImagePulls(parseKubeConfig(s.runtimeConfig));
 
   /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<KubeId>[]> {

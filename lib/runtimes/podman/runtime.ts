@@ -14,6 +14,7 @@ import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
+import type { ImagePull } from '../containers/images.js';
 import { CliError } from '../base/cli.js';
 import type { PodmanCli } from './podman-cli.js';
 import { healthChecks, withHealth } from './health-checks.js';
@@ -43,9 +44,15 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * The image, pulled with the workload's registry options unless it is there (or its `--pull` asks for a pull
    * each time); nothing to do when the instance it replaces runs the same image from the same storage.
    */
-  fetchImage(spec: WorkloadSpec, current?: WorkloadSpec): Observable<string> | undefined {
-    return this.pulls.ahead((s) => [podmanImagePull(parseContainerConfig(s.runtimeConfig))], spec, current);
+  imagesToFetch(next: WorkloadSpec, current?: WorkloadSpec): string[] {
+    return this.pulls.toFetch(this.pullsOf, next, current);
   }
+
+  fetchImages(spec: WorkloadSpec, images: readonly string[]): Observable<string> {
+    return this.pulls.fetch(this.pullsOf, spec, images);
+  }
+
+  private readonly pullsOf = (s: WorkloadSpec): ImagePull[] => [podmanImagePull(parseContainerConfig(s.runtimeConfig))];
 
   /** The health check the agent runs for this workload, if any. */
   private healthCheck(spec: WorkloadSpec): HealthCheck | undefined {
