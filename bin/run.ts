@@ -18,6 +18,8 @@ import {
   tap,
   throwError,
   timeout,
+  type SchedulerLike,
+  asyncScheduler,
 } from 'rxjs';
 import { PROTOCOL_LINES } from '../lib/codec/lines.js';
 import { ConfigError, type RunConfig, defaultRunFolder, resolveStandaloneConfig, selectRuntimes } from '../lib/config.js';
@@ -44,6 +46,7 @@ import { type Connect, ServerRefused, serverLink } from '../streams/server-link.
 import { type Trace, noTrace, stageFilter, tracer } from '../streams/trace.js';
 import { packageVersion } from './about.js';
 import { EarlyEnd, type Outcome, end, userErrors } from './exit.js';
+import { RUNTIME_SETTINGS } from './settings.js';
 import { type EarlyStart, SIGNALS, readConfigFile } from './start.js';
 import type { CommandLine } from './command-line.js';
 import { type MadeRuntimes, type RuntimeWiring, makeRuntimes } from './wiring.js';
@@ -53,7 +56,7 @@ interface Setting {
   readonly name: string;
   readonly ioFolder: string;
   /** The runtimes it enables (all when not said), and whether the agent runs the workloads' health checks. */
-  readonly runtimes: Pick<RuntimeWiring, 'health' | 'keys' | 'maxCreates' | 'imageGc'> & { readonly wanted?: readonly string[] };
+  readonly runtimes: Pick<RuntimeWiring, 'health' | 'settings' | 'imageGc'> & { readonly wanted?: readonly string[] };
   readonly backoff?: CrashLoopBackoff;
   /** Images are pulled ahead: an update's before its old instance stops, a waiting workload's while it waits. */
   readonly pullAhead: boolean;
@@ -86,8 +89,11 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
   let metrics: MetricsEndpoint | undefined;
   // What runs the runtimes' processes, for the whole run: disposed with the runtimes at its end.
   const processes = new Processes({ warn: (text) => log.warn(text) });
+  // The run's one clock and its timers, handed to the runtimes and the control loops.
+  const scheduler = asyncScheduler;
   const runtimes = userErrors(() =>
     enabledRuntimes(log, setting.runtimes, {
+      scheduler,
       folder: setting.ioFolder,
       processes,
       trace,
@@ -101,7 +107,7 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
     runtimes.dispose();
     processes.dispose();
   };
-  runAgent(setting, { connectors: runtimes.connectors, dispose }, log, { trace, metrics, running, handOverSignals: early?.handOverSignals });
+  runAgent(setting, { connectors: runtimes.connectors, dispose }, log, { scheduler, trace, metrics, running, handOverSignals: early?.handOverSignals });
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
@@ -121,6 +127,7 @@ async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWo
 
 /** What the run gives the agent beside its setting: the tracer, the metrics, the running workloads, the start's signals. */
 interface RunParts {
+  readonly scheduler: SchedulerLike;
   readonly trace: Trace;
   readonly metrics?: MetricsEndpoint;
   readonly running: RunningWorkloads;
@@ -134,7 +141,7 @@ interface RunParts {
  * stream built before it can be.
  */
 function runAgent(setting: Setting, runtimes: Pick<MadeRuntimes, 'connectors' | 'dispose'>, log: Logger, parts: RunParts): void {
-  const { trace, metrics, running, handOverSignals } = parts;
+  const { scheduler, trace, metrics, running, handOverSignals } = parts;
   const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
   const toServer$ = new Subject<ToServer>();
@@ -144,6 +151,7 @@ function runAgent(setting: Setting, runtimes: Pick<MadeRuntimes, 'connectors' | 
     {
       agentName: setting.name,
       runtimes: runtimes.connectors,
+      scheduler,
       prepare: (spec) => host.prepare(spec),
       release: (spec) => host.release(spec),
       discard: (spec) => host.discard(spec),
@@ -228,8 +236,7 @@ const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 
   runtimes: {
     wanted: c.runtimes,
     health: c.healthChecks,
-    keys: c.runtimeKeys,
-    maxCreates: c.maxCreates,
+    settings: c.moduleSettings,
     imageGc: c.imageGc,
   },
   backoff: c.crashLoopBackoff,
@@ -254,6 +261,7 @@ function standalone(flags: CommandLine, manifestFile: string, log: Logger): Sett
     process.env,
     readConfigFile(flags.agentConfig, (warning) => log.warn(warning)),
     () => agentOf(initial.desired),
+    RUNTIME_SETTINGS,
   );
   const { name, runFolder } = config;
   const ioFolder = prepareRunFolder(runFolder, name, runFolder === defaultRunFolder(process.env));

@@ -2,6 +2,7 @@
 // and its one message), before the rest of the agent is loaded (bin/main.ts).
 import { closeSync, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { encodeAgentHello } from '../lib/codec/hello.js';
+import { RUNTIME_SETTINGS } from './settings.js';
 import { type AgentConfig, ConfigError, type ConfigFile, DEFAULT_CONFIG_PATH, defaultRunFolder, parseConfigFile, resolveConfig } from '../lib/config.js';
 import { LINE_VERSIONS } from '../lib/defaults.js';
 import { type Security, openEarly } from '../lib/drivers/grpc-call.js';
@@ -68,6 +69,7 @@ function configOf(flags: CommandLine): AgentConfig {
     process.env,
     readConfigFile(flags.agentConfig, warn),
     warn,
+    RUNTIME_SETTINGS,
   );
 }
 
@@ -88,7 +90,7 @@ export function readConfigFile(given: string | undefined, warn: (warning: string
   } catch (err) {
     throw new ConfigError(`Cannot read the agent config '${file}': ${(err as Error).message}`);
   }
-  const config = parseConfigFile(text, file, warn);
+  const config = parseConfigFile(text, file, warn, RUNTIME_SETTINGS);
   // swdd~grpc-checks-given-PEM-file-for-proper-unix-file-permission~2: a file that holds the key is held to the key file's rule.
   const problem = config.key_pem_content === undefined ? undefined : pemModeProblem(mode, 'agent key');
   if (problem) throw new ConfigError(`The agent config '${file}' holds the agent key ('key_pem_content') and ${problem}.`);

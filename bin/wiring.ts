@@ -1,15 +1,14 @@
 // How the runtimes are put together: each runtime module of the list is given the run's processes, its CLIs,
 // a container cache for its engine and the agent config's settings; used by the agent and by the specs and
 // benchmarks that run it on real parts.
-import { EMPTY, type Observable, Subscription, asyncScheduler, forkJoin, map, merge, of } from 'rxjs';
+import { EMPTY, type Observable, type SchedulerLike, Subscription, asyncScheduler, forkJoin, map, merge, of } from 'rxjs';
 import type { Processes } from '../lib/drivers/processes.js';
 import type { Logger } from '../lib/logger.js';
 import type { CliCall, WorkloadContainerFigures } from '../lib/metrics.js';
 import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { Cli } from '../lib/runtimes/base/cli.js';
-import type { ImageGcSettings, RuntimeKeys } from '../lib/config.js';
-import { DEFAULT_MAX_CREATES } from '../lib/defaults.js';
+import type { ImageGcSettings } from '../lib/config.js';
 import type { ContainerSource, RuntimeContext, RuntimeModule } from '../lib/runtimes/base/module.js';
 import { containerdModule } from '../lib/runtimes/containerd/index.js';
 import { podmanModule } from '../lib/runtimes/podman/index.js';
@@ -22,6 +21,8 @@ import { type Trace, noTrace } from '../streams/trace.js';
 export const RUNTIME_MODULES: readonly RuntimeModule[] = [podmanModule(), containerdModule, systemdModule];
 
 export interface RuntimeWiring {
+  /** The run's clock and timers (the async scheduler unless given). */
+  readonly scheduler?: SchedulerLike;
   /** The modules to make (all of the list unless given). */
   readonly modules?: readonly RuntimeModule[];
   /** What runs the runtimes' processes: the run's. */
@@ -33,14 +34,12 @@ export interface RuntimeWiring {
   readonly verifyMs?: number;
   /** The agent runs the workloads' health checks (agent config `health_checks`). */
   readonly health?: boolean;
-  /** The agent config's keys that runtime modules read (none unless given). */
-  readonly keys?: RuntimeKeys;
+  /** Each module's settings, by module (its first runtime's name); a module not given one has its settings of an empty config. */
+  readonly settings?: ReadonlyMap<string, unknown>;
   /** The agent's io folder: Podman's service gets its socket there (without one, only the system's service is used). */
   readonly folder?: string;
   /** When the images the agent pulled are collected (agent config `image_gc`; none unless given). */
   readonly imageGc?: ImageGcSettings;
-  /** Creates at once, by engine (DEFAULT_MAX_CREATES unless given). */
-  readonly maxCreates?: Readonly<Record<string, number>>;
   /** --debug: the caches' stages (`podman.cache`) and each CLI's calls (stage: its name). */
   readonly trace?: Trace;
   /** The metrics: each CLI call, and each restart of an engine's event stream. */
@@ -61,9 +60,10 @@ export interface MadeRuntimes {
 export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
   const { events = true, verifyMs = VERIFY_INTERVAL_MS, trace = noTrace } = wiring;
   const held = new Subscription();
+  const scheduler = wiring.scheduler ?? asyncScheduler;
   const context: RuntimeContext = {
     log,
-    scheduler: asyncScheduler,
+    scheduler,
     held,
     cli: (binary, options) =>
       wiring.clis?.[binary] ??
@@ -72,6 +72,7 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
         binary,
         log,
         processes: wiring.processes,
+        clock: scheduler,
         observe: (call) => {
           wiring.observeCall?.({ cli: binary, ...call });
           if (trace.enabled(binary))
@@ -81,6 +82,7 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
     watch: ({ engine, list, events$, early$ = EMPTY, own$ = EMPTY }: ContainerSource) =>
       stateChecker(
         containerCache(list, events ? events$ : undefined, {
+          scheduler,
           verifyMs,
           early$: events ? merge(early$, own$) : own$,
           log,
@@ -88,20 +90,21 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
           engine,
           eventsRestarted: wiring.eventsRestarted && (() => wiring.eventsRestarted?.(engine.name)),
         }),
+        scheduler,
         engine.name,
       ),
     config: {
       health: wiring.health ?? true,
       events,
-      keys: wiring.keys ?? {},
       folder: wiring.folder,
-      maxCreates: (engine) => wiring.maxCreates?.[engine] ?? DEFAULT_MAX_CREATES,
       imageGc: wiring.imageGc,
     },
     note: (stage, text) => trace.enabled(stage) && trace.note(stage, text),
     images: wiring.images,
   };
-  const made = (wiring.modules ?? RUNTIME_MODULES).map((module) => module.make(context));
+  const made = (wiring.modules ?? RUNTIME_MODULES).map((module) =>
+    module.make(context, wiring.settings?.get(module.names[0]) ?? module.settings?.parse({}, {})),
+  );
   return {
     connectors: new Map(made.flatMap((m) => [...m.connectors])),
     figures: (agentName, running) => {

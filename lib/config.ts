@@ -1,6 +1,6 @@
 // The agent's settings: command-line flags over environment variables over the config file over defaults.
 import { parse as parseToml } from 'smol-toml';
-import { DEFAULT_CONFIG_PATH, DEFAULT_MAX_CREATES, DEFAULT_SERVER_URL, KUBELET_IMAGE_GC } from './defaults.js';
+import { DEFAULT_CONFIG_PATH, DEFAULT_SERVER_URL, KUBELET_IMAGE_GC } from './defaults.js';
 import { type CrashLoopBackoff, KUBELET_BACKOFF } from './restart-policy.js';
 import { agentNameProblem } from './workload.js';
 
@@ -32,22 +32,17 @@ export interface RunConfig {
   readonly runtimes?: readonly string[];
   /** How restarts of a workload that keeps exiting are spaced. */
   readonly crashLoopBackoff: CrashLoopBackoff;
-  /** The agent runs the health checks of the workloads' commandOptions (false: they are left to Podman, as by the released agent). */
+  /** The agent runs the health checks of the workloads' commandOptions (false: they are left to the engine, as by the released agent). */
   readonly healthChecks: boolean;
   /**
    * Images are pulled ahead: an update's new one while the old instance runs, a waiting workload's while it
    * waits (`pull_ahead = false`: the released agent's order, the image pulled by the create).
    */
   readonly pullAhead: boolean;
-  /**
-   * The keys of the agent config that runtime modules read, as checked here: `podman_service` (false: a Podman
-   * process for every call) and `containerd = { namespace, address }` (nerdctl's scope for every containerd workload).
-   */
-  readonly runtimeKeys: RuntimeKeys;
+  /** Each module's own settings (by module), made by its declaration (`Declared`) of the file's keys it reads and the environment. */
+  readonly moduleSettings: ReadonlyMap<string, unknown>;
   /** When the agent collects the images it pulled (`image_gc`; false: never). */
   readonly imageGc?: ImageGcSettings;
-  /** How many creates each engine runs at once (`ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES`), by engine (`podman`, `containerd`). */
-  readonly maxCreates: Readonly<Record<string, number>>;
   /** Where the metrics endpoint listens, if it is wanted. */
   readonly metrics?: string;
 }
@@ -87,12 +82,31 @@ export interface ConfigFile {
   readonly crash_loop_backoff?: Readonly<Record<string, number>>;
   readonly health_checks?: boolean;
   readonly pull_ahead?: boolean;
-  readonly podman_service?: boolean;
   readonly image_gc?: boolean | Readonly<Record<string, number>>;
-  /** nerdctl's namespace and address for every containerd workload (a workload's own generalOptions win). */
-  readonly containerd?: Readonly<Record<string, string>>;
   readonly metrics?: string;
 }
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** A key of the agent config that a module declares: the words of its type, and whether a value is of it. */
+export interface DeclaredKey {
+  readonly type: string;
+  readonly is: (value: unknown) => boolean;
+}
+
+/**
+ * What a module reads of the agent config file and of the environment, declared beside its code (a runtime
+ * module's `settings`): its keys, and how its settings are made of them. The file is checked against every
+ * module's keys as against the agent's own; each module gets its own settings.
+ */
+export interface Declared<T = unknown> {
+  readonly keys: Readonly<Record<string, DeclaredKey>>;
+  /** The settings, from the module's keys as the file gives them (absent ones absent) and the environment; throws ConfigError. */
+  readonly parse: (given: Readonly<Record<string, unknown>>, env: Env) => T;
+}
+
+/** The modules' declarations, by module. */
+export type Declarations = ReadonlyMap<string, Declared>;
 
 type KeyType =
   | 'string'
@@ -118,18 +132,9 @@ const FILE_KEYS: Record<keyof ConfigFile | 'version', KeyType> = {
   crash_loop_backoff: 'a table of seconds',
   health_checks: 'boolean',
   pull_ahead: 'boolean',
-  podman_service: 'boolean',
   image_gc: 'a table of high, low (percent) and min_age (seconds), or false',
-  containerd: 'a table of strings',
   metrics: 'string',
 };
-
-/** The keys of `containerd`. */
-const CONTAINERD_KEYS = ['namespace', 'address'];
-
-/** The keys of the file that runtime modules read (lib/runtimes/<name>/index.ts), passed on to them as given. */
-const RUNTIME_KEYS = ['podman_service', 'containerd'] as const;
-export type RuntimeKeys = Readonly<Partial<Pick<ConfigFile, (typeof RUNTIME_KEYS)[number]>>>;
 
 /** The keys of `crash_loop_backoff`, in seconds. */
 const BACKOFF_KEYS = { first_delay: 'firstDelayMs', max_delay: 'maxDelayMs', reset_after: 'resetAfterMs' } as const;
@@ -167,17 +172,26 @@ function hasType(value: unknown, type: KeyType): boolean {
  * Parses and checks the TOML agent config; `where` names it in messages. Unknown keys are only warned
  * about (the 1.x agent ignores them), so one file serves both agents.
  */
-export function parseConfigFile(text: string, where: string, warn: (message: string) => void = () => undefined): ConfigFile {
+export function parseConfigFile(
+  text: string,
+  where: string,
+  warn: (message: string) => void = () => undefined,
+  declared: Declarations = new Map(),
+): ConfigFile {
   let doc: Record<string, unknown>;
   try {
     doc = parseToml(text) as Record<string, unknown>;
   } catch (err) {
     throw new ConfigError(`Cannot parse the agent config '${where}': ${(err as Error).message.split('\n')[0]}`);
   }
+  const modules = new Map([...declared.values()].flatMap((d) => Object.entries(d.keys)));
   for (const [key, value] of Object.entries(doc)) {
     const type = FILE_KEYS[key as keyof typeof FILE_KEYS];
-    if (!type) {
-      warn(`Unknown key '${key}' in the agent config '${where}' is ignored (known keys: ${Object.keys(FILE_KEYS).join(', ')}).`);
+    const own = modules.get(key);
+    if (own) {
+      if (!own.is(value)) throw new ConfigError(`The key '${key}' in the agent config '${where}' must be ${own.type}.`);
+    } else if (!type) {
+      warn(`Unknown key '${key}' in the agent config '${where}' is ignored (known keys: ${[...Object.keys(FILE_KEYS), ...modules.keys()].join(', ')}).`);
       delete doc[key];
     } else if (!hasType(value, type)) {
       throw new ConfigError(
@@ -187,10 +201,6 @@ export function parseConfigFile(text: string, where: string, warn: (message: str
   }
   if (doc.version !== 'v1') {
     throw new ConfigError(`The agent config '${where}' must say version = 'v1'${doc.version === undefined ? '' : `, not '${String(doc.version)}'`}.`);
-  }
-  const containerd = Object.keys((doc.containerd as Record<string, string> | undefined) ?? {}).filter((key) => !CONTAINERD_KEYS.includes(key));
-  if (containerd.length > 0) {
-    throw new ConfigError(`The key 'containerd' in the agent config '${where}' takes ${CONTAINERD_KEYS.join(' and ')}, not '${containerd[0]}'.`);
   }
   for (const item of ['ca_pem', 'crt_pem', 'key_pem'] as const) {
     if (doc[item] !== undefined && doc[`${item}_content`] !== undefined) {
@@ -266,17 +276,19 @@ function imageGcOf(given: ConfigFile['image_gc']): ImageGcSettings | undefined {
   return settings;
 }
 
-/** `ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES`: a whole number from 1; throws ConfigError naming a value that is not. */
-function maxCreates(env: Readonly<Record<string, string | undefined>>, engine: string): number {
-  const variable = `ANKAIOS_${engine}_MAX_CONCURRENT_CREATES`;
-  const given = env[variable];
-  if (given === undefined || given === '') return DEFAULT_MAX_CREATES;
-  if (!/^\d{1,4}$/.test(given) || Number(given) < 1) throw new ConfigError(`${variable} is '${given}': give a whole number from 1 to 9999.`);
-  return Number(given);
+/** Each module's settings, by module, from the keys of the file it declared and the environment. */
+export function moduleSettingsOf(declared: Declarations, file: ConfigFile, env: Env): Map<string, unknown> {
+  const doc = file as Readonly<Record<string, unknown>>;
+  return new Map(
+    [...declared].map(([module, { keys, parse }]) => [
+      module,
+      parse(Object.fromEntries(Object.keys(keys).flatMap((k) => (k in doc ? [[k, doc[k]]] : []))), env),
+    ]),
+  );
 }
 
 /** The part of the config both modes read; `name` already chosen. Throws ConfigError on anything wrong. */
-function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<string, string | undefined>>, file: ConfigFile): RunConfig {
+function runConfig(name: string | undefined, flags: Flags, env: Env, file: ConfigFile, declared: Declarations): RunConfig {
   if (name === undefined || name === '') throw new ConfigError('The agent name is missing: give it with -n/--name.', true);
   const nameProblem = agentNameProblem(name);
   if (nameProblem) throw new ConfigError(nameProblem);
@@ -296,9 +308,8 @@ function runConfig(name: string | undefined, flags: Flags, env: Readonly<Record<
     crashLoopBackoff,
     healthChecks: file.health_checks ?? true,
     pullAhead: file.pull_ahead ?? true,
-    runtimeKeys: Object.fromEntries(RUNTIME_KEYS.flatMap((key) => (file[key] === undefined ? [] : [[key, file[key]]]))),
+    moduleSettings: moduleSettingsOf(declared, file, env),
     imageGc: imageGcOf(file.image_gc),
-    maxCreates: { podman: maxCreates(env, 'PODMAN'), containerd: maxCreates(env, 'CONTAINERD') },
     metrics,
   };
 }
@@ -312,8 +323,9 @@ export function resolveStandaloneConfig(
   env: Readonly<Record<string, string | undefined>>,
   file: ConfigFile,
   manifestAgent: () => string,
+  declared: Declarations = new Map(),
 ): RunConfig {
-  return runConfig(flags.name ?? file.name ?? manifestAgent(), flags, env, file);
+  return runConfig(flags.name ?? file.name ?? manifestAgent(), flags, env, file, declared);
 }
 
 /** Combines flags, environment and config file; throws ConfigError on anything wrong; `warn` hears of what is odd but works. */
@@ -322,9 +334,10 @@ export function resolveConfig(
   env: Readonly<Record<string, string | undefined>>,
   file: ConfigFile = {},
   warn: (message: string) => void = () => undefined,
+  declared: Declarations = new Map(),
 ): AgentConfig {
   const serverUrl = flags.serverUrl ?? file.server_url ?? DEFAULT_SERVER_URL;
-  const common = { ...runConfig(flags.name ?? file.name, flags, env, file), serverUrl };
+  const common = { ...runConfig(flags.name ?? file.name, flags, env, file, declared), serverUrl };
   checkServerUrl(serverUrl);
   // Flag over environment over file, a `false` as much as a `true`.
   const insecure = flags.insecure || (booleanFromEnv('ANKAGENT_INSECURE', env.ANKAGENT_INSECURE) ?? file.insecure ?? false);

@@ -8,6 +8,9 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 const IO_MODULES = /^(node:)?(fs|fs\/promises|net|child_process|os|http|http2|https|dgram|dns|tls|worker_threads|process|readline|cluster|tty)$/;
 const IO_PACKAGES = /^(winston|@grpc\/.*|prom-client)$/;
 const CLOCKS = /\b(Date\.now|setTimeout|setInterval|setImmediate|Math\.random)\b/;
+/** A read of the time other than the run's clock (its scheduler, handed in from bin/). */
+const WALL_CLOCK = /\b(Date\.now|performance\.now|asyncScheduler\.now|new Date\(\))/;
+const onRunClock = (file: string) => file.startsWith('lib/runtimes/') || file.startsWith('streams/');
 
 interface Source {
   readonly file: string;
@@ -40,9 +43,16 @@ function boundaryViolations(sources: readonly Source[]): string[] {
     }
     const clock = inCore(file) ? CLOCKS.exec(withoutComments(text)) : null;
     if (clock) problems.push(`${file}: uses ${clock[1]}`);
+    const wall = onRunClock(file) && !clock ? WALL_CLOCK.exec(withoutComments(text)) : null;
+    if (wall) problems.push(`${file}: reads the wall clock (${wall[1]})`);
     return problems;
   });
 }
+
+/** A call of a runner (run, lines, attempt, conversation, background) with an argument list: an array, or argv made or carried. */
+const HANDS_ARGV = /\.(run|lines|attempt|conversation|background)\(\s*(\[|[A-Za-z_.]*(args|present|query|Args|ARGS)\b)/;
+/** The files that hand argv to a runner. */
+const argvHanders = (sources: readonly Source[]): string[] => sources.filter((s) => HANDS_ARGV.test(withoutComments(s.text))).map((s) => s.file);
 
 function sourcesUnder(folder: string): Source[] {
   return readdirSync(path.join(ROOT, folder), { recursive: true, encoding: 'utf8' })
@@ -156,10 +166,21 @@ describe('the boundaries of the code', () => {
     ]);
   });
 
-  it('the core imports no I/O and reads no clock; drivers import nothing from streams/; the domain nothing of the folders that build on it', () => {
+  it("the core imports no I/O and reads no clock; lib/runtimes/ and streams/ read only the run's; drivers import nothing from streams/; the domain nothing of the folders that build on it", () => {
     const sources = [...sourcesUnder('lib'), ...sourcesUnder('streams')];
     expect(sources.length).to.be.greaterThan(30);
     expect(boundaryViolations(sources)).to.deep.equal([]);
+  });
+
+  it('argv is handed to a runner in one file per engine folder (its client), in none of containers/ or base/', () => {
+    const handing = argvHanders(sourcesUnder('lib/runtimes'));
+    expect(handing.filter((file) => /^lib\/runtimes\/(containers|base)\//.test(file))).to.deep.equal([]);
+    const folders = handing.map((file) => path.posix.dirname(file));
+    expect(folders.filter((folder, i) => folders.indexOf(folder) !== i), 'a folder with two such files').to.deep.equal([]);
+    expect(handing).to.include.members(['lib/runtimes/podman/podman-cli.ts', 'lib/runtimes/containerd/runtime.ts', 'lib/runtimes/systemd/runtime.ts']);
+    expect(argvHanders([{ file: 'lib/runtimes/podman/kube.ts', text: "this.cli.run(['pod', 'stop', ...pods]);\nthis.slots.run(work$);" }])).to.deep.equal([
+      'lib/runtimes/podman/kube.ts',
+    ]);
   });
 
   it('only lib/drivers/ starts processes: no other module of lib/, streams/ or bin/ imports child_process', () => {
@@ -170,7 +191,7 @@ describe('the boundaries of the code', () => {
     expect(spawners).to.include('lib/drivers/processes.ts');
   });
 
-  it('would catch a driver that imports a pipeline, a core module that does I/O or keeps time, and the domain importing what builds on it', () => {
+  it('would catch a driver that imports a pipeline, a core module that does I/O or keeps time, a runtime reading the wall clock, and the domain importing what builds on it', () => {
     expect(
       boundaryViolations([
         { file: 'lib/drivers/x.ts', text: "import { agent } from '../../streams/agent.js';\nimport '../../streams/trace.js';" },
@@ -180,6 +201,8 @@ describe('the boundaries of the code', () => {
         },
         { file: 'lib/z.ts', text: "const grpc = await import('@grpc/grpc-js');\nsetTimeout(() => 0, 1);" },
         { file: 'lib/w.ts', text: "import { healthOf } from './runtimes/podman/health.js';\nimport type { DesiredState } from './codec/manifest.js';" },
+        { file: 'lib/runtimes/podman/service.ts', text: 'const since = performance.now();' },
+        { file: 'streams/v.ts', text: 'const at = asyncScheduler.now();' },
       ]),
     ).to.deep.equal([
       'lib/drivers/x.ts: a driver imports the pipeline streams/agent.js',
@@ -191,6 +214,8 @@ describe('the boundaries of the code', () => {
       'lib/z.ts: uses setTimeout',
       'lib/w.ts: the domain imports lib/runtimes/podman/health.js, which builds on it',
       'lib/w.ts: the domain imports lib/codec/manifest.js, which builds on it',
+      'lib/runtimes/podman/service.ts: reads the wall clock (performance.now)',
+      'streams/v.ts: reads the wall clock (asyncScheduler.now)',
     ]);
   });
 });

@@ -9,7 +9,7 @@ import {
   type Observable,
   ReplaySubject,
   Subject,
-  asyncScheduler,
+  type SchedulerLike,
   catchError,
   concat,
   debounceTime,
@@ -63,6 +63,8 @@ export const NEWS_WAIT_MS = 300;
  * and starts it again.
  */
 interface CacheOptions {
+  /** The run's clock and timers. */
+  readonly scheduler: SchedulerLike;
   readonly verifyMs?: number;
   /**
    * Word that comes before the engine's events, applied like them, no health of its own: exits (conmon's
@@ -81,12 +83,12 @@ interface CacheOptions {
 /** The engine a cache follows unless told (the specs' caches). */
 const PODMAN: Engine = { name: 'Podman', stage: 'podman.cache' };
 
-export function containerCache(list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, options: CacheOptions = {}): ContainerCache {
+export function containerCache(list: () => Observable<Container[]>, events$: Observable<ContainerEvent> | undefined, options: CacheOptions): ContainerCache {
   const refresh$ = new Subject<void>();
   // How many polls this cache started, and whether its event stream is up now (what a new watcher goes by).
   const polls = { started: 0, eventsUp: false, running: 0 };
   const snapshots$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
-    share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: () => timer(KEEP_FOLLOWING_MS) }),
+    share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: () => timer(KEEP_FOLLOWING_MS, options.scheduler) }),
   );
   return {
     fresh: (ids) =>
@@ -100,7 +102,7 @@ export function containerCache(list: () => Observable<Container[]>, events$?: Ob
         // come before it asks for a poll of its own; alone, it asks at once and takes what comes first.
         const ask$ = defer(() => {
           replayed = false;
-          return ids && polls.eventsUp && polls.running > 0 ? timer(NEWS_WAIT_MS) : of(0);
+          return ids && polls.eventsUp && polls.running > 0 ? timer(NEWS_WAIT_MS, options.scheduler) : of(0);
         }).pipe(
           filter(() => !heard),
           tap(() => refresh$.next()),
@@ -126,7 +128,7 @@ function cacheSnapshots(
   events$: Observable<ContainerEvent> | undefined,
   refresh$: Observable<void>,
   polls: { started: number; eventsUp: boolean; running: number },
-  { verifyMs = VERIFY_INTERVAL_MS, early$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
+  { scheduler, verifyMs = VERIFY_INTERVAL_MS, early$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
 ): Observable<Snapshot> {
   // The one state: the reducer's. The rest here is timing.
   let view = EMPTY_VIEW;
@@ -152,24 +154,24 @@ function cacheSnapshots(
     polls.running += 1;
     const result$ = list().pipe(
       finalize(() => (polls.running -= 1)),
-      map((containers): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy: healthy$.value, at: asyncScheduler.now() })),
-      catchError((err: unknown) => of<ViewInput>({ kind: 'pollFailed', poll, error: errorText(err), at: asyncScheduler.now() })),
+      map((containers): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy: healthy$.value, at: scheduler.now() })),
+      catchError((err: unknown) => of<ViewInput>({ kind: 'pollFailed', poll, error: errorText(err), at: scheduler.now() })),
     );
     return concat(of<ViewInput>({ kind: 'pollStarted' }), result$).pipe(mergeMap(step));
   });
   const ticks$ = events$
     ? healthy$.pipe(
         distinctUntilChanged(),
-        switchMap((healthy, i) => periodic(healthy ? verifyMs : CACHE_INTERVAL_MS, i === 0)),
+        switchMap((healthy, i) => periodic(healthy ? verifyMs : CACHE_INTERVAL_MS, i === 0, scheduler)),
       )
-    : periodic(CACHE_INTERVAL_MS, true);
+    : periodic(CACHE_INTERVAL_MS, true, scheduler);
   const evented$ = events$
-    ? followEvents(events$, healthy$, restart$, { log, trace, eventsRestarted, engine }).pipe(
-        mergeMap((event) => step({ kind: 'event', event, at: asyncScheduler.now() })),
+    ? followEvents(events$, healthy$, restart$, { scheduler, log, trace, eventsRestarted, engine }).pipe(
+        mergeMap((event) => step({ kind: 'event', event, at: scheduler.now() })),
       )
     : EMPTY;
-  const told$ = early$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true, at: asyncScheduler.now() })));
-  return merge(evented$, told$, oneAtATime(merge(ticks$, refresh$, recheck$.pipe(debounceTime(CACHE_INTERVAL_MS))), poll$)).pipe(
+  const told$ = early$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true, at: scheduler.now() })));
+  return merge(evented$, told$, oneAtATime(merge(ticks$, refresh$, recheck$.pipe(debounceTime(CACHE_INTERVAL_MS, scheduler))), poll$)).pipe(
     finalize(() => {
       watchingHealth.unsubscribe();
       polls.eventsUp = false;
@@ -178,7 +180,7 @@ function cacheSnapshots(
 }
 
 /** Every `period` ms, the first after a period (`wait`) or at once: a change of the stream's health is verified at once. */
-const periodic = (period: number, wait: boolean) => timer(wait ? period : 0, period);
+const periodic = (period: number, wait: boolean, scheduler: SchedulerLike) => timer(wait ? period : 0, period, scheduler);
 
 /** Runs `work$` on each trigger, one at a time; triggers that come while it runs are served by one more run right after it. */
 function oneAtATime<T>(triggers$: Observable<unknown>, work$: Observable<T>): Observable<T> {
@@ -201,7 +203,7 @@ function followEvents(
   events$: Observable<ContainerEvent>,
   healthy$: BehaviorSubject<boolean>,
   restart$: Observable<void>,
-  { log, trace, eventsRestarted, engine }: Pick<CacheOptions, 'log' | 'eventsRestarted'> & { trace: Trace; engine: Engine },
+  { scheduler, log, trace, eventsRestarted, engine }: Pick<CacheOptions, 'scheduler' | 'log' | 'eventsRestarted'> & { trace: Trace; engine: Engine },
 ): Observable<ContainerEvent> {
   let starts = 0;
   return defer(() => {
@@ -219,7 +221,7 @@ function followEvents(
         healthy$.next(false);
       }),
     );
-  }).pipe(repeat({ delay: () => timer(EVENTS_RESTART_MS) }));
+  }).pipe(repeat({ delay: () => timer(EVENTS_RESTART_MS, scheduler) }));
 }
 
 /** --debug: a line per container whose state the watchers now see changed, with what told it. */

@@ -1,7 +1,7 @@
 // The WorkloadControlLoop's interpreter: the loop's rules are a pure step (lib/workload-loop.ts); this runs the
 // effects it asks for, one piece of work at a time and each to its end, and what a settled state follows (its
 // workload's state, a wait, a pull) until the next command, feeding every outcome back into the step.
-import { Observable, Subscription, asyncScheduler } from 'rxjs';
+import { Observable, Subscription } from 'rxjs';
 import { formatState } from '../lib/execution-state.js';
 import type { Logger } from '../lib/logger.js';
 import type { WorkloadState } from '../lib/messages.js';
@@ -31,8 +31,6 @@ export interface ControlDeps extends EffectDeps {
   readonly running?: RunningWorkloads;
   /** How restarts of a workload that keeps exiting are spaced (kubelet's when not given). */
   readonly backoff?: CrashLoopBackoff;
-  /** The time in ms (the scheduler's clock, virtual in marble specs). */
-  readonly now?: () => number;
   /** --debug: the loops' commands and steps are traced as `workload.loop`. */
   readonly trace?: Trace;
   /** An update first has its new image on the node while the old instance runs (the released agent stops it first). */
@@ -91,7 +89,7 @@ class Interpreter {
     private readonly end: () => void,
   ) {
     this.context = { runtimes: deps.runtimes, backoff: deps.backoff ?? KUBELET_BACKOFF, pullAhead: deps.pullAhead ?? false };
-    this.now = deps.now ?? (() => asyncScheduler.now());
+    this.now = () => deps.scheduler.now();
   }
 
   take(command: WorkloadCommand): void {

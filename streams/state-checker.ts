@@ -1,6 +1,6 @@
 // swdd~agent-provides-generic-state-checker-implementation~1: one state checker for every runtime; a
 // runtime supplies only how to read a workload's state out of a snapshot of its containers.
-import { Observable, asyncScheduler } from 'rxjs';
+import { Observable, type TimestampProvider } from 'rxjs';
 import { ExecutionState, heardAt, sameState } from '../lib/execution-state.js';
 
 import { lastWords } from '../lib/cli-words.js';
@@ -23,7 +23,7 @@ const unknown = (engine: string, error?: string): StateReading => ({
  * would pin an exiting workload there (a container stopped from outside stays so, and is reported).
  * One step per snapshot, not a chain of operators: every watcher reads every snapshot of a burst.
  */
-export function stateChecker(cache: ContainerCache, engine = 'Podman'): WatchState {
+export function stateChecker(cache: ContainerCache, clock: TimestampProvider, engine = 'Podman'): WatchState {
   return (read, ids) =>
     new Observable<ExecutionState>((subscriber) => {
       /** Since when the reading has been transient; the state last emitted. */
@@ -37,8 +37,8 @@ export function stateChecker(cache: ContainerCache, engine = 'Podman'): WatchSta
           if (shown && since === undefined && ids !== undefined && s.containers && s.changed && !ids.some((id) => s.changed!.has(id))) return;
           shown = s.containers !== undefined;
           const reading = s.containers ? read(s.containers) : unknown(engine, s.error);
-          since = reading.transient ? (since ?? asyncScheduler.now()) : undefined;
-          if (since !== undefined && asyncScheduler.now() - since < TRANSIENT_MS) return;
+          since = reading.transient ? (since ?? clock.now()) : undefined;
+          if (since !== undefined && clock.now() - since < TRANSIENT_MS) return;
           if (last !== undefined && sameState(last, reading.state)) return;
           last = reading.state;
           subscriber.next(heardAt(reading.state, s.heardAt));

@@ -2,13 +2,15 @@
 // loop's step (lib/workload-loop.ts decides, streams/control-workload.ts schedules, this runs). The effects name
 // their runtime by the spec's runtime name; the step has found it among `runtimes` before asking (all but a
 // removal by name, of a workload whose runtime the agent may not have).
-import { EMPTY, type Observable, catchError, concat, defaultIfEmpty, defer, endWith, ignoreElements, map, mergeMap, of, timer } from 'rxjs';
+import { EMPTY, type Observable, type SchedulerLike, catchError, concat, defaultIfEmpty, defer, endWith, ignoreElements, map, mergeMap, of, timer } from 'rxjs';
 import { ConfigurationError, type CreateOptions, type RuntimeConnector } from '../lib/runtime-connector.js';
 import type { WorkloadSpec } from '../lib/workload.js';
 import type { Effect, Follow, LoopInput } from '../lib/workload-loop.js';
 
 export interface EffectDeps {
   readonly runtimes: ReadonlyMap<string, RuntimeConnector>;
+  /** The run's clock and timers (the waits of retries, back-offs and finds). */
+  readonly scheduler: SchedulerLike;
   /** Prepares the host side of a workload (Control Interface, files) before it is created. */
   readonly prepare: (spec: WorkloadSpec) => Observable<CreateOptions>;
   /** Undoes `prepare` once the workload is gone. */
@@ -91,7 +93,7 @@ export function followed(f: Follow, deps: EffectDeps): Observable<LoopInput> {
         );
     }
     case 'wait':
-      return timer(f.ms).pipe(map((): LoopInput => ({ kind: 'waited' })));
+      return timer(f.ms, deps.scheduler).pipe(map((): LoopInput => ({ kind: 'waited' })));
     case 'pull':
       return (deps.runtimes.get(f.spec.runtime)?.fetchImages?.(f.spec, f.images) ?? EMPTY).pipe(
         map((note): LoopInput => ({ kind: 'pullNote', note })),

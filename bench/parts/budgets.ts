@@ -8,7 +8,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { firstValueFrom, lastValueFrom, mergeMap, range } from 'rxjs';
+import { asyncScheduler, firstValueFrom, lastValueFrom, mergeMap, range } from 'rxjs';
 import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-server.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
@@ -186,7 +186,7 @@ async function libpodRow(count: number): Promise<number | undefined> {
 
 async function cliRow(count: number): Promise<number> {
   const processes = new Processes();
-  const cli = new Cli({ binary: 'true', processes });
+  const cli = new Cli({ binary: 'true', processes, clock: asyncScheduler });
   try {
     return await inProcess(count, (n) => eightAtOnce(n, () => firstValueFrom(cli.run(['x'], { kind: 'query' }), { defaultValue: '' })));
   } finally {

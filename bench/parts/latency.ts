@@ -1,7 +1,7 @@
 // Bench part: Reaction latency: container exit → Succeeded reported, on events and on polls alone (real Podman).
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { EMPTY, Subject, of } from 'rxjs';
+import { EMPTY, Subject, of, asyncScheduler } from 'rxjs';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer } from '../../lib/messages.js';
@@ -29,6 +29,7 @@ export async function exitLatencies(events: boolean, count: number, { make, fini
   const sub = runWorkloads(input, {
     agentName,
     runtimes: builtInRuntimes(silentLogger, { events, processes: harnessProcesses() }),
+    scheduler: asyncScheduler,
     prepare: () => of({}),
     release: () => EMPTY,
   }).subscribe((states) => {

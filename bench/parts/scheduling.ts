@@ -1,6 +1,6 @@
 // Bench part: Scheduling throughput on the pure pipelines: an in-memory runtime, a layered dependency DAG.
 import { performance } from 'node:perf_hooks';
-import { EMPTY, Subject, of } from 'rxjs';
+import { EMPTY, Subject, of, asyncScheduler } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
 import type { FromServer } from '../../lib/messages.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
@@ -35,7 +35,13 @@ function scheduling(n: number): { create: number; remove: number } {
     },
   });
   const input = new Subject<FromServer>();
-  const sub = runWorkloads(input, { agentName: 'agent_A', runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY }).subscribe();
+  const sub = runWorkloads(input, {
+    agentName: 'agent_A',
+    runtimes: new Map([['fake', runtime]]),
+    scheduler: asyncScheduler,
+    prepare: () => of({}),
+    release: () => EMPTY,
+  }).subscribe();
   const t0 = performance.now();
   input.next({ kind: 'serverHello', added: specs });
   const t1 = performance.now();

@@ -4,7 +4,7 @@ import { RunningWorkloads } from '../../lib/running-workloads.js';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { EMPTY, Subject, type Subscription, of } from 'rxjs';
+import { EMPTY, Subject, type Subscription, of, asyncScheduler } from 'rxjs';
 import { formatState } from '../../lib/execution-state.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
@@ -15,7 +15,8 @@ import { builtInRuntimes } from '../../bin/wiring.js';
 import { containerdModule } from '../../lib/runtimes/containerd/index.js';
 import { PARTIAL_DOWNLOADS, podmanModule } from '../../lib/runtimes/podman/index.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
-import type { ImageGcSettings, RuntimeKeys } from '../../lib/config.js';
+import { type ImageGcSettings, moduleSettingsOf, parseConfigFile } from '../../lib/config.js';
+import { RUNTIME_SETTINGS } from '../../bin/settings.js';
 import { hostSide } from '../../lib/drivers/host-side.js';
 import { WorkloadFiles } from '../../lib/drivers/workload-files.js';
 import { type RestartPolicy, type WorkloadSpec, instanceId, instanceKey, noAccess } from '../../lib/workload.js';
@@ -48,8 +49,12 @@ export function specService(): PodmanService | undefined {
 
 /** The Podman CLI of a node's agent: through the specs' service where there is one. */
 /** A Podman client on the harness's processes, through `service` where one is given (the specs' agents' shared one, specService()). */
-export const harnessPodman = (service?: PodmanService, options: Omit<CliOptions, 'binary' | 'processes'> = {}): PodmanCli =>
+export const harnessPodman = (service?: PodmanService, options: Omit<CliOptions, 'binary' | 'processes' | 'clock'> = {}): PodmanCli =>
   new PodmanCli(harnessCli('podman', { leftovers: PARTIAL_DOWNLOADS, ...options }), service);
+
+/** The runtime modules' settings of an agent config's TOML, as the agent reads them (its declarations, no environment). */
+export const moduleSettings = (toml: string): ReadonlyMap<string, unknown> =>
+  moduleSettingsOf(RUNTIME_SETTINGS, parseConfigFile(`version = 'v1'\n${toml}`, 'spec', undefined, RUNTIME_SETTINGS), {});
 
 export const uniqueAgent = (prefix = 'spec') => `${prefix}_${randomBytes(4).toString('hex')}`;
 
@@ -194,7 +199,8 @@ export class PodmanAgent {
       backoff?: CrashLoopBackoff;
       nerdctl?: Cli;
       pullAhead?: boolean;
-      keys?: RuntimeKeys;
+      /** The runtime modules' part of an agent config, as TOML (`containerd = { address = … }`). */
+      config?: string;
       /** The images the agent pulled are recorded in `folder` and collected so. */
       imageGc?: ImageGcSettings;
       folder?: string;
@@ -212,11 +218,12 @@ export class PodmanAgent {
       backoff: cache.backoff,
       running: this.running,
       pullAhead: cache.pullAhead,
+      scheduler: asyncScheduler,
       runtimes: builtInRuntimes(silentLogger, {
         processes: harnessProcesses(),
         ...cache,
         // The podman CLI is given, and the service it goes through (the specs' one): no service of the agent's own beside it.
-        keys: { ...cache.keys, podman_service: false },
+        settings: moduleSettings(`${cache.config ?? ''}\npodman_service = false`),
         clis: { podman: this.cli, ...(cache.nerdctl && { nerdctl: cache.nerdctl }), ...cache.clis },
         modules: [podmanModule({ podmanTimers: cache.podmanTimers, service }), containerdModule, systemdModule],
       }),

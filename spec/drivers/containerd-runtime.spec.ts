@@ -319,7 +319,7 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     // swdd~containerd-nerdctlcli-uses-container-state-cache~1, swdd~containerd-state-getter-uses-nerdctlcli~1
     it('one event stream follows every namespace of a containerd: exits in each are heard as they happen', async function () {
       this.timeout(120_000);
-      const agent = newAgent(uniqueAgent('ns'), undefined, { keys: { containerd: { address: ctrd.socket } } });
+      const agent = newAgent(uniqueAgent('ns'), undefined, { config: `containerd = { address = '${ctrd.socket}' }` });
       const workloads = Array.from({ length: NAMESPACES }, (_, i) =>
         spec(
           `w${i}`,

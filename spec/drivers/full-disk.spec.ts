@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { asyncScheduler } from 'rxjs';
 import { expect } from 'chai';
 import { Processes } from '../../lib/drivers/processes.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
@@ -26,7 +27,10 @@ describe('a full temporary folder (real Podman, a tmpfs filled by an unprivilege
   it('running workloads stay Running when the place of the calls\' output fills up: a list that could not be kept is no "no containers"', async () => {
     const dir = tmpfs('size=64k');
     const processes = new Processes({ parent: dir });
-    const agent = new PodmanAgent(uniqueAgent('full'), undefined, new Cli({ binary: 'podman', processes }), { events: false, verifyMs: 500 });
+    const agent = new PodmanAgent(uniqueAgent('full'), undefined, new Cli({ binary: 'podman', processes, clock: asyncScheduler }), {
+      events: false,
+      verifyMs: 500,
+    });
     try {
       const names = ['one', 'two', 'three'];
       agent.send({ kind: 'serverHello', added: names.map((n) => busybox(n, agent.agentName)) });

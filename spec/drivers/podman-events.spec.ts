@@ -1,4 +1,5 @@
 // Container states from Podman's event stream, on real Podman.
+import { asyncScheduler } from 'rxjs';
 import { execFileSync } from 'node:child_process';
 import { expect } from 'chai';
 import { conmonExits, containerEvents } from '../../lib/runtimes/podman/events.js';
@@ -109,7 +110,7 @@ describe("container states from Podman's events (real Podman)", function () {
 
   it("conmon's exit file tells an exit, with its code, as the container exits", async () => {
     const seen: ContainerEvent[] = [];
-    const sub = conmonExits().subscribe((e) => seen.push(e));
+    const sub = conmonExits(asyncScheduler).subscribe((e) => seen.push(e));
     try {
       const started = Date.now();
       const id = exitingContainer(6);

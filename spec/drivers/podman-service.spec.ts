@@ -9,7 +9,7 @@ import { silentLogger } from '../../lib/logger.js';
 import { PodmanService } from '../../lib/runtimes/podman/service.js';
 import { podmanFigures } from '../../lib/runtimes/podman/stats.js';
 import { lastValueFrom } from 'rxjs';
-import { IMAGE, PodmanAgent, busybox, cleanup, harnessPodman, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
+import { IMAGE, PodmanAgent, busybox, cleanup, harnessPodman, moduleSettings, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { makeRuntimes } from '../../bin/wiring.js';
 import { until } from '../../scripts/harness/wait.js';
 import { harnessCli, harnessProcesses } from '../../scripts/harness/processes.js';
@@ -382,7 +382,7 @@ describe('Podman through its service (real Podman)', function () {
     const ways: Array<string | undefined> = [];
     const made = makeRuntimes(silentLogger, {
       processes: harnessProcesses(),
-      keys: { podman_service: false },
+      settings: moduleSettings('podman_service = false'),
       folder,
       observeCall: (call) => call.cli === 'podman' && ways.push(call.via),
     });

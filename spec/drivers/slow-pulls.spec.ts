@@ -13,6 +13,7 @@ import { IMAGE, PodmanAgent, requirePodman, spec, uniqueAgent } from '../../scri
 import { Registry, SlowProxy, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
+import { PodmanCli } from '../../lib/runtimes/podman/podman-cli.js';
 
 /** Podman's folders of partial downloads. */
 const downloads = () => listFolder('/var/tmp').filter((name) => /^storage\d+$/.test(name));
@@ -70,7 +71,7 @@ describe('slow and stalled pulls (real registry behind a proxy, real Podman)', f
   it('a pull that makes no progress is ended, its partial download removed; a pull from another registry goes on meanwhile, one more from the stalled one says it waits for a slot', async () => {
     const stalled = await proxy({ stallAfter: 256 * 1024 });
     const before = downloads();
-    const pulls = new ImagePulls(harnessCli('podman', { leftovers: PARTIAL_DOWNLOADS }), { deadlineMs: 60_000, stallMs: 2000 });
+    const pulls = new ImagePulls(new PodmanCli(harnessCli('podman', { leftovers: PARTIAL_DOWNLOADS })), { deadlineMs: 60_000, stallMs: 2000 });
     const stalledImage = via(image, registry, stalled);
     expect(registryOf(stalledImage)).not.to.equal(registryOf(image));
     // Both slots of the stalled registry held (two pulls of the image, told apart by an option).

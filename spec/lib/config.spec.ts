@@ -1,9 +1,18 @@
 import { expect } from 'chai';
 import { ConfigError, parseConfigFile, resolveConfig } from '../../lib/config.js';
-import { containerdScope } from '../../lib/runtimes/containerd/index.js';
+import { RUNTIME_SETTINGS } from '../../bin/settings.js';
 import { KUBELET_BACKOFF, nextRestart } from '../../lib/restart-policy.js';
 
-const resolved = (toml: string) => resolveConfig({ name: 'a', insecure: true }, {}, parseConfigFile(`version = 'v1'\n${toml}`, 'test.toml'));
+const resolved = (toml: string, env: Record<string, string> = {}) =>
+  resolveConfig(
+    { name: 'a', insecure: true },
+    env,
+    parseConfigFile(`version = 'v1'\n${toml}`, 'test.toml', undefined, RUNTIME_SETTINGS),
+    undefined,
+    RUNTIME_SETTINGS,
+  );
+/** What the config gives a runtime module, by its first runtime's name. */
+const moduleOf = (config: { moduleSettings: ReadonlyMap<string, unknown> }, module: string) => config.moduleSettings.get(module) as Record<string, unknown>;
 
 describe('the agent config: crash-loop back-off', () => {
   it("is kubelet's unless the config says otherwise: 10 s, doubling, at most 5 min, reset after 10 min", () => {
@@ -34,17 +43,19 @@ describe('the agent config: crash-loop back-off', () => {
 describe('the agent config: containerd and pull_ahead', () => {
   // rx~containerd-scope~1
   it('containerd = { namespace, address } becomes nerdctl general options for every containerd workload; other keys are refused', () => {
-    expect(containerdScope(resolved(`containerd = { namespace = 'cars', address = '/run/k3s/containerd.sock' }`).runtimeKeys.containerd)).to.deep.equal([
+    expect(moduleOf(resolved(`containerd = { namespace = 'cars', address = '/run/k3s/containerd.sock' }`), 'containerd').scope).to.deep.equal([
       '--namespace',
       'cars',
       '--address',
       '/run/k3s/containerd.sock',
     ]);
-    expect(containerdScope(resolved('').runtimeKeys.containerd)).to.deep.equal([]);
-    expect(() => resolved(`containerd = { snapshotter = 'zfs' }`)).to.throw(
-      ConfigError,
-      "The key 'containerd' in the agent config 'test.toml' takes namespace and address, not 'snapshotter'.",
-    );
+    expect(moduleOf(resolved(''), 'containerd').scope).to.deep.equal([]);
+    for (const bad of ["{ snapshotter = 'zfs' }", '{ namespace = 1 }', "'cars'"]) {
+      expect(() => resolved(`containerd = ${bad}`), bad).to.throw(
+        ConfigError,
+        "The key 'containerd' in the agent config 'test.toml' must be a table of namespace and address (strings).",
+      );
+    }
   });
 
   // rx~pull-ahead~1
@@ -55,8 +66,9 @@ describe('the agent config: containerd and pull_ahead', () => {
 
   // rx~podman-service-fallback~1
   it('asks Podman through its service unless podman_service = false', () => {
-    expect(resolved('').runtimeKeys).to.deep.equal({});
-    expect(resolved('podman_service = false').runtimeKeys).to.deep.equal({ podman_service: false });
+    expect(moduleOf(resolved(''), 'podman').service).to.equal(true);
+    expect(moduleOf(resolved('podman_service = false'), 'podman').service).to.equal(false);
+    expect(() => resolved("podman_service = 'no'")).to.throw(ConfigError, "The key 'podman_service' in the agent config 'test.toml' must be a boolean.");
   });
 
   // rx~image-gc~1
@@ -75,9 +87,12 @@ describe('the agent config: containerd and pull_ahead', () => {
 
   // rx~max-concurrent-creates~1
   it('runs 4 creates at once per engine unless ANKAIOS_<ENGINE>_MAX_CONCURRENT_CREATES says a whole number from 1', () => {
-    const withEnv = (env: Record<string, string>) => resolveConfig({ name: 'a', insecure: true }, env, {});
-    expect(withEnv({}).maxCreates).to.deep.equal({ podman: 4, containerd: 4 });
-    expect(withEnv({ ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES: '1', ANKAIOS_CONTAINERD_MAX_CONCURRENT_CREATES: '12' }).maxCreates).to.deep.equal({
+    const withEnv = (env: Record<string, string>) => {
+      const config = resolved('', env);
+      return { podman: moduleOf(config, 'podman').maxCreates, containerd: moduleOf(config, 'containerd').maxCreates };
+    };
+    expect(withEnv({})).to.deep.equal({ podman: 4, containerd: 4 });
+    expect(withEnv({ ANKAIOS_PODMAN_MAX_CONCURRENT_CREATES: '1', ANKAIOS_CONTAINERD_MAX_CONCURRENT_CREATES: '12' })).to.deep.equal({
       podman: 1,
       containerd: 12,
     });

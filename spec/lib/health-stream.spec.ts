@@ -1,7 +1,7 @@
 // The health stream in virtual time (lib/runtimes/podman/health-checks.ts): the checks on their interval and the
 // state they make of the container's, with a checker whose outcomes the spec chooses.
 import { expect } from 'chai';
-import { NEVER, Observable, Subject, of, takeUntil, timer } from 'rxjs';
+import { NEVER, Observable, Subject, of, takeUntil, timer, asyncScheduler } from 'rxjs';
 import { ExecutionState, exitedWith, formatState } from '../../lib/execution-state.js';
 import type { Attempt } from '../../lib/runtimes/base/cli.js';
 import type { HealthCheck } from '../../lib/runtimes/podman/health.js';
@@ -24,7 +24,7 @@ const ATTEMPTS: Record<CheckOutcome['kind'], Attempt> = {
 function virtualChecker(outcomes: readonly CheckOutcome['kind'][], delay: (ms: number) => Observable<unknown>): Checker & { checks: number } {
   const checker = {
     checks: 0,
-    attempt: (): Observable<Attempt> => {
+    exec: (): Observable<Attempt> => {
       const kind = outcomes[Math.min(checker.checks, outcomes.length - 1)];
       checker.checks += 1;
       return new Observable<Attempt>((subscriber) =>
@@ -34,7 +34,8 @@ function virtualChecker(outcomes: readonly CheckOutcome['kind'][], delay: (ms: n
         }),
       );
     },
-    run: () => NEVER,
+    healthState: () => NEVER,
+    clock: asyncScheduler,
   };
   return checker as unknown as Checker & { checks: number };
 }
@@ -46,7 +47,7 @@ describe('the health stream, in virtual time (lib/runtimes/podman/health-checks.
     scheduler.run(({ cold }) => {
       const checker = virtualChecker(['failed', 'passed'], (ms) => cold(`${ms}ms (x|)`));
       const container$ = cold('a', { a: { ...ExecutionState.running(), heardAt: 0 } });
-      const shown = record(withHealth(container$, () => healthChecks(checker, 'id1', check), check).pipe(takeUntil(timer(20_000))), scheduler);
+      const shown = record(withHealth(container$, () => healthChecks(checker, 'id1', check), check, asyncScheduler).pipe(takeUntil(timer(20_000))), scheduler);
       scheduler.flush();
       expect(shown.values.map(([at, s]) => [at, formatState(s), s.heardAt])).to.deep.equal([
         [0, WAITING, 0],
@@ -63,7 +64,7 @@ describe('the health stream, in virtual time (lib/runtimes/podman/health-checks.
     scheduler.run(({ cold, hot }) => {
       const checker = virtualChecker(['passed', 'failed', 'failed', 'passed'], (ms) => cold(`${ms}ms (x|)`));
       const container$ = new Subject<ExecutionState>();
-      const shown = record(withHealth(container$, () => healthChecks(checker, 'id1', check), check).pipe(takeUntil(timer(20_000))), scheduler);
+      const shown = record(withHealth(container$, () => healthChecks(checker, 'id1', check), check, asyncScheduler).pipe(takeUntil(timer(20_000))), scheduler);
       container$.next(ExecutionState.running());
       // The agent stops the unhealthy container; its exit is not what the workload is reported with.
       hot('10s a', { a: 0 }).subscribe(() => container$.next(exitedWith(137)));
@@ -85,7 +86,7 @@ describe('the health stream, in virtual time (lib/runtimes/podman/health-checks.
       const checker = virtualChecker(['failed', 'failed', 'passed'], (ms) => cold(`${ms}ms (x|)`));
       const running = ExecutionState.running();
       const container$ = cold('a 4s b 99ms c', { a: running, b: exitedWith(137), c: running });
-      const shown = record(withHealth(container$, () => healthChecks(checker, 'id1', check), check).pipe(takeUntil(timer(20_000))), scheduler);
+      const shown = record(withHealth(container$, () => healthChecks(checker, 'id1', check), check, asyncScheduler).pipe(takeUntil(timer(20_000))), scheduler);
       scheduler.flush();
       expect(shown.values.map(([at, s]) => [at, formatState(s)])).to.deep.equal([
         [0, WAITING],
@@ -137,7 +138,7 @@ describe('the health stream, in virtual time (lib/runtimes/podman/health-checks.
     scheduler.run(({ cold }) => {
       const checker = virtualChecker(['passed'], (ms) => cold(`${ms}ms (x|)`));
       const shown = record(
-        withHealth(of(ExecutionState.starting('Triggered at runtime.')), () => healthChecks(checker, 'id1', check), check),
+        withHealth(of(ExecutionState.starting('Triggered at runtime.')), () => healthChecks(checker, 'id1', check), check, asyncScheduler),
         scheduler,
       );
       scheduler.flush();

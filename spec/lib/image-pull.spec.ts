@@ -2,7 +2,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { EMPTY, VirtualTimeScheduler, forkJoin, lastValueFrom, of } from 'rxjs';
-import { ImagePulls } from '../../lib/runtimes/containers/image-pulls.js';
+import { ImagePulls, type PullEngine } from '../../lib/runtimes/containers/image-pulls.js';
 import { ImageCollector } from '../../lib/runtimes/containers/image-gc.js';
 import { ImageRecord } from '../../lib/runtimes/containers/image-record.js';
 import { PodmanRuntime } from '../../lib/runtimes/podman/runtime.js';
@@ -189,7 +189,15 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     const podman = script('podman', `case "$1 $2" in "image exists") exit ${present ? 0 : 1};; pull*) echo 'Error: denied' >&2; exit ${pullExit};; esac`);
     const sync = script('sync', 'exit 0');
     const calls = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
-    return { pulls: new ImagePulls(harnessCli(podman), { flush: harnessCli(sync) }), calls, podman };
+    const cli = new PodmanCli(harnessCli(podman));
+    // Podman's pulls, their flush by the script in the place of sync.
+    const engine: PullEngine = {
+      pull: (p, call) => cli.pull(p, call),
+      present: (p) => cli.present(p),
+      flush: () => harnessCli(sync).run([]),
+      deadlineOf: (k) => cli.deadlineOf(k),
+    };
+    return { pulls: new ImagePulls(engine), calls, podman };
   }
   const image = podmanImagePull(parseContainerConfig('image: reg.example/app:2'));
 
@@ -221,7 +229,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
   it('a burst of creates of an image that is there asks once whether it is, pulls nothing and records nothing: the image is not the agent’s', async () => {
     const { calls, podman } = fakeClis(true);
     const { gc, recorded } = collector();
-    const pulls = new ImagePulls(harnessCli(podman), { gc });
+    const pulls = new ImagePulls(new PodmanCli(harnessCli(podman)), { gc });
     const creates = Array.from({ length: 5 }, (_, i) => pulls.creating([image], of(`container ${i}`)));
     expect(await lastValueFrom(forkJoin(creates))).to.deep.equal(['container 0', 'container 1', 'container 2', 'container 3', 'container 4']);
     expect(calls().filter((c) => c.startsWith('podman image exists'))).to.have.length(1);
@@ -240,7 +248,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     // The pull prints the id of what it fetched, as `podman pull --quiet` does.
     writeFileSync(podman, readFileSync(podman, 'utf8').replace("pull*) echo 'Error: denied' >&2; exit 0;;", 'pull*) echo i1; exit 0;;'));
     const { gc, recorded } = collector();
-    const pulls = new ImagePulls(harnessCli(podman), { gc });
+    const pulls = new ImagePulls(new PodmanCli(harnessCli(podman)), { gc });
     const creates = Array.from({ length: 5 }, (_, i) => pulls.creating([image], of(`container ${i}`)));
     expect(await lastValueFrom(forkJoin(creates))).to.have.length(5);
     expect(calls().filter((c) => c.startsWith('podman pull'))).to.deep.equal(['podman pull --quiet reg.example/app:2']);
@@ -268,7 +276,7 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
     );
     const wanted: string[] = [];
     gc.want = (pull) => wanted.push(pull.image);
-    const pulls = new ImagePulls(harnessCli(podman), { gc });
+    const pulls = new ImagePulls(new PodmanCli(harnessCli(podman)), { gc });
     const spec = (tag: string) => ({ runtime: 'podman', runtimeConfig: `image: reg.example/app:${tag}` }) as unknown as WorkloadSpec;
     const pullsOf = (s: WorkloadSpec) => [podmanImagePull(parseContainerConfig(s.runtimeConfig))];
     const images = pulls.toFetch(pullsOf, spec('2'), spec('1'));

@@ -1,5 +1,5 @@
 import { create, fromBinary } from '@bufbuild/protobuf';
-import { EMPTY, NEVER, bufferTime, filter, map, of } from 'rxjs';
+import { EMPTY, NEVER, bufferTime, filter, map, of, asyncScheduler } from 'rxjs';
 import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
 import { LINE_1 } from '../../lib/codec/lines.js';
 import { FromAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
@@ -17,6 +17,7 @@ const S = ExecutionState;
 const deps = (runtime: FakeRuntime): AgentDeps => ({
   agentName: AGENT,
   runtimes: new Map([['fake', runtime]]),
+  scheduler: asyncScheduler,
   prepare: () => of({}),
   release: () => EMPTY,
   log: silentLogger,

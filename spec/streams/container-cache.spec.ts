@@ -1,9 +1,16 @@
 import { expect } from 'chai';
-import { type Observable, type Subscription, defer, finalize, throwError } from 'rxjs';
+import { type Observable, type Subscription, asyncScheduler, defer, finalize, throwError } from 'rxjs';
 import type { Container, ContainerChange, ContainerEvent, Snapshot } from '../../lib/ports.js';
 import { containerCache } from '../../streams/container-cache.js';
 import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
+
+/** A cache on the async scheduler: virtual in the marbles' run(). */
+const cacheOf = (
+  list: () => Observable<Container[]>,
+  events$?: Observable<ContainerEvent>,
+  options: Omit<Parameters<typeof containerCache>[2], 'scheduler'> = {},
+) => containerCache(list, events$, { scheduler: asyncScheduler, ...options });
 
 /** A `podman ps` that takes `duration` frames and counts its calls. */
 function fakePs(cold: (marbles: string, values?: Record<string, Container[]>) => Observable<Container[]>, duration = 10) {
@@ -22,7 +29,7 @@ describe('containerCache (the Cli container state cache)', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const { list, counter } = fakePs(cold);
-      const cache = containerCache(list);
+      const cache = cacheOf(list);
       const subs: Subscription[] = [];
       const heard = Array.from({ length: 50 }, () => 0);
       for (let i = 0; i < 50; i++) subs.push(cache.fresh().subscribe(() => (heard[i] += 1)));
@@ -37,7 +44,7 @@ describe('containerCache (the Cli container state cache)', () => {
     const once = testScheduler();
     once.run(({ cold, flush }) => {
       const { list, counter } = fakePs(cold);
-      const alone = containerCache(list).fresh().subscribe();
+      const alone = cacheOf(list).fresh().subscribe();
       once.schedule(() => expect(counter.calls).to.be.within(10, 12), 10_000);
       once.schedule(() => alone.unsubscribe(), 10_000);
       flush();
@@ -48,7 +55,7 @@ describe('containerCache (the Cli container state cache)', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const { list, counter } = fakePs(cold);
-      const cache = containerCache(list);
+      const cache = cacheOf(list);
       const sub = cache.fresh().subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 3_500);
       // Polls at 0, 1 000, …, 13 000: ten more after the watcher left at 3 500, then none.
@@ -66,7 +73,7 @@ describe('containerCache (the Cli container state cache)', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const { list } = fakePs(cold);
-      const cache = containerCache(list);
+      const cache = cacheOf(list);
       const first: Array<[number, string]> = [];
       const second: Array<[number, string]> = [];
       const record = (into: Array<[number, string]>) => (s: Snapshot) => into.push([scheduler.now(), s.containers![0].id]);
@@ -87,7 +94,7 @@ describe('containerCache (the Cli container state cache)', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, flush }) => {
       const { list } = fakePs(cold, 100);
-      const cache = containerCache(list);
+      const cache = cacheOf(list);
       const subs = [cache.fresh().subscribe()];
       const seen: Array<[number, string]> = [];
       scheduler.schedule(() => subs.push(cache.fresh().subscribe((s) => seen.push([scheduler.now(), s.containers![0].id]))), 50);
@@ -101,7 +108,7 @@ describe('containerCache (the Cli container state cache)', () => {
   it('a failed poll gives a snapshot without containers, saying why', () => {
     const scheduler = testScheduler();
     scheduler.run(({ flush }) => {
-      const cache = containerCache(() => throwError(() => new Error('podman: not found')));
+      const cache = cacheOf(() => throwError(() => new Error('podman: not found')));
       const seen: Snapshot[] = [];
       const sub = cache.fresh().subscribe((s) => seen.push(s));
       scheduler.schedule(() => sub.unsubscribe(), 1_500);
@@ -140,7 +147,7 @@ describe("containerCache kept by Podman's events", () => {
         streams.started += 1;
         return source$.pipe(finalize(() => (streams.ended += 1)));
       });
-      const cache = containerCache(list, events$);
+      const cache = cacheOf(list, events$);
       // A crash loop: each cycle's watcher lives 200 ms, the next comes 50 ms later.
       for (let cycle = 0; cycle < 20; cycle++) {
         scheduler.schedule(() => {
@@ -160,7 +167,7 @@ describe("containerCache kept by Podman's events", () => {
       const { list, counter } = podman(cold, () => [{ id: 'a', state: 'running' }]);
       const events$ = hot<ContainerEvent>('500ms d', { d: { id: 'a', change: 'exited', exitCode: 3 } });
       const seen: Array<[number, string]> = [];
-      const sub = containerCache(list, events$)
+      const sub = cacheOf(list, events$)
         .fresh()
         .subscribe((s) => seen.push([scheduler.now(), state(s)]));
       scheduler.schedule(() => sub.unsubscribe(), 30_500);
@@ -180,7 +187,7 @@ describe("containerCache kept by Podman's events", () => {
       let starts = 0;
       // The first stream dies at 2 s; the second lives.
       const events$ = defer(() => (++starts === 1 ? cold<ContainerEvent>('2000ms #') : cold<ContainerEvent>('-')));
-      const sub = containerCache(list, events$).fresh().subscribe();
+      const sub = cacheOf(list, events$).fresh().subscribe();
       const callsAt: Record<number, number> = {};
       for (const t of [1_999, 3_001, 13_001, 23_001]) scheduler.schedule(() => (callsAt[t] = counter.calls), t);
       scheduler.schedule(() => sub.unsubscribe(), 23_500);
@@ -208,7 +215,7 @@ describe("containerCache kept by Podman's events", () => {
       }
       const events$ = hot<ContainerEvent>(marbles, noise);
       const seen: string[] = [];
-      const sub = containerCache(list, events$)
+      const sub = cacheOf(list, events$)
         .fresh()
         .subscribe((s) => seen.push(state(s)));
       scheduler.schedule(() => sub.unsubscribe(), 9_000);
@@ -224,7 +231,7 @@ describe("containerCache kept by Podman's events", () => {
       const { list } = podman(cold, () => [{ id: 'a', state: 'running' }]);
       const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', change: 'exited', exitCode: 3 } });
       const events$ = hot<ContainerEvent>('400ms d', { d: { id: 'a', change: 'exited', exitCode: 3 } });
-      const cache = containerCache(list, events$, { early$: exits$ });
+      const cache = cacheOf(list, events$, { early$: exits$ });
       const seen: string[] = [];
       const subs = [cache.fresh().subscribe((s) => seen.push(state(s)))];
       // A new watcher at 200 makes the cache poll: Podman's database still says running.
@@ -243,7 +250,7 @@ describe("containerCache kept by Podman's events", () => {
         { id: 'b', state: 'exited', exitCode: 0 },
       ];
       const { list } = podman(cold, () => truth);
-      const cache = containerCache(list, hot<ContainerEvent>('500ms s', { s: { id: 'b', change: 'started' } }));
+      const cache = cacheOf(list, hot<ContainerEvent>('500ms s', { s: { id: 'b', change: 'started' } }));
       const subs = [cache.fresh().subscribe()];
       // `a` is started again at 495 (as a reused container is) and its checker subscribes then.
       const seen: Array<[number, string]> = [];
@@ -268,7 +275,7 @@ describe("containerCache kept by Podman's events", () => {
         s: { id: 'new', change: 'started', container: told },
         b: { id: 'a', change: 'exited', exitCode: 0 },
       });
-      const cache = containerCache(list, events$);
+      const cache = cacheOf(list, events$);
       const subs = [cache.fresh().subscribe()];
       const seen: Array<[number, string]> = [];
       const without: Array<[number, string]> = [];
@@ -309,7 +316,7 @@ describe("containerCache kept by Podman's events", () => {
         i: { id: 'new', change: 'initialized', container: told },
         s: { id: 'new', change: 'started', container: told },
       });
-      const cache = containerCache(list, events$);
+      const cache = cacheOf(list, events$);
       // A burst: a kube-like watcher keeps a poll under way while the workload's checker waits for its news.
       const subs = [cache.fresh().subscribe()];
       const seen: Array<[number, string]> = [];
@@ -334,7 +341,7 @@ describe("containerCache kept by Podman's events", () => {
       scheduler.schedule(() => (truth = [{ id: 'a', state: 'exited', exitCode: 0 }]), 200);
       const list = () => defer(() => cold('-(a|)', { a: truth }));
       const seen: Array<[number, string]> = [];
-      const sub = containerCache(list, cold<ContainerEvent>('-'))
+      const sub = cacheOf(list, cold<ContainerEvent>('-'))
         .fresh()
         .subscribe((snapshot) => seen.push([scheduler.now(), state(snapshot)]));
       scheduler.schedule(() => sub.unsubscribe(), 5_000);
@@ -353,7 +360,7 @@ describe("containerCache kept by Podman's events", () => {
       const exits$ = hot<ContainerEvent>('100ms x', { x: { id: 'a', change: 'exited', exitCode: 0 } });
       const events$ = hot<ContainerEvent>('150ms s 50ms d', { s: { id: 'a', change: 'started' }, d: { id: 'a', change: 'exited', exitCode: 0 } });
       const seen: string[] = [];
-      const sub = containerCache(list, events$, { early$: exits$ })
+      const sub = cacheOf(list, events$, { early$: exits$ })
         .fresh()
         .subscribe((s) => seen.push(state(s)));
       scheduler.schedule(() => sub.unsubscribe(), 1_000);
@@ -373,7 +380,7 @@ describe("containerCache kept by Podman's events", () => {
         starts += 1;
         return cold<ContainerEvent>('-');
       });
-      const sub = containerCache(list, events$).fresh().subscribe();
+      const sub = cacheOf(list, events$).fresh().subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 12_000);
       flush();
       expect(starts).to.equal(2);
@@ -398,7 +405,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
       const list = () => cold('----------(a|)', { a: [{ id: 'a', state: 'running' }] as Container[] });
       const events$ = hot<ContainerEvent>('500ms d 99ms s', { d: { id: 'a', change: 'exited', exitCode: 3, at: 480 }, s: { id: 'a', change: 'started' } });
       const heard: Array<[number, number | undefined]> = [];
-      const sub = containerCache(list, events$)
+      const sub = cacheOf(list, events$)
         .fresh()
         .subscribe((s) => heard.push([scheduler.now(), s.heardAt]));
       scheduler.schedule(() => sub.unsubscribe(), 700);
@@ -419,7 +426,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
       const events$ = cold<ContainerEvent>('2000ms |');
       const restarts = { count: 0 };
       const { notes, trace } = notesOf('podman.cache');
-      const sub = containerCache(list, events$, { trace, eventsRestarted: () => (restarts.count += 1) })
+      const sub = cacheOf(list, events$, { trace, eventsRestarted: () => (restarts.count += 1) })
         .fresh()
         .subscribe();
       // Starts at 0, 3 000 and 6 000 (looked at before the cache stops following, 10 s after its watcher left).
@@ -443,7 +450,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
       const exits$ = hot<ContainerEvent>('300ms x', { x: { id: 'a', change: 'exited', exitCode: 3 } });
       const events$ = hot<ContainerEvent>('400ms d 99ms r', { d: { id: 'a', change: 'exited', exitCode: 3 }, r: { id: 'a', change: 'removed' } });
       const { notes, trace } = notesOf('podman.cache');
-      const sub = containerCache(list, events$, { early$: exits$, trace }).fresh().subscribe();
+      const sub = cacheOf(list, events$, { early$: exits$, trace }).fresh().subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 1_000);
       flush();
       expect(notes.filter((n) => n.startsWith('db.')).slice(0, 3)).to.deep.equal([
@@ -465,7 +472,7 @@ describe('what the containerCache tells --debug and the metrics', () => {
         note: (stage: string, text: string) => noted.push([stage, text]),
         enabled: () => true,
       }) as unknown as Trace;
-      const sub = containerCache(list, events$, { trace, engine: { name: 'containerd', stage: 'containerd.cache' } })
+      const sub = cacheOf(list, events$, { trace, engine: { name: 'containerd', stage: 'containerd.cache' } })
         .fresh()
         .subscribe();
       scheduler.schedule(() => sub.unsubscribe(), 1_000);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EMPTY, NEVER, type Observable, map, of, throwError } from 'rxjs';
+import { EMPTY, NEVER, type Observable, map, of, throwError, asyncScheduler } from 'rxjs';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { WorkloadState } from '../../lib/messages.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
@@ -13,6 +13,7 @@ import { record, testScheduler } from '../helpers/virtual-time.js';
 
 const depsFor = (runtime: FakeRuntime): ControlDeps => ({
   runtimes: new Map([['fake', runtime]]),
+  scheduler: asyncScheduler,
   prepare: () => of({}),
   release: () => EMPTY,
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EMPTY, NEVER, type Observable, map, of } from 'rxjs';
+import { EMPTY, NEVER, type Observable, map, of, asyncScheduler } from 'rxjs';
 import type { TestScheduler } from 'rxjs/testing';
 import { ExecutionState, formatState } from '../../lib/execution-state.js';
 import type { FromServer, WorkloadState } from '../../lib/messages.js';
@@ -18,6 +18,7 @@ function run(scheduler: TestScheduler, messages$: Observable<FromServer>, behavi
   runWorkloads(messages$, {
     agentName: AGENT,
     runtimes: new Map([['fake', runtime]]),
+    scheduler: asyncScheduler,
     prepare: () => of({}),
     release: () => EMPTY,
   })
@@ -244,7 +245,7 @@ describe('runWorkloads (the workload core)', () => {
           a: { kind: 'serverHello', added: [odd1, init] },
           b: { kind: 'updateWorkload', added: [odd2], deleted: [deleted(odd1)] },
         }),
-        { agentName: AGENT, runtimes: new Map([['fake', runtime]]), prepare: () => of({}), release: () => EMPTY },
+        { agentName: AGENT, runtimes: new Map([['fake', runtime]]), scheduler: asyncScheduler, prepare: () => of({}), release: () => EMPTY },
       ).subscribe((states) => states.forEach((s) => out.push(`${scheduler.now()} ${which(s)}: ${formatState(s.executionState)}`)));
       flush();
       expect(out).to.deep.equal([

@@ -1,7 +1,7 @@
 // The one runner of a runtime's CLI (the engine's command, `systemctl`) on the run's process driver: short calls, each in a slot and with a deadline, streams of
 // lines, conversations, and attempts whose output is kept only in part.
 import path from 'node:path';
-import { Observable, catchError, defer, of, throwError } from 'rxjs';
+import { Observable, type TimestampProvider, catchError, defer, of, throwError } from 'rxjs';
 import { MAX_LINE_BYTES } from '../../log-lines.js';
 import type { Logger } from '../../logger.js';
 import { bytesRead } from '../../drivers/machine.js';
@@ -21,6 +21,9 @@ export class CliError extends Error {
     super(message);
   }
 }
+
+/** What a call was about is not there (a container, a volume): an engine's client says so in its own way, as this. */
+export class NotFound extends CliError {}
 
 /** A query (ps, inspect, volume ls) or a command (run, start, stop, rm, kube …): each kind has its deadline. */
 export type CallKind = 'query' | 'command';
@@ -52,6 +55,8 @@ export interface CliOptions {
   readonly log?: Logger;
   /** What runs its processes: the run's. */
   readonly processes: Processes;
+  /** The run's clock (ms), which times the calls for the metrics. */
+  readonly clock: TimestampProvider;
   /**
    * What a call killed at its deadline or stall leaves behind that its engine removes only when it ends by itself
    * (an engine's partial downloads): noted by its pid before the kill, removed once it has ended.
@@ -106,8 +111,12 @@ export class Cli {
   private readonly streamSlots: Slots;
   private readonly attemptSlots: Slots;
 
+  /** The run's clock, as the calls are timed (a client that calls another way times those by it too). */
+  readonly clock: TimestampProvider;
+
   constructor(private readonly options: CliOptions) {
     this.binary = options.binary;
+    this.clock = options.clock;
     this.command = path.basename(this.binary);
     this.deadlines = options.deadlines ?? DEFAULT_DEADLINES;
     this.slots = new Slots(options.maxProcesses ?? DEFAULT_MAX_PROCESSES);
@@ -122,7 +131,7 @@ export class Cli {
   }
 
   sibling(binary: string, deadlines?: CliOptions['deadlines']): Cli {
-    return new Cli({ binary, processes: this.options.processes, deadlines, log: this.options.log });
+    return new Cli({ binary, processes: this.options.processes, clock: this.options.clock, deadlines, log: this.options.log });
   }
 
   /**
@@ -144,7 +153,7 @@ export class Cli {
     return new Observable<string>((subscriber) =>
       startSoon(() => {
         this.calls += 1;
-        const started = performance.now();
+        const started = this.clock.now();
         const subcommand = subcommandOf(args);
         let over = false;
         let leftovers: readonly string[] = [];
@@ -211,9 +220,9 @@ export class Cli {
     }
   }
 
-  /** Tells `observe` of a call that ended (one its caller made another way too, from `started`, a performance.now()). */
+  /** Tells `observe` of a call that ended (one its caller made another way too, from `started`, as `clock` read it). */
   tell(args: readonly string[], outcome: 'ok' | 'failed' | 'deadline', started: number, via?: string): void {
-    this.options.observe?.({ subcommand: subcommandOf(args), args, outcome, seconds: (performance.now() - started) / 1000, via });
+    this.options.observe?.({ subcommand: subcommandOf(args), args, outcome, seconds: (this.clock.now() - started) / 1000, via });
   }
 
   /**
@@ -244,7 +253,7 @@ export class Cli {
       new Observable<Attempt>((subscriber) =>
         startSoon(() => {
           this.calls += 1;
-          const started = performance.now();
+          const started = this.clock.now();
           const end = (attempt: Attempt, outcome: 'ok' | 'failed' | 'deadline') => {
             if (subscriber.closed) return;
             clearTimeout(deadline);
@@ -293,18 +302,17 @@ const streamError = (command: string, err: Error) =>
  */
 function watchProgress(pid: () => number | undefined, stallMs: number, stalled: () => void): NodeJS.Timeout {
   let base = 0;
-  let since = performance.now();
-  const watch = setInterval(
-    () => {
-      const p = pid();
-      const read = p === undefined ? undefined : bytesRead(p);
-      if (read !== undefined && read - base >= PROGRESS_BYTES) [base, since] = [read, performance.now()];
-      else if (performance.now() - since >= stallMs) {
-        clearInterval(watch);
-        stalled();
-      }
-    },
-    Math.min(5000, stallMs / 4),
-  );
+  // Counted in looks, not read from a clock: the stall is `stallMs` of looks without progress.
+  const everyMs = Math.min(5000, stallMs / 4);
+  let looksWithout = 0;
+  const watch = setInterval(() => {
+    const p = pid();
+    const read = p === undefined ? undefined : bytesRead(p);
+    if (read !== undefined && read - base >= PROGRESS_BYTES) [base, looksWithout] = [read, 0];
+    else if (++looksWithout * everyMs >= stallMs) {
+      clearInterval(watch);
+      stalled();
+    }
+  }, everyMs);
   return watch;
 }

@@ -7,19 +7,22 @@ import type { Container, ContainerEvent, Engine, WatchState } from '../../ports.
 import type { RuntimeConnector } from '../../runtime-connector.js';
 import type { RunningWorkloads } from '../../running-workloads.js';
 import type { Cli, CliOptions } from './cli.js';
-import type { ImageGcSettings, RuntimeKeys } from '../../config.js';
+import type { Declared, ImageGcSettings } from '../../config.js';
 
-export interface RuntimeModule {
-  /** The runtimes it makes, as workloads name them. */
+export interface RuntimeModule<S = unknown> {
+  /** The runtimes it makes, as workloads name them; the first names the module (its settings go by it). */
   readonly names: readonly string[];
-  make(context: RuntimeContext): Runtimes;
+  /** What it reads of the agent config file and the environment (its folder's settings.ts), if anything. */
+  readonly settings?: Declared<S>;
+  /** Its runtimes, with its own settings (as `settings` made them of the config; of none given, without one). */
+  make(context: RuntimeContext, settings: S): Runtimes;
 }
 
 /** What the agent gives a module. */
 export interface RuntimeContext {
   readonly log: Logger;
   /** A runner of the CLI `binary` on the run's processes, its calls told to --debug and the metrics. */
-  readonly cli: (binary: string, options?: Omit<CliOptions, 'binary' | 'processes' | 'log' | 'observe'>) => Cli;
+  readonly cli: (binary: string, options?: Omit<CliOptions, 'binary' | 'processes' | 'clock' | 'log' | 'observe'>) => Cli;
   /**
    * A state checker over a cache of the containers `source` tells of: polled while watched, kept by its events
    * where it has them (the agent may follow by polls alone), told by `--debug=<stage>`.
@@ -44,10 +47,6 @@ export interface RuntimeSettings {
   readonly events: boolean;
   /** The agent's own folder (its io folder), where a runtime may keep what it runs (a service's socket). */
   readonly folder?: string;
-  /** The agent config's keys that runtime modules read, as lib/config.ts checked them: each module reads its own. */
-  readonly keys: RuntimeKeys;
-  /** How many creates an engine runs at once, by engine. */
-  readonly maxCreates: (engine: string) => number;
   /** When the agent collects the images it pulled (agent config `image_gc`); undefined: never. */
   readonly imageGc?: ImageGcSettings;
 }

@@ -6,22 +6,21 @@ import { parseInstanceKey } from '../../workload.js';
 import type { Cli } from '../base/cli.js';
 import type { RuntimeContext, RuntimeModule } from '../base/module.js';
 import { type NamespacedEvent, splitScope } from './nerdctl.js';
-import { ContainerdRuntime, type Scope, containerdEvents, containerdStats, listContainers, nerdctlImageEngine } from './runtime.js';
+import { ContainerdRuntime, type Scope, containerdEvents, containerdStats, listContainers, nerdctlImageEngine, nerdctlPulls } from './runtime.js';
 import { imageCollector } from '../containers/image-gc.js';
 import { ImagePulls } from '../containers/image-pulls.js';
+import { type ContainerdSettings, containerdSettings } from './settings.js';
 
 /** How many containerd scopes (namespace and address pairs) have a cache at once. */
 const MAX_SCOPES = 64;
 /** How many containerds (addresses) the agent follows by their events at once. */
 const MAX_EVENT_STREAMS = 4;
 
-/** Agent config `containerd = { namespace, address }`: nerdctl's general options for every containerd workload. */
-export const containerdScope = (table: Readonly<Record<string, string>> = {}): string[] => Object.entries(table).flatMap(([key, value]) => [`--${key}`, value]);
-
-export const containerdModule: RuntimeModule = {
+export const containerdModule: RuntimeModule<ContainerdSettings> = {
   names: ['containerd'],
-  make(context) {
-    const { cli: cliOf, watch, config } = context;
+  settings: containerdSettings,
+  make(context, own) {
+    const { cli: cliOf, watch } = context;
     const nerdctl = cliOf('nerdctl');
     const watchIn = scopedWatch(nerdctl, watch);
     return {
@@ -31,8 +30,8 @@ export const containerdModule: RuntimeModule = {
           new ContainerdRuntime(
             nerdctl,
             watchIn,
-            containerdScope(config.keys.containerd),
-            new ImagePulls(nerdctl, { gc: imageCollector(context, nerdctlImageEngine(nerdctl)), maxCreates: config.maxCreates('containerd') }),
+            [...own.scope],
+            new ImagePulls(nerdctlPulls(nerdctl), { gc: imageCollector(context, nerdctlImageEngine(nerdctl)), maxCreates: own.maxCreates }),
           ),
         ],
       ]),

@@ -11,7 +11,7 @@ import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../ru
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { Cli } from '../base/cli.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../containers/cli-steps.js';
-import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
+import { ImagePulls, type PullEngine, createDeadlines, notThere } from '../containers/image-pulls.js';
 import type { ImagePull } from '../containers/images.js';
 import { type ImageEngine, type ImageNames, imagesUsedBy } from '../containers/image-gc.js';
 
@@ -39,6 +39,18 @@ export const containerdEvents = (cli: Cli, containerd: Scope = []): Observable<N
 export const containerdStats = (cli: Cli): Observable<ContainerFigures[]> =>
   cli.run(['stats', '--no-stream', '--no-trunc', '--format', '{{json .}}'], { kind: 'query' }).pipe(map(parseStats));
 
+/** nerdctl's pulls: the pull as the workload's run options ask, its query whether an image is there, `sync` after. */
+export const nerdctlPulls = (cli: Cli): PullEngine => ({
+  pull: (pull, call) => cli.run(pull.args, call),
+  present: (pull) =>
+    cli.run(pull.present, { kind: 'query' }).pipe(
+      map(() => true),
+      catchError(notThere),
+    ),
+  flush: (deadlineMs) => cli.sibling('sync', { query: deadlineMs, command: deadlineMs }).run([]),
+  deadlineOf: (kind) => cli.deadlineOf(kind),
+});
+
 /** swdd~containerd-implements-runtime-connector~1, swdd~containerd-uses-nerdctl-cli~1 */
 export class ContainerdRuntime implements RuntimeConnector<string> {
   /** swdd~containerd-name-returns-containerd~1 */
@@ -51,7 +63,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
     private readonly cli: Cli,
     private readonly watchIn: (scope: Scope) => WatchState,
     private readonly defaults: Scope = [],
-    private readonly pulls = new ImagePulls(cli),
+    private readonly pulls = new ImagePulls(nerdctlPulls(cli)),
   ) {}
 
   /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */

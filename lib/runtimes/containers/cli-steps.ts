@@ -6,10 +6,11 @@ import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import type { ExistingWorkload } from '../../runtime-connector.js';
 import { parseInstanceKey } from '../../workload.js';
-import { CliError } from '../base/cli.js';
+import { CliError, NotFound } from '../base/cli.js';
 
-/** What Podman and nerdctl say of a container or volume that is not there. */
-const missing = (err: unknown) => err instanceof CliError && /no such (container|volume)|no container with name or id/i.test(err.message);
+/** A container or volume that is not there: a client's NotFound, or what Podman's and nerdctl's CLIs say of it. */
+const missing = (err: unknown) =>
+  err instanceof NotFound || (err instanceof CliError && /no such (container|volume)|no container with name or id/i.test(err.message));
 /** Runs `step` for its effect only, whatever becomes of it (clean-up after a failure). */
 export const quietly = (step: Observable<unknown>): Observable<never> =>
   step.pipe(

@@ -7,7 +7,7 @@ import type { ImageCollector } from './image-gc.js';
 import { type ImagePull, alreadyThere } from './images.js';
 import type { WorkloadSpec } from '../../workload.js';
 import { lastWords } from '../../cli-words.js';
-import { type Call, type CallRunner, type Cli, CliError } from '../base/cli.js';
+import { type Call, type CallKind, CliError } from '../base/cli.js';
 import { Slots } from '../base/slots.js';
 import { DEFAULT_MAX_CREATES } from '../../defaults.js';
 
@@ -19,6 +19,18 @@ export const PULL_DEADLINE_MS = 30 * 60_000;
 export const PULL_STALL_MS = 5 * 60_000;
 /** How long the pulled layers may take to reach the disk. */
 export const FLUSH_DEADLINE_MS = 60_000;
+
+/** What an engine's client does for its pulls (each builds its own CLI's words). */
+export interface PullEngine {
+  /** The pull, as the workload's options ask; it prints what it pulled last. */
+  pull(pull: ImagePull, call: Pick<Call, 'deadlineMs' | 'stallMs'>): Observable<string>;
+  /** Whether a pull's image is there (false, not an error, when it is not). */
+  present(pull: ImagePull): Observable<boolean>;
+  /** What the pulls left in the page cache written to disk (`sync`), within `deadlineMs`. */
+  flush(deadlineMs: number): Observable<unknown>;
+  /** How long a call of `kind` may take. */
+  deadlineOf(kind: CallKind): number;
+}
 
 export class ImagePulls {
   private readonly inFlight = new Map<string, Observable<string>>();
@@ -35,33 +47,25 @@ export class ImagePulls {
    */
   private readonly deadlineMs: number;
   private readonly stallMs: number;
-  private readonly flush: Cli;
   private readonly gc?: ImageCollector;
   /** The creates of the engine that may run at once. */
   private readonly creates: Slots;
-  /** Asks the engine whether a pull's image is there. */
-  private readonly ask: (pull: ImagePull) => Observable<boolean>;
 
   constructor(
-    private readonly cli: CallRunner,
+    private readonly engine: PullEngine,
     options: {
       readonly deadlineMs?: number;
       readonly stallMs?: number;
-      readonly flush?: Cli;
       /** Records the images the agent pulls, and holds a pull back while the disk is full (agent config `image_gc`). */
       readonly gc?: ImageCollector;
       /** How many creates of the engine run at once. */
       readonly maxCreates?: number;
-      /** Whether a pull's image is there, where the engine tells it other than by the pull's `present` query. */
-      readonly present?: (pull: ImagePull) => Observable<boolean>;
     } = {},
   ) {
     this.deadlineMs = options.deadlineMs ?? PULL_DEADLINE_MS;
     this.stallMs = options.stallMs ?? PULL_STALL_MS;
-    this.flush = options.flush ?? cli.sibling('sync', { query: FLUSH_DEADLINE_MS, command: FLUSH_DEADLINE_MS });
     this.gc = options.gc;
     this.creates = new Slots(options.maxCreates ?? DEFAULT_MAX_CREATES);
-    this.ask = options.present ?? ((pull) => asked(cli, pull.present));
   }
 
   private slotsOf(image: string): Slots {
@@ -127,14 +131,14 @@ export class ImagePulls {
         const pull$ = concat(
           defer(() => (slots.full ? of(waiting) : EMPTY)),
           slots.run(
-            this.cli.run(pull.args, { deadlineMs: this.deadlineMs, stallMs: this.stallMs }).pipe(
+            this.engine.pull(pull, { deadlineMs: this.deadlineMs, stallMs: this.stallMs }).pipe(
               tap((stdout) => (printed = stdout.trim().split('\n').at(-1) || undefined)),
               ignoreElements(),
               catchError(inLastWords),
             ),
           ),
           // A flush that fails does not undo the pull.
-          this.flush.run([]).pipe(
+          this.engine.flush(FLUSH_DEADLINE_MS).pipe(
             ignoreElements(),
             catchError(() => EMPTY),
           ),
@@ -207,7 +211,7 @@ export class ImagePulls {
       let check = this.checking.get(key);
       if (!check) {
         const since = this.gc?.now() ?? 0;
-        check = this.ask(pull).pipe(
+        check = this.engine.present(pull).pipe(
           map((there) => ({ there, since })),
           finalize(() => this.checking.delete(key)),
           share(),
@@ -221,13 +225,6 @@ export class ImagePulls {
 
 /** A presence query's failure read: exit code 1 says the image is not there; anything else is an error. */
 export const notThere = (err: unknown): Observable<boolean> => (err instanceof CliError && err.exitCode === 1 ? of(false) : throwError(() => err));
-
-/** Whether an image is there by the CLI's query. */
-const asked = (cli: CallRunner, query: readonly string[]): Observable<boolean> =>
-  cli.run(query, { kind: 'query' }).pipe(
-    map(() => true),
-    catchError(notThere),
-  );
 
 /** A failed pull in the CLI's last words (lib/cli-words.ts). */
 const inLastWords = (err: unknown): Observable<never> => throwError(() => (err instanceof CliError ? new CliError(lastWords(err.message), err.exitCode) : err));
@@ -243,6 +240,6 @@ export function registryOf(image: string): string {
  * pull's deadline, and the command deadline as the longest it may go without progress, so that a slow download
  * finishes and a create that hangs ends as soon as before. A create that never pulls keeps the command deadline.
  */
-export function createDeadlines(pulls: readonly ImagePull[], cli: CallRunner): Pick<Call, 'deadlineMs' | 'stallMs'> {
-  return pulls.every((pull) => pull.policy === 'never') ? {} : { deadlineMs: PULL_DEADLINE_MS, stallMs: cli.deadlineOf('command') };
+export function createDeadlines(pulls: readonly ImagePull[], engine: Pick<PullEngine, 'deadlineOf'>): Pick<Call, 'deadlineMs' | 'stallMs'> {
+  return pulls.every((pull) => pull.policy === 'never') ? {} : { deadlineMs: PULL_DEADLINE_MS, stallMs: engine.deadlineOf('command') };
 }

@@ -2,7 +2,7 @@
 // exit files, which come first.
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
-import { Observable, mergeMap } from 'rxjs';
+import { Observable, mergeMap, type TimestampProvider } from 'rxjs';
 import { EXIT_FILE_TAKEN } from '../../container-view.js';
 import type { ContainerChange, ContainerEvent } from '../../ports.js';
 import type { PodmanCli } from './podman-cli.js';
@@ -25,7 +25,7 @@ const PODMAN_CHANGES: Readonly<Record<string, ContainerChange>> = {
  * event are passed over.
  */
 export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
-  return cli.lines(['events', '--format', 'json', '--filter', 'type=container']).pipe(
+  return cli.containerEvents().pipe(
     mergeMap((line): ContainerEvent[] => {
       try {
         const e = JSON.parse(line) as {
@@ -71,7 +71,7 @@ export const CONMON_EXIT_DIR = '/run/libpod/exits';
  * 100–200 ms before Podman's own `died` event (which waits for `podman container cleanup`); a file that
  * goes is EXIT_FILE_TAKEN (Podman has taken the exit in). Nothing when the folder is not there.
  */
-export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
+export function conmonExits(clock: TimestampProvider, dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
   return new Observable<ContainerEvent>((subscriber) => {
     let watcher: FSWatcher;
     try {
@@ -86,7 +86,7 @@ export function conmonExits(dir = CONMON_EXIT_DIR): Observable<ContainerEvent> {
           return;
         }
         const code = Number(text.slice(0, 16).trim());
-        if (Number.isInteger(code)) subscriber.next({ id: name, change: 'exited', exitCode: code, at: Date.now() });
+        if (Number.isInteger(code)) subscriber.next({ id: name, change: 'exited', exitCode: code, at: clock.now() });
       });
     } catch {
       subscriber.complete();

@@ -3,7 +3,6 @@
 import { randomBytes } from 'node:crypto';
 import {
   EMPTY,
-  asyncScheduler,
   type Observable,
   catchError,
   defer,
@@ -20,6 +19,7 @@ import {
   takeWhile,
   tap,
   timer,
+  type TimestampProvider,
 } from 'rxjs';
 import { killMarkedProcesses } from '../../drivers/machine.js';
 import { type ExecutionState, heardAt, is, sameState } from '../../execution-state.js';
@@ -27,7 +27,7 @@ import type { PodmanCli } from './podman-cli.js';
 import { type CheckResult, type Health, type HealthCheck, NO_CHECK_YET, combinedHealth, healthOfInspect, healthState, nextHealth, timedOut } from './health.js';
 
 /** What the checks ask of the container CLI: a check run in the container, and (where Podman's timers run them) its inspect. */
-export type Checker = Pick<PodmanCli, 'attempt' | 'run'>;
+export type Checker = Pick<PodmanCli, 'exec' | 'healthState' | 'clock'>;
 
 /** How a health check in a container ended: `output` is the start of what it wrote on stdout and stderr. */
 export type CheckOutcome =
@@ -55,7 +55,7 @@ export function checkInContainer(cli: Checker, container: string, argv: readonly
   return defer(() => {
     const marker = `${CHECK_MARK}=${randomBytes(12).toString('hex')}`;
     let ended = false;
-    return cli.attempt(['exec', '--env', marker, container, ...argv], timeoutMs, MAX_CHECK_OUTPUT_BYTES, EXEC_WAY).pipe(
+    return cli.exec(container, marker, argv, timeoutMs, MAX_CHECK_OUTPUT_BYTES, EXEC_WAY).pipe(
       map((attempt): CheckOutcome => {
         if (attempt.kind !== 'exited') return attempt;
         return { kind: attempt.code === 0 ? 'passed' : attempt.code === PODMAN_FAILED ? 'not-run' : 'failed', output: attempt.output };
@@ -70,12 +70,17 @@ export function checkInContainer(cli: Checker, container: string, argv: readonly
  * A health-checked workload's state (lib/runtimes/podman/health.ts): while its containers run, `health$` (subscribed
  * anew each time they run) decides; once unhealthy it stays Failed until they run again.
  */
-export function withHealth(container$: Observable<ExecutionState>, health$: () => Observable<Health>, check: HealthCheck): Observable<ExecutionState> {
+export function withHealth(
+  container$: Observable<ExecutionState>,
+  health$: () => Observable<Health>,
+  check: HealthCheck,
+  clock: TimestampProvider,
+): Observable<ExecutionState> {
   return container$.pipe(
     switchMap((state) =>
       (is(state, 'Running', 'Ok') ? health$().pipe(startWith(undefined)) : of(undefined)).pipe(
         // A check's result is the change its state shows; without one, the container's change is.
-        map((health) => ({ state, health, at: health ? asyncScheduler.now() : state.heardAt })),
+        map((health) => ({ state, health, at: health ? clock.now() : state.heardAt })),
       ),
     ),
     scan((shown: { failedWith?: string; state?: ExecutionState; at?: number }, { state, health, at }) => {
@@ -96,17 +101,17 @@ export function withHealth(container$: Observable<ExecutionState>, health$: () =
 export function healthChecks(cli: Checker, id: string, check: HealthCheck, podmanRunsThem = false): Observable<Health> {
   const statuses$ = podmanRunsThem
     ? timer(check.intervalMs, check.intervalMs).pipe(
-        exhaustMap(() => cli.run(['inspect', '--format', '{{json .State.Health}}', id], { kind: 'query' }).pipe(catchError(() => EMPTY))),
+        exhaustMap(() => cli.healthState(id).pipe(catchError(() => EMPTY))),
         map(healthOfInspect),
       )
     : defer(() => {
-        const started = asyncScheduler.now();
+        const started = cli.clock.now();
         return timer(check.intervalMs, check.intervalMs).pipe(
           exhaustMap(() => checkInContainer(cli, id, check.argv, check.timeoutMs)),
           mergeMap((outcome): Observable<CheckResult> => {
             if (outcome.kind === 'not-run') return EMPTY;
             const output = outcome.kind === 'timed-out' ? timedOut(check) : outcome.output;
-            return of({ passed: outcome.kind === 'passed', output, sinceStartMs: asyncScheduler.now() - started });
+            return of({ passed: outcome.kind === 'passed', output, sinceStartMs: cli.clock.now() - started });
           }),
           scan((count, result) => nextHealth(count, result, check), NO_CHECK_YET),
           map((count) => count.health),

@@ -1,9 +1,8 @@
 // The images a Podman workload runs, and how each is pulled ahead of its create as Podman would pull it:
 // `podman run` (image, `--pull` and the run options that concern a pull) and `podman kube play` (each
 // container's image and imagePullPolicy, the play options that concern a pull). Pure.
-import { type Observable, catchError, map, of, shareReplay, throwError } from 'rxjs';
+import { type Observable, map, shareReplay } from 'rxjs';
 import { parseAllDocuments } from 'yaml';
-import { CliError } from '../base/cli.js';
 import type { PodmanCli } from './podman-cli.js';
 import { type ImageEngine, type ImageNames, imagesUsedBy } from '../containers/image-gc.js';
 import { isRecord } from '../../record.js';
@@ -103,45 +102,19 @@ export function podmanImageEngine(cli: PodmanCli): ImageEngine {
   return {
     name: 'podman',
     imagesInUse: (storage) => cli.containers([], storage).pipe(map(imagesUsedBy)),
-    describe: (storage, image) =>
-      cli.run([...storage, 'image', 'inspect', '--format', '{{.Id}} {{json .RepoTags}}', '--', image], { kind: 'query' }).pipe(
-        map((text) => imageNames(text)),
-        catchError((err: unknown) => (err instanceof CliError && /image not known/.test(err.message) ? of(undefined) : throwError(() => err))),
-      ),
+    describe: (storage, image) => cli.imageInspect(storage, image).pipe(map((text) => (text === undefined ? undefined : imageNames(text)))),
     // By its id: a reference may name another image by the time the removal runs; Podman refuses an image with other names.
-    remove: (storage, _image, id) => cli.run([...storage, 'rmi', id]),
+    remove: (storage, _image, id) => cli.rmi(storage, id),
     // Podman logs each pull, a run's or another user's too, when it ends.
     pullsSince: (storage, image, sinceMs) =>
-      cli
-        .run(
-          [
-            ...storage,
-            'events',
-            '--stream=false',
-            '--since',
-            new Date(sinceMs).toISOString(),
-            '--filter',
-            'type=image',
-            '--filter',
-            'event=pull',
-            '--format',
-            '{{.Name}}',
-          ],
-          {
-            kind: 'query',
-          },
-        )
-        .pipe(map((text) => text.split('\n').filter((name) => sameReference(name.trim(), image)).length)),
-    tag: (storage, image, name) => cli.run([...storage, 'tag', image, name]),
-    untag: (storage, name) => cli.run([...storage, 'untag', name, name]),
+      cli.imagePullsSince(storage, new Date(sinceMs)).pipe(map((names) => names.filter((name) => sameReference(name, image)).length)),
+    tag: (storage, image, name) => cli.tag(storage, image, name),
+    untag: (storage, name) => cli.untag(storage, name),
     storeFolder: (storage) => {
       const key = storage.join('\0');
       let folder = folders.get(key);
       if (!folder) {
-        folder = cli.run([...storage, 'info', '--format', '{{.Store.GraphRoot}}'], { kind: 'query' }).pipe(
-          map((text) => text.trim()),
-          shareReplay(1),
-        );
+        folder = cli.graphRoot(storage).pipe(shareReplay(1));
         folders.set(key, folder);
       }
       return folder;

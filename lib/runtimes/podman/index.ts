@@ -15,6 +15,7 @@ import { PodmanCli } from './podman-cli.js';
 import { podmanFigures } from './stats.js';
 import { imageCollector } from '../containers/image-gc.js';
 import { podmanImageEngine } from './images.js';
+import { type PodmanSettings, podmanSettings } from './settings.js';
 
 /**
  * swdd~agent-supports-multiple-runtime-connectors~1. `podmanTimers`: whether Podman runs its own health-check
@@ -33,18 +34,17 @@ export function podmanModule({
   readonly systemSocket?: string;
   /** A service the agent shares with others (the specs' agents): its own is then never started. */
   readonly service?: PodmanService;
-} = {}): RuntimeModule {
+} = {}): RuntimeModule<PodmanSettings> {
   return {
     names: ['podman', 'podman-kube'],
-    make(context) {
+    settings: podmanSettings,
+    make(context, own) {
       const { cli: cliOf, watch, config, log, note } = context;
       // Agent config `podman_service`: false asks Podman by a process of its own for every call.
       const podman = cliOf('podman', { leftovers: PARTIAL_DOWNLOADS });
       const service =
         shared ??
-        (config.keys.podman_service !== false
-          ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => note('podman', text) })
-          : undefined);
+        (own.service ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => note('podman', text) }) : undefined);
       const cli = new PodmanCli(podman, service);
       // Started now, so that it answers by the time the agent asks for its workloads.
       service?.warm();
@@ -55,13 +55,13 @@ export function podmanModule({
         engine: { name: 'Podman', stage: 'podman.cache' },
         list: () => cli.containers(),
         events$: containerEvents(cli),
-        early$: conmonExits(),
+        early$: conmonExits(context.scheduler),
         own$: ownStarts$,
       });
       const startedInPlace = (id: string, askedAt: number) => ownStarts$.next({ id, change: 'started', at: askedAt, own: true });
       // The images the agent pulls are recorded in its folder and collected when no container uses them.
       const gc = imageCollector(context, podmanImageEngine(cli));
-      const pulls = new ImagePulls(cli, { gc, maxCreates: config.maxCreates('podman'), present: (pull) => cli.imageExists(pull) });
+      const pulls = new ImagePulls(cli, { gc, maxCreates: own.maxCreates });
       const health = { on: config.health, podmanTimers: podmanTimers ?? systemdRuns() };
       return {
         connectors: new Map<string, RuntimeConnector>([

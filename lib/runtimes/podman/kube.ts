@@ -14,7 +14,7 @@ import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../ru
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey, parseInstanceKey } from '../../workload.js';
 import type { PodmanCli, Volume } from './podman-cli.js';
 import { type Probe, probesHealth, withHealth } from './health-checks.js';
-import { logArgs, quietly, tolerateMissing } from '../containers/cli-steps.js';
+import { logArgs, quietly } from '../containers/cli-steps.js';
 import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
 import type { ImagePull } from '../containers/images.js';
 import { kubeImagePulls } from './images.js';
@@ -112,7 +112,6 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         ? withControlInterface(config.manifest, config.controlInterfaceTarget, options.controlInterfacePath)
         : config.manifest;
       const instance = instanceKey(spec.instanceName);
-      const play = [...config.generalOptions, 'kube', 'play', '--quiet', ...config.playOptions, '-'];
       const pulls = kubeImagePulls(config);
       return concat(
         this.volume(`${instance}.config`, spec.runtimeConfig),
@@ -120,8 +119,8 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
         // before `started`, so that what a failed play made is told from what others made meanwhile.
         this.pulls.under(pulls),
         defer(() => {
-          const started = Date.now();
-          return this.pulls.creating(pulls, this.cli.run(play, { input: manifest, ...createDeadlines(pulls, this.cli) })).pipe(
+          const started = this.cli.clock.now();
+          return this.pulls.creating(pulls, this.cli.kubePlay(config.generalOptions, config.playOptions, manifest, createDeadlines(pulls, this.cli))).pipe(
             // What a failed play left behind goes, so that a retry starts clean: only pods it made, never one of
             // the manifest's names that was there before (another agent's or program's pod; `kube down` would take it).
             catchError((err: unknown) =>
@@ -164,13 +163,15 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
     return this.probes(id.pods).pipe(
       catchError(() => of([])),
       switchMap((probes) =>
-        probes.length === 0 ? container$ : withHealth(container$, () => probesHealth(this.cli, probes, this.health.podmanTimers), namedChecks(probes)),
+        probes.length === 0
+          ? container$
+          : withHealth(container$, () => probesHealth(this.cli, probes, this.health.podmanTimers), namedChecks(probes), this.cli.clock),
       ),
     );
   }
 
   stop(id: KubeId): Observable<void> {
-    return id.pods.length === 0 ? EMPTY : tolerateMissing(this.cli.run(['pod', 'stop', ...id.pods]));
+    return id.pods.length === 0 ? EMPTY : this.cli.podStop(id.pods);
   }
 
   /** The containers of the pods that Podman gave a health check, with it. */
@@ -182,10 +183,9 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
       switchMap((containers) =>
         containers.length === 0
           ? of([])
-          : this.cli.run(['inspect', '--format', '{{.Id}} {{json .Config.Healthcheck}}', ...containers.map((c) => c.id)], { kind: 'query' }).pipe(
-              map((out) =>
-                out.split('\n').flatMap((line): Probe[] => {
-                  const [containerId, json] = [line.slice(0, line.indexOf(' ')), line.slice(line.indexOf(' ') + 1)];
+          : this.cli.healthChecksOf(containers.map((c) => c.id)).pipe(
+              map((rows) =>
+                rows.flatMap(({ id: containerId, json }): Probe[] => {
                   const check = healthCheckOfConfig(json);
                   const name = containers.find((c) => c.id === containerId)?.names?.[0] ?? containerId.slice(0, 12);
                   return check && containerId ? [{ id: containerId, name, check }] : [];
@@ -198,30 +198,33 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 
   /** swdd~podman-kube-delete-workload-downs-manifest-file~1, swdd~podman-kube-delete-removes-volumes~1 */
   deleteWorkload({ instance, manifest, downOptions }: KubeId): Observable<void> {
-    return concat(this.cli.run(['kube', 'down', ...downOptions, '-'], { input: manifest }).pipe(ignoreElements()), this.removeVolumes(instance));
+    return concat(this.cli.kubeDown(downOptions, manifest), this.removeVolumes(instance));
   }
 
   /** The logs of all containers of the workload's pods. */
   logs(id: KubeId, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
-    return merge(...id.pods.map((pod) => this.cli.lines(['pod', 'logs', ...logArgs(options), pod], paused$)));
+    return merge(...id.pods.map((pod) => this.cli.logs({ pod }, logArgs(options), paused$)));
   }
 
   /** The pods of these names that were made at `since` (ms since the epoch) or later, removed. */
   private removePodsMadeSince(generalOptions: readonly string[], names: readonly string[], since: number): Observable<never> {
     if (names.length === 0) return EMPTY;
-    return this.cli.run([...generalOptions, 'pod', 'ps', '--format', 'json'], { kind: 'query' }).pipe(
-      switchMap((out) => {
-        const pods = (JSON.parse(out || 'null') as Array<{ Id: string; Name: string; Created: string }> | null) ?? [];
+    return this.cli.pods(generalOptions).pipe(
+      switchMap((pods) => {
         const made = pods.filter((p) => names.some((n) => isPodNamed(p.Name, n)) && Date.parse(p.Created) >= since - 1);
-        return made.length === 0 ? EMPTY : this.cli.run([...generalOptions, 'pod', 'rm', '--force', ...made.map((p) => p.Id)]);
+        return made.length === 0
+          ? EMPTY
+          : this.cli.podRemove(
+              generalOptions,
+              made.map((p) => p.Id),
+            );
       }),
       ignoreElements(),
     );
   }
 
   private volume(name: string, data: string): Observable<never> {
-    return this.cli.run(['volume', 'create', `--label=data=${toBase64(data)}`, name]).pipe(
-      ignoreElements(),
+    return this.cli.volumeCreate(name, { data: toBase64(data) }).pipe(
       catchError((err: unknown) => {
         this.log?.warn(`Could not create the volume '${name}' (the workload runs, but is not found after an agent restart): ${String(err)}`);
         return EMPTY;
@@ -230,7 +233,7 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
   }
 
   private removeVolumes(instance: string): Observable<never> {
-    return tolerateMissing(this.cli.run(['volume', 'rm', '--force', `${instance}.config`, `${instance}.pods`]));
+    return this.cli.volumeRemove([`${instance}.config`, `${instance}.pods`]);
   }
 
   private idFromVolumes(instance: string, config?: Volume, pods?: Volume): KubeId | undefined {

@@ -3,7 +3,7 @@
 // and whether an image is there. Each answer typed; a failure of the way (no connection, no answer in time,
 // an answer other than the API's) is a RouteLost: the caller asks the CLI instead, which says what is wrong.
 import http from 'node:http';
-import type { ContainerFigures } from '../../ports.js';
+import type { Container, ContainerFigures } from '../../ports.js';
 
 /** The API's version in each path: Podman 4.0's, which every later Podman answers. */
 const API = '/v4.0.0/libpod';
@@ -176,4 +176,30 @@ function request(
     asked.on('close', () => lost('the connection closed before an answer was whole', answered ? AnswerCut : RouteLost));
     asked.end();
   });
+}
+
+/** A row of Podman's list as the container cache holds it. */
+export const asContainer = (r: PodmanRow): Container => ({
+  id: r.Id,
+  names: r.Names,
+  state: r.State,
+  exitCode: r.ExitCode,
+  labels: r.Labels,
+  pod: r.Pod,
+  isInfra: r.IsInfra,
+  image: r.Image,
+  imageId: r.ImageID,
+});
+
+/** A list Podman printed; one that cannot be read is an error of the call, never an empty list. */
+export function parseJsonList<T>(text: string): T[] {
+  if (text.trim() === '') return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new Error(`Podman's list is not JSON: ${JSON.stringify(text.slice(0, 80))}`);
+  }
+  if (parsed !== null && !Array.isArray(parsed)) throw new Error(`Podman's list is not a list: ${JSON.stringify(text.slice(0, 80))}`);
+  return (parsed as T[] | null) ?? [];
 }

@@ -93,13 +93,7 @@ export const findLost = (wanted: Wanted, listed: ReadonlySet<string>, setup: Pod
 export const removeLost = (cli: PodmanCli, setup: PodmanSetup, lost: readonly LostContainer[]): Observable<never> =>
   concat(
     ...lost.map(({ id, conmonPid }) =>
-      concat(
-        defer(() => cli.sibling(setup.ociRuntime, { query: REMOVE_DEADLINE_MS, command: REMOVE_DEADLINE_MS }).run(['delete', '--force', id])).pipe(
-          ignoreElements(),
-          catchError(() => EMPTY),
-        ),
-        conmonGone(setup, id, conmonPid),
-      ),
+      concat(defer(() => cli.ociDelete(setup.ociRuntime, id, REMOVE_DEADLINE_MS)).pipe(catchError(() => EMPTY)), conmonGone(setup, id, conmonPid)),
     ),
   );
 
@@ -143,9 +137,7 @@ export class LostContainerSweep {
   }
 
   private setup(): Observable<PodmanSetup | undefined> {
-    this.setup$ ??= this.cli.cli
-      .run(['info', '--format=json'], { kind: 'query' })
-      .pipe(map(parseSetup), tap({ error: () => (this.setup$ = undefined) }), shareReplay(1));
+    this.setup$ ??= this.cli.info().pipe(map(parseSetup), tap({ error: () => (this.setup$ = undefined) }), shareReplay(1));
     return this.setup$;
   }
 }

@@ -11,6 +11,8 @@ import {
   defer,
   exhaustMap,
   first,
+  ignoreElements,
+  of,
   from,
   interval,
   map,
@@ -21,15 +23,37 @@ import {
   tap,
   throwError,
   timeout,
+  type TimestampProvider,
 } from 'rxjs';
 import type { Container } from '../../ports.js';
-import { type Attempt, type Call, type CallKind, type Cli, CliError, DEFAULT_MAX_PROCESSES } from '../base/cli.js';
+import { type Attempt, type Call, type CallKind, type Cli, CliError, DEFAULT_MAX_PROCESSES, NotFound } from '../base/cli.js';
 import { Slots } from '../base/slots.js';
-import { AnswerCut, type FiguresRow, Libpod, type PodmanRow, RouteLost } from './libpod.js';
-import type { PodmanService } from './service.js';
+import { AnswerCut, type FiguresRow, Libpod, type PodmanRow, RouteLost, asContainer, parseJsonList } from './libpod.js';
 import type { ImagePull } from '../containers/images.js';
+import { type ContainerConfig, type RunMounts, containerRunArgs } from '../containers/run-config.js';
 import { tolerateMissing } from '../containers/cli-steps.js';
 import { notThere } from '../containers/image-pulls.js';
+
+/** How a call goes through the service: by the remote client with these args, or by the local CLI and why. */
+export type Plan = { readonly via: 'service'; readonly args: readonly string[]; readonly progressPid?: number } | { readonly via: 'cli'; readonly why: string };
+
+/** The service as the client's calls find their way through it (./service.ts's PodmanService). */
+export interface ServiceWay {
+  /** Tells why, each time the service goes down. */
+  readonly down$: Observable<string>;
+  alive(withinMs: number): Promise<boolean>;
+  reach(): { readonly socket: string; readonly pid?: number } | { readonly why: string };
+  plan(args: readonly string[]): Plan;
+  lost(message: string): boolean;
+  answered(): void;
+  failed(why: string, broken?: boolean): void;
+}
+
+export interface PodRow {
+  readonly Id: string;
+  readonly Name: string;
+  readonly Created: string;
+}
 
 export interface Volume {
   readonly Name: string;
@@ -55,11 +79,16 @@ export class PodmanCli {
    */
   lostWays = 0;
 
+  /** The run's clock (ms), as the CLI's. */
+  get clock(): TimestampProvider {
+    return this.cli.clock;
+  }
+
   constructor(
     /** The CLI, run locally. */
     readonly cli: Cli,
     /** A running service to ask where it is up; without one every call is the local CLI's. */
-    private readonly service?: PodmanService,
+    private readonly service?: ServiceWay,
   ) {
     const silent$ = interval(PROBE_MS).pipe(
       exhaustMap(() => service?.alive(PROBE_MS / 2) ?? [true]),
@@ -79,7 +108,7 @@ export class PodmanCli {
   }
 
   /** `podman <args>`, through the service where the remote client can make it (Cli.run). */
-  run(args: readonly string[], call: Call = {}): Observable<string> {
+  private run(args: readonly string[], call: Call = {}): Observable<string> {
     const service = this.service;
     if (!service) return this.cli.run(args, call);
     return defer(() => {
@@ -137,7 +166,7 @@ export class PodmanCli {
   }
 
   /** Whether the image a pull would fetch is there (in the pull's storage). */
-  imageExists(pull: ImagePull): Observable<boolean> {
+  present(pull: ImagePull): Observable<boolean> {
     return this.either(
       pull.present,
       'query',
@@ -146,27 +175,136 @@ export class PodmanCli {
     ).pipe(catchError(notThere));
   }
 
-  lines(args: readonly string[], paused$?: Observable<boolean>, maxLineBytes?: number): Observable<string> {
-    return this.cli.lines(args, paused$, maxLineBytes);
+  // What only the CLI does: typed requests, the argv made here alone.
+
+  /** `podman run` of a workload's container config (its options as given) under its instance's name and labels; its id. */
+  runContainer(config: ContainerConfig, instance: string, agentName: string, mounts: RunMounts, call: Call): Observable<string> {
+    return this.run(containerRunArgs(config, instance, agentName, mounts), call).pipe(map((stdout) => stdout.trim().split('\n').at(-1)!));
   }
 
-  attempt(args: readonly string[], timeoutMs: number, keepBytes: number, via?: string): Observable<Attempt> {
-    return this.cli.attempt(args, timeoutMs, keepBytes, via);
+  /** An image pulled as its workload's options ask (`pull --quiet`: it prints the image's id). */
+  pull(pull: ImagePull, call: Call): Observable<string> {
+    return this.run(pull.args, call);
   }
 
-  sibling(binary: string, deadlines?: { readonly query: number; readonly command: number }): Cli {
-    return this.cli.sibling(binary, deadlines);
+  /** The page cache written to disk (`sync`): what a pull left there. */
+  flush(deadlineMs: number): Observable<string> {
+    return this.cli.sibling('sync', { query: deadlineMs, command: deadlineMs }).run([]);
+  }
+
+  /** `kube play` of a manifest (the workload's general and play options as given). */
+  kubePlay(generalOptions: readonly string[], playOptions: readonly string[], manifest: string, call: Call): Observable<string> {
+    return this.run([...generalOptions, 'kube', 'play', '--quiet', ...playOptions, '-'], { ...call, input: manifest });
+  }
+
+  /** `kube down` of a manifest: its pods stopped and removed. */
+  kubeDown(downOptions: readonly string[], manifest: string): Observable<never> {
+    return this.run(['kube', 'down', ...downOptions, '-'], { input: manifest }).pipe(ignoreElements());
+  }
+
+  /** These pods stopped (kept); pods already gone count as stopped. */
+  podStop(pods: readonly string[]): Observable<never> {
+    return tolerateMissing(this.run(['pod', 'stop', ...pods]));
+  }
+
+  /** The pods of the storage `generalOptions` choose. */
+  pods(generalOptions: readonly string[]): Observable<PodRow[]> {
+    return this.run([...generalOptions, 'pod', 'ps', '--format', 'json'], { kind: 'query' }).pipe(map(parseJsonList<PodRow>));
+  }
+
+  /** These pods removed, their containers with them. */
+  podRemove(generalOptions: readonly string[], ids: readonly string[]): Observable<never> {
+    return this.run([...generalOptions, 'pod', 'rm', '--force', ...ids]).pipe(ignoreElements());
+  }
+
+  /** A volume made with these labels. */
+  volumeCreate(name: string, labels: Readonly<Record<string, string>>): Observable<never> {
+    return this.run(['volume', 'create', ...Object.entries(labels).map(([k, v]) => `--label=${k}=${v}`), name]).pipe(ignoreElements());
+  }
+
+  /** These volumes removed; those already gone count as removed. */
+  volumeRemove(names: readonly string[]): Observable<never> {
+    return tolerateMissing(this.run(['volume', 'rm', '--force', ...names]));
+  }
+
+  /** Each container's health check as Podman holds it (its `.Config.Healthcheck`, as JSON), by id. */
+  healthChecksOf(ids: readonly string[]): Observable<Array<{ readonly id: string; readonly json: string }>> {
+    return this.run(['inspect', '--format', '{{.Id}} {{json .Config.Healthcheck}}', ...ids], { kind: 'query' }).pipe(
+      map((out) => out.split('\n').map((line) => ({ id: line.slice(0, line.indexOf(' ')), json: line.slice(line.indexOf(' ') + 1) }))),
+    );
+  }
+
+  /** The health Podman's own checks left on a container (its `.State.Health`, as JSON). */
+  healthState(id: string): Observable<string> {
+    return this.run(['inspect', '--format', '{{json .State.Health}}', id], { kind: 'query' });
+  }
+
+  /** `argv` run in a running container with `env` set, by the local CLI (exec has no remote way here), kept to `keepBytes`. */
+  exec(container: string, env: string, argv: readonly string[], timeoutMs: number, keepBytes: number, via: string): Observable<Attempt> {
+    return this.cli.attempt(['exec', '--env', env, container, ...argv], timeoutMs, keepBytes, via);
+  }
+
+  /** A container's log lines (`logs`), or a pod's (`pod logs`). */
+  logs(of: { readonly container: string } | { readonly pod: string }, options: readonly string[], paused$?: Observable<boolean>): Observable<string> {
+    return this.cli.lines('pod' in of ? ['pod', 'logs', ...options, of.pod] : ['logs', ...options, of.container], paused$);
+  }
+
+  /** Podman's container events, a JSON object a line, as they happen. */
+  containerEvents(): Observable<string> {
+    return this.cli.lines(['events', '--format', 'json', '--filter', 'type=container']);
+  }
+
+  /** An image's id and names in the storage `storage` chooses; undefined when it is not there. */
+  imageInspect(storage: readonly string[], image: string): Observable<string | undefined> {
+    return this.run([...storage, 'image', 'inspect', '--format', '{{.Id}} {{json .RepoTags}}', '--', image], { kind: 'query' }).pipe(
+      catchError((err: unknown) => (err instanceof CliError && /image not known/.test(err.message) ? of(undefined) : throwError(() => err))),
+    );
+  }
+
+  /** An image removed by its id, without force: Podman refuses one a container uses, or one with other names. */
+  rmi(storage: readonly string[], id: string): Observable<string> {
+    return this.run([...storage, 'rmi', id]);
+  }
+
+  tag(storage: readonly string[], image: string, name: string): Observable<string> {
+    return this.run([...storage, 'tag', image, name]);
+  }
+
+  /** The name taken off its image. */
+  untag(storage: readonly string[], name: string): Observable<string> {
+    return this.run([...storage, 'untag', name, name]);
+  }
+
+  /** The names of the images pulled since `since` (every pull, a run's or another user's too, as Podman logs it). */
+  imagePullsSince(storage: readonly string[], since: Date): Observable<string[]> {
+    const args = ['events', '--stream=false', '--since', since.toISOString(), '--filter', 'type=image', '--filter', 'event=pull', '--format', '{{.Name}}'];
+    return this.run([...storage, ...args], { kind: 'query' }).pipe(map((text) => text.split('\n').map((name) => name.trim())));
+  }
+
+  /** Where the storage `storage` chooses keeps its images. */
+  graphRoot(storage: readonly string[]): Observable<string> {
+    return this.run([...storage, 'info', '--format', '{{.Store.GraphRoot}}'], { kind: 'query' }).pipe(map((text) => text.trim()));
+  }
+
+  /** Podman's own description of itself (`info`, as JSON), by the local CLI. */
+  info(): Observable<string> {
+    return this.cli.run(['info', '--format=json'], { kind: 'query' });
+  }
+
+  /** A container killed and removed by the OCI runtime itself (`<runtime> delete --force`), past Podman. */
+  ociDelete(ociRuntime: string, id: string, deadlineMs: number): Observable<never> {
+    return this.cli.sibling(ociRuntime, { query: deadlineMs, command: deadlineMs }).run(['delete', '--force', id]).pipe(ignoreElements());
   }
 
   deadlineOf(kind: CallKind): number {
     return this.cli.deadlineOf(kind);
   }
 
-  /** An action on one container by the API, "no such container" in Podman's words as its CLI says them. */
+  /** An action on one container by the API: a container that is not there is a NotFound, as by the CLI. */
   private acted(action: 'remove' | 'stop' | 'start', cliArgs: readonly string[], id: string): Observable<string> {
     const byApi = async (api: Libpod, deadlineMs: number) => {
       if (await api.act(action, id, deadlineMs)) return id;
-      throw new CliError(`no container with name or ID "${id}" found: no such container`, 125);
+      throw new NotFound(`no container with name or ID "${id}" found`);
     };
     return this.either(cliArgs, 'command', byApi, (text) => text);
   }
@@ -201,7 +339,7 @@ export class PodmanCli {
       const asked = this.requests
         .run(
           defer(() => {
-            const started = performance.now();
+            const started = this.clock.now();
             const told = (outcome: 'ok' | 'failed') => () => this.cli.tell(cliArgs, outcome, started, 'service (REST)');
             return from(byApi(this.apiAt(reach.socket), deadlineMs)).pipe(tap({ next: told('ok'), error: told('failed') }));
           }),
@@ -216,7 +354,7 @@ export class PodmanCli {
    * A call through the service, ended as lost when the service stops answering meanwhile or its failure says the
    * way went (not the engine's answer): the service hears of it, and `again` makes the call locally.
    */
-  private lostAgain<T>(service: PodmanService, through$: Observable<T>, again: () => Observable<T>): Observable<T> {
+  private lostAgain<T>(service: ServiceWay, through$: Observable<T>, again: () => Observable<T>): Observable<T> {
     return race(through$.pipe(tap(() => service.answered())), this.lost$).pipe(
       catchError((err: unknown) => {
         const lost = err instanceof RouteLost || (err instanceof CliError && service.lost(err.message));
@@ -234,28 +372,6 @@ export class PodmanCli {
   }
 }
 
-/** A row of Podman's list as the container cache holds it. */
-const asContainer = (r: PodmanRow): Container => ({
-  id: r.Id,
-  names: r.Names,
-  state: r.State,
-  exitCode: r.ExitCode,
-  labels: r.Labels,
-  pod: r.Pod,
-  isInfra: r.IsInfra,
-  image: r.Image,
-  imageId: r.ImageID,
-});
-
-/** A list Podman printed; one that cannot be read is an error of the call, never an empty list. */
-function parseJsonList<T>(text: string): T[] {
-  if (text.trim() === '') return [];
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new Error(`Podman's list is not JSON: ${JSON.stringify(text.slice(0, 80))}`);
-  }
-  if (parsed !== null && !Array.isArray(parsed)) throw new Error(`Podman's list is not a list: ${JSON.stringify(text.slice(0, 80))}`);
-  return (parsed as T[] | null) ?? [];
-}
+/** `podman system service` on `socket`, living on its own until it has been idle for `idleS` seconds. */
+export const serviceProcess = (cli: Pick<Cli, 'background'>, socket: string, idleS: number, ended: Parameters<Cli['background']>[1]) =>
+  cli.background(['system', 'service', `--time=${idleS}`, `unix://${socket}`], ended);

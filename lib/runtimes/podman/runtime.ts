@@ -7,7 +7,7 @@ import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import { podmanReading, podmanState } from './container-state.js';
 import { type HealthCheck, healthCheckOf, withAgentChecks } from './health.js';
-import { containerRunArgs, nameOption, parseContainerConfig } from '../containers/run-config.js';
+import { nameOption, parseContainerConfig } from '../containers/run-config.js';
 import { podmanImagePull } from './images.js';
 import { LostContainerSweep, type Wanted } from './lost-creates.js';
 import type { Container, WatchState } from '../../ports.js';
@@ -83,10 +83,9 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = podmanImagePull(given);
-      const create$ = this.pulls.creating([pull], this.cli.run(containerRunArgs(config, key, agentName, options), createDeadlines([pull], this.cli)));
+      const create$ = this.pulls.creating([pull], this.cli.runContainer(config, key, agentName, options, createDeadlines([pull], this.cli)));
       const byKey = nameOption(config.commandOptions) === undefined;
       return this.sweptIfLost(byKey ? { name: key } : undefined, create$).pipe(
-        map((stdout) => stdout.trim().split('\n').at(-1)!),
         catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, byKey, create$)),
         catchError((err: unknown) => throwError(() => withTmpdirCause(err))),
       );
@@ -118,9 +117,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
               quietly(concat(...own.map((c) => this.cli.remove(c.id)), keyIsOurs ? this.cli.remove(key) : EMPTY)),
               byKey ? this.lost.sweep({ name: key }) : EMPTY,
               // A create made again after Podman's service went under it found what the first try left: gone now, it is made once more.
-              err instanceof CliError && err.retried && inUse && keyIsOurs
-                ? again$.pipe(map((stdout) => stdout.trim().split('\n').at(-1)!))
-                : throwError(() => err),
+              err instanceof CliError && err.retried && inUse && keyIsOurs ? again$ : throwError(() => err),
             );
           }),
         );
@@ -140,7 +137,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   checkState(id: string, spec: WorkloadSpec): Observable<ExecutionState> {
     const container$ = this.watch(podmanReading(id), [id]);
     const check = this.healthCheck(spec);
-    return check ? withHealth(container$, () => healthChecks(this.cli, id, check), check) : container$;
+    return check ? withHealth(container$, () => healthChecks(this.cli, id, check), check, this.cli.clock) : container$;
   }
 
   /** A delete when the container id is not known: whatever carries the instance's name or its name label goes. */
@@ -176,7 +173,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   /** `podman start` (with the config's generalOptions, as the released agent gives them): the same container runs again. */
   startAgain(id: string, spec: WorkloadSpec): Observable<void> {
     return defer(() => {
-      const askedAt = Date.now();
+      const askedAt = this.cli.clock.now();
       return this.cli
         .start(id, parseContainerConfig(spec.runtimeConfig).generalOptions)
         .pipe(ignoreElements(), tap({ complete: () => this.startedInPlace?.(id, askedAt) }));
@@ -193,7 +190,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
   }
 
   logs(id: string, options: LogsOptions, paused$?: Observable<boolean>): Observable<string> {
-    return this.cli.lines(['logs', ...logArgs(options), id], paused$);
+    return this.cli.logs({ container: id }, logArgs(options), paused$);
   }
 }
 

@@ -8,6 +8,7 @@ import type { Logger } from '../../logger.js';
 import { ownArgv, processWork } from '../../drivers/machine.js';
 import { ping } from './libpod.js';
 import type { Cli } from '../base/cli.js';
+import { type Plan, type ServiceWay, serviceProcess } from './podman-cli.js';
 
 /** Where a Podman run by the system (its socket unit) listens, as root. */
 export const SYSTEM_SOCKET = '/run/podman/podman.sock';
@@ -41,7 +42,7 @@ const LOST_WORDS = /unable to connect to Podman|Cannot connect to Podman|dial un
 
 export interface ServiceOptions {
   /** The Podman CLI, on the run's processes: the service is started through it. */
-  readonly cli: Pick<Cli, 'background'>;
+  readonly cli: Pick<Cli, 'background' | 'clock'>;
   /** The agent's own folder, where its service's socket goes; without one only the system's socket is used. */
   readonly folder?: string;
   /** The system's socket, used where it answers as Podman (SYSTEM_SOCKET unless given). */
@@ -59,9 +60,8 @@ type State =
   | { readonly kind: 'never'; readonly why: string };
 
 /** How a CLI call goes: through the service by the remote client (`args`, and whose reads are a download's progress), or locally and why. */
-export type Plan = { readonly via: 'service'; readonly args: readonly string[]; readonly progressPid?: number } | { readonly via: 'cli'; readonly why: string };
 
-export class PodmanService {
+export class PodmanService implements ServiceWay {
   private state: State = { kind: 'off', retryAt: 0, why: 'the service is not started yet' };
   /** The wait before the next start after a failure: doubled by each failure in a row, set back when it is up. */
   private retryMs = RETRY_MS.first;
@@ -74,6 +74,9 @@ export class PodmanService {
   private readonly downs = new Subject<string>();
   /** Why, each time the service goes down: the calls still going through it are lost. */
   readonly down$: Observable<string> = this.downs.asObservable();
+
+  /** The run's clock (ms), as its CLI's. */
+  private readonly now = (): number => this.options.cli.clock.now();
 
   constructor(private readonly options: ServiceOptions) {
     this.ownSocket = options.folder && path.join(options.folder, 'podman.sock');
@@ -89,7 +92,7 @@ export class PodmanService {
 
   /** Starts the service unless it is up, starting, or waiting to be started again. */
   warm(): void {
-    if (this.state.kind === 'off' && Date.now() >= this.state.retryAt) this.start();
+    if (this.state.kind === 'off' && this.now() >= this.state.retryAt) this.start();
   }
 
   /** The service's socket (and its process, where the agent started it) while it is up; else why not, and it is started. */
@@ -149,10 +152,10 @@ export class PodmanService {
       this.unansweredSince = undefined;
       return true;
     }
-    this.unansweredSince ??= Date.now() - withinMs;
+    this.unansweredSince ??= this.now() - withinMs;
     const after = state.pid === undefined ? undefined : processWork(state.pid);
     const works = before !== undefined && after !== undefined && !after.stopped && after.cpuTicks > before.cpuTicks;
-    return works && Date.now() - this.unansweredSince < BUSY_FOR_MS;
+    return works && this.now() - this.unansweredSince < BUSY_FOR_MS;
   }
 
   /** The service is gone: ours is killed (a stalled one may hold Podman's locks), and started again after a wait. */
@@ -170,7 +173,7 @@ export class PodmanService {
   }
 
   private off(why: string, failed: boolean): void {
-    const retryAt = failed ? Date.now() + this.retryMs : 0;
+    const retryAt = failed ? this.now() + this.retryMs : 0;
     if (failed) this.retryMs = Math.min(RETRY_MS.most, this.retryMs * 2);
     this.state = { kind: 'off', retryAt, why: `the service is down: ${why}` };
     this.options.note?.(`service down: ${why}`);
@@ -191,7 +194,7 @@ export class PodmanService {
 
   private launch(socket: string): void {
     let waiting = true;
-    const child = this.options.cli.background(['system', 'service', `--time=${SERVICE_IDLE_S}`, `unix://${socket}`], (how) => {
+    const child = serviceProcess(this.options.cli, socket, SERVICE_IDLE_S, (how) => {
       waiting = false;
       if (how.kind === 'not-run') return this.off(`it could not be started: ${how.message}`, true);
       if (this.child !== child) return;
@@ -203,9 +206,9 @@ export class PodmanService {
     });
     this.child = child;
     if (child.pid !== undefined) writePid(socket, child.pid);
-    const since = Date.now();
+    const since = this.now();
     const wait = async (): Promise<void> => {
-      while (waiting && Date.now() - since < START_WITHIN_MS) {
+      while (waiting && this.now() - since < START_WITHIN_MS) {
         if (await ping(socket, 500)) return this.up(socket, child.pid, 'a service of its own');
         await new Promise((resolve) => setTimeout(resolve, 25));
       }

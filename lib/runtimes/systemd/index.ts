@@ -1,8 +1,8 @@
 // The systemd module: the `systemd` runtime, its units' states kept by systemd's own news (one bus bridge for
 // the system manager's units) and checked by `systemctl show`; a manager other general options select is polled.
-import { BRIDGE_ARGS, unitNews } from './events.js';
+import { unitNews } from './events.js';
 import type { RuntimeModule } from '../base/module.js';
-import { SystemdRuntime, showUnits, unitRecord } from './runtime.js';
+import { SystemdRuntime, busConversation, showUnits, unitRecord } from './runtime.js';
 import { UnitWatch } from './unit-watch.js';
 
 /** How many managers (general options) have a watch at once. */
@@ -20,7 +20,7 @@ export const systemdModule: RuntimeModule = {
       if (!watch) {
         if (watches.size >= MAX_SCOPES) watches.delete(watches.keys().next().value!);
         watch = new UnitWatch({
-          news: options.length === 0 && context.config.events ? (wanted) => unitNews((input$) => bridge.conversation(BRIDGE_ARGS, input$), wanted) : undefined,
+          news: options.length === 0 && context.config.events ? (wanted) => unitNews(busConversation(bridge), wanted) : undefined,
           show: (units) => showUnits(systemctl, options, units),
         });
         watches.set(key, watch);

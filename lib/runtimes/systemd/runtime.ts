@@ -15,6 +15,7 @@ import { readOwnRecord, writeOwnFile } from '../../drivers/own-file.js';
 import { type DesiredUnitState, parseUnitConfig } from './unit-config.js';
 import { type UnitProps, activeSince, parseShow, showArgs, unitExecutionState } from './unit-state.js';
 import type { UnitWatch } from './unit-watch.js';
+import { BRIDGE_ARGS } from './events.js';
 
 /** A systemd workload's handle: its unit, the manager its general options select, and what the workload asks of it. */
 export interface UnitId {
@@ -36,6 +37,12 @@ const QUIET = ['--no-ask-password', '--no-pager'];
 export const RECENT_START_US = 3_000_000;
 
 /** `systemctl [options] show` of units, read. */
+/** A conversation with the system manager's bus through `systemd-stdio-bridge`: what goes in, the bytes that come back. */
+export const busConversation =
+  (bridge: Cli) =>
+  (input$: Observable<string>): Observable<Buffer> =>
+    bridge.conversation(BRIDGE_ARGS, input$);
+
 export const showUnits = (systemctl: Cli, options: readonly string[], units: readonly string[]): Observable<Map<string, UnitProps>> =>
   systemctl.run([...QUIET, ...options, ...showArgs(units)], { kind: 'query' }).pipe(map(parseShow));
 
