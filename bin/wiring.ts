@@ -1,7 +1,7 @@
 // How the runtimes are put together: each runtime module of the list is given the run's processes, its CLIs,
 // a container cache for its engine and the agent config's settings; used by the agent and by the specs and
 // benchmarks that run it on real parts.
-import { EMPTY, type Observable, type SchedulerLike, Subscription, asyncScheduler, forkJoin, map, merge, of } from 'rxjs';
+import { type Observable, type SchedulerLike, Subscription, asyncScheduler, forkJoin, map, of } from 'rxjs';
 import type { Processes } from '../lib/drivers/processes.js';
 import type { Logger } from '../lib/logger.js';
 import type { CliCall, WorkloadContainerFigures } from '../lib/metrics.js';
@@ -9,12 +9,10 @@ import type { RuntimeConnector } from '../lib/runtime-connector.js';
 import type { RunningWorkloads } from '../lib/running-workloads.js';
 import { Cli } from '../lib/runtimes/base/cli.js';
 import type { ImageGcSettings } from '../lib/config.js';
-import type { ContainerSource, RuntimeContext, RuntimeModule } from '../lib/runtimes/base/module.js';
+import type { RuntimeContext, RuntimeModule } from '../lib/runtimes/base/module.js';
 import { containerdModule } from '../lib/runtimes/containerd/index.js';
 import { podmanModule } from '../lib/runtimes/podman/index.js';
 import { systemdModule } from '../lib/runtimes/systemd/index.js';
-import { VERIFY_INTERVAL_MS, containerCache } from '../streams/container-cache.js';
-import { stateChecker } from '../streams/state-checker.js';
 import { type Trace, noTrace } from '../streams/trace.js';
 
 /** The runtimes this agent has: a module each. */
@@ -58,7 +56,7 @@ export interface MadeRuntimes {
 }
 
 export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
-  const { events = true, verifyMs = VERIFY_INTERVAL_MS, trace = noTrace } = wiring;
+  const { events = true, verifyMs, trace = noTrace } = wiring;
   const held = new Subscription();
   const scheduler = wiring.scheduler ?? asyncScheduler;
   const context: RuntimeContext = {
@@ -79,27 +77,15 @@ export function makeRuntimes(log: Logger, wiring: RuntimeWiring): MadeRuntimes {
             trace.note(binary, `${call.args.join(' ')}: ${call.outcome} in ${call.seconds.toFixed(3)} s${call.via ? ` via ${call.via}` : ''}`);
         },
       }),
-    watch: ({ engine, list, events$, early$ = EMPTY, own$ = EMPTY }: ContainerSource) =>
-      stateChecker(
-        containerCache(list, events ? events$ : undefined, {
-          scheduler,
-          verifyMs,
-          early$: events ? merge(early$, own$) : own$,
-          log,
-          trace,
-          engine,
-          eventsRestarted: wiring.eventsRestarted && (() => wiring.eventsRestarted?.(engine.name)),
-        }),
-        scheduler,
-        engine.name,
-      ),
     config: {
       health: wiring.health ?? true,
       events,
+      verifyMs,
       folder: wiring.folder,
       imageGc: wiring.imageGc,
     },
-    note: (stage, text) => trace.enabled(stage) && trace.note(stage, text),
+    trace,
+    eventsRestarted: wiring.eventsRestarted,
     images: wiring.images,
   };
   const made = (wiring.modules ?? RUNTIME_MODULES).map((module) =>

@@ -2,7 +2,7 @@
 // engine's containers and its events (in the words of ports.ts, which each runtime translates into) make one
 // picture of all containers. The rules know what engines do: an exit told early (Podman's conmon writes exit
 // files before Podman's own event), a container shown `stopped` for a moment on its way down. Pure:
-// streams/container-cache.ts keeps the timing (ticks, one poll at a time, the event stream) and feeds this reducer.
+// lib/runtimes/containers/container-cache.ts keeps the timing (ticks, one poll at a time, the event stream) and feeds this reducer.
 import type { Container, ContainerChange, ContainerEvent, Snapshot } from './ports.js';
 
 export interface ContainerView {

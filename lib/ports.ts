@@ -77,6 +77,12 @@ export interface ContainerCache {
   fresh(ids?: readonly string[]): Observable<Snapshot>;
 }
 
+/** --debug as the runtimes see it: whether a stage is traced (what to say need not be built), and a step said in words. */
+export interface Notes {
+  readonly enabled: (stage: string) => boolean;
+  readonly note: (stage: string, text: string) => void;
+}
+
 /** What a runtime's state getter reads out of a snapshot for one workload. */
 export interface StateReading {
   readonly state: ExecutionState;

@@ -176,7 +176,10 @@ describe('the boundaries of the code', () => {
     const handing = argvHanders(sourcesUnder('lib/runtimes'));
     expect(handing.filter((file) => /^lib\/runtimes\/(containers|base)\//.test(file))).to.deep.equal([]);
     const folders = handing.map((file) => path.posix.dirname(file));
-    expect(folders.filter((folder, i) => folders.indexOf(folder) !== i), 'a folder with two such files').to.deep.equal([]);
+    expect(
+      folders.filter((folder, i) => folders.indexOf(folder) !== i),
+      'a folder with two such files',
+    ).to.deep.equal([]);
     expect(handing).to.include.members(['lib/runtimes/podman/podman-cli.ts', 'lib/runtimes/containerd/runtime.ts', 'lib/runtimes/systemd/runtime.ts']);
     expect(argvHanders([{ file: 'lib/runtimes/podman/kube.ts', text: "this.cli.run(['pod', 'stop', ...pods]);\nthis.slots.run(work$);" }])).to.deep.equal([
       'lib/runtimes/podman/kube.ts',

@@ -123,7 +123,7 @@ describe("container states from Podman's events (real Podman)", function () {
     }
   });
 
-  // The polls while the stream is down are the container cache's marble spec's (spec/streams/container-cache.spec.ts).
+  // The polls while the stream is down are the container cache's marble spec's (spec/lib/container-cache.spec.ts).
   it('when the event process is killed, a new one takes its place and the next exit is still reported', async () => {
     agent = new PodmanAgent(uniqueAgent('events'), undefined, harnessCli('podman'), { verifyMs: 600_000 });
     const late = busybox('late', agent.agentName, { script: 'sleep 3; exit 4' });

@@ -3,7 +3,7 @@
 import type { Observable, SchedulerLike, Subscription } from 'rxjs';
 import type { Logger } from '../../logger.js';
 import type { WorkloadContainerFigures } from '../../metrics.js';
-import type { Container, ContainerEvent, Engine, WatchState } from '../../ports.js';
+import type { Notes } from '../../ports.js';
 import type { RuntimeConnector } from '../../runtime-connector.js';
 import type { RunningWorkloads } from '../../running-workloads.js';
 import type { Cli, CliOptions } from './cli.js';
@@ -23,19 +23,16 @@ export interface RuntimeContext {
   readonly log: Logger;
   /** A runner of the CLI `binary` on the run's processes, its calls told to --debug and the metrics. */
   readonly cli: (binary: string, options?: Omit<CliOptions, 'binary' | 'processes' | 'clock' | 'log' | 'observe'>) => Cli;
-  /**
-   * A state checker over a cache of the containers `source` tells of: polled while watched, kept by its events
-   * where it has them (the agent may follow by polls alone), told by `--debug=<stage>`.
-   */
-  readonly watch: (source: ContainerSource) => WatchState;
   /** The agent config's settings for runtimes. */
   readonly config: RuntimeSettings;
-  /** --debug: tells `text` under `stage` when that stage is traced. */
-  readonly note: (stage: string, text: string) => void;
+  /** --debug: whether a stage is traced, and `text` told under it. */
+  readonly trace: Notes;
   /** The run's clock and timers. */
   readonly scheduler: SchedulerLike;
   /** What a runtime keeps going for the whole run (a timer): the run lets it go when it ends. */
   readonly held: Subscription;
+  /** The metrics: an engine's event stream started again within one run of its cache. */
+  readonly eventsRestarted?: (engine: string) => void;
   /** The metrics: an image removed by the collector, or how full an engine's image store is. */
   readonly images?: (engine: string, change: { readonly removed?: number; readonly usedRatio?: number }) => void;
 }
@@ -45,23 +42,12 @@ export interface RuntimeSettings {
   readonly health: boolean;
   /** Whether states follow the engines' own news (false: polls only, the specs' and benchmarks' comparison). */
   readonly events: boolean;
+  /** How often a container cache kept by events verifies them by a poll (ms). */
+  readonly verifyMs?: number;
   /** The agent's own folder (its io folder), where a runtime may keep what it runs (a service's socket). */
   readonly folder?: string;
   /** When the agent collects the images it pulled (agent config `image_gc`); undefined: never. */
   readonly imageGc?: ImageGcSettings;
-}
-
-/** Where a runtime's container cache learns of its containers. */
-export interface ContainerSource {
-  readonly engine: Engine;
-  /** Every container of the engine (or of its scope), as a list call shows it. */
-  readonly list: () => Observable<Container[]>;
-  /** The engine's events of its containers. */
-  readonly events$?: Observable<ContainerEvent>;
-  /** What the engine tells before its events do (conmon's exit files); followed with the events. */
-  readonly early$?: Observable<ContainerEvent>;
-  /** What the agent did itself and the events tell later (a start it ran): heard at once. */
-  readonly own$?: Observable<ContainerEvent>;
 }
 
 /** A module's runtimes, and what the metrics ask of them. */

@@ -9,6 +9,7 @@ import { type NamespacedEvent, splitScope } from './nerdctl.js';
 import { ContainerdRuntime, type Scope, containerdEvents, containerdStats, listContainers, nerdctlImageEngine, nerdctlPulls } from './runtime.js';
 import { imageCollector } from '../containers/image-gc.js';
 import { ImagePulls } from '../containers/image-pulls.js';
+import { containerWatch } from '../containers/watch.js';
 import { type ContainerdSettings, containerdSettings } from './settings.js';
 
 /** How many containerd scopes (namespace and address pairs) have a cache at once. */
@@ -20,9 +21,9 @@ export const containerdModule: RuntimeModule<ContainerdSettings> = {
   names: ['containerd'],
   settings: containerdSettings,
   make(context, own) {
-    const { cli: cliOf, watch } = context;
+    const { cli: cliOf } = context;
     const nerdctl = cliOf('nerdctl');
-    const watchIn = scopedWatch(nerdctl, watch);
+    const watchIn = scopedWatch(nerdctl, context);
     return {
       connectors: new Map([
         [
@@ -60,7 +61,7 @@ export const containerdModule: RuntimeModule<ContainerdSettings> = {
  * containerd (it hears every namespace), shared by the caches of its namespaces; past MAX_EVENT_STREAMS
  * containerds, the scopes of the others are polled.
  */
-function scopedWatch(nerdctl: Cli, watch: RuntimeContext['watch']): (scope: Scope) => WatchState {
+function scopedWatch(nerdctl: Cli, context: RuntimeContext): (scope: Scope) => WatchState {
   const caches = new Map<string, WatchState>();
   const eventStreams = new Map<string, Observable<NamespacedEvent>>();
   const eventsOf = (containerd: Scope): Observable<NamespacedEvent> | undefined => {
@@ -78,7 +79,7 @@ function scopedWatch(nerdctl: Cli, watch: RuntimeContext['watch']): (scope: Scop
     if (!watchState) {
       if (caches.size >= MAX_SCOPES) caches.delete(caches.keys().next().value!);
       const { namespace, containerd } = splitScope(scope);
-      watchState = watch({
+      watchState = containerWatch(context, {
         engine: { name: 'containerd', stage: 'containerd.cache' },
         list: () => listContainers(nerdctl, [], scope),
         events$: eventsOf(containerd)?.pipe(filter((e) => e.namespace === namespace)),

@@ -385,11 +385,11 @@ export class ImageCollector {
 }
 
 /** The collector of a module's engine, told to --debug (`images`) and the metrics; none when `image_gc = false`. */
-export function imageCollector({ config, note, images, log, scheduler, held }: RuntimeContext, engine: ImageEngine): ImageCollector | undefined {
+export function imageCollector({ config, trace, images, log, scheduler, held }: RuntimeContext, engine: ImageEngine): ImageCollector | undefined {
   if (!config.imageGc) return undefined;
   const record = new ImageRecord(config.folder, engine.name, (text) => log.warn(text));
   const observer: ImageGcObserver = {
-    note: (text) => note('images', text),
+    note: (text) => trace.note('images', text),
     removed: (name) => images?.(name, { removed: 1 }),
     used: (name, usedRatio) => images?.(name, { usedRatio }),
   };

@@ -6,6 +6,7 @@ import { Subject } from 'rxjs';
 import type { ContainerEvent } from '../../ports.js';
 import type { RuntimeConnector } from '../../runtime-connector.js';
 import { ImagePulls } from '../containers/image-pulls.js';
+import { containerWatch } from '../containers/watch.js';
 import type { RuntimeModule } from '../base/module.js';
 import { conmonExits, containerEvents } from './events.js';
 import { PodmanKubeRuntime, runsInPod } from './kube.js';
@@ -39,19 +40,19 @@ export function podmanModule({
     names: ['podman', 'podman-kube'],
     settings: podmanSettings,
     make(context, own) {
-      const { cli: cliOf, watch, config, log, note } = context;
+      const { cli: cliOf, config, log, trace } = context;
       // Agent config `podman_service`: false asks Podman by a process of its own for every call.
       const podman = cliOf('podman', { leftovers: PARTIAL_DOWNLOADS });
       const service =
         shared ??
-        (own.service ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => note('podman', text) }) : undefined);
+        (own.service ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => trace.note('podman', text) }) : undefined);
       const cli = new PodmanCli(podman, service);
       // Started now, so that it answers by the time the agent asks for its workloads.
       service?.warm();
       // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run
       // before in between): the cache hears it from the agent at once.
       const ownStarts$ = new Subject<ContainerEvent>();
-      const watchState = watch({
+      const watchState = containerWatch(context, {
         engine: { name: 'Podman', stage: 'podman.cache' },
         list: () => cli.containers(),
         events$: containerEvents(cli),

@@ -1,16 +1,13 @@
 import { expect } from 'chai';
 import { type Observable, type Subscription, asyncScheduler, defer, finalize, throwError } from 'rxjs';
 import type { Container, ContainerChange, ContainerEvent, Snapshot } from '../../lib/ports.js';
-import { containerCache } from '../../streams/container-cache.js';
+import { containerCache } from '../../lib/runtimes/containers/container-cache.js';
 import type { Trace } from '../../streams/trace.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
-/** A cache on the async scheduler: virtual in the marbles' run(). */
-const cacheOf = (
-  list: () => Observable<Container[]>,
-  events$?: Observable<ContainerEvent>,
-  options: Omit<Parameters<typeof containerCache>[2], 'scheduler'> = {},
-) => containerCache(list, events$, { scheduler: asyncScheduler, ...options });
+/** A cache of Podman's containers on the async scheduler: virtual in the marbles' run(). */
+const cacheOf = (list: () => Observable<Container[]>, events$?: Observable<ContainerEvent>, options: Partial<Parameters<typeof containerCache>[2]> = {}) =>
+  containerCache(list, events$, { scheduler: asyncScheduler, engine: { name: 'Podman', stage: 'podman.cache' }, ...options });
 
 /** A `podman ps` that takes `duration` frames and counts its calls. */
 function fakePs(cold: (marbles: string, values?: Record<string, Container[]>) => Observable<Container[]>, duration = 10) {

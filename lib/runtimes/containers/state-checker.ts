@@ -1,10 +1,10 @@
 // swdd~agent-provides-generic-state-checker-implementation~1: one state checker for every runtime; a
 // runtime supplies only how to read a workload's state out of a snapshot of its containers.
 import { Observable, type TimestampProvider } from 'rxjs';
-import { ExecutionState, heardAt, sameState } from '../lib/execution-state.js';
+import { ExecutionState, heardAt, sameState } from '../../execution-state.js';
 
-import { lastWords } from '../lib/cli-words.js';
-import type { ContainerCache, Snapshot, StateReading, WatchState } from '../lib/ports.js';
+import { lastWords } from '../../cli-words.js';
+import type { ContainerCache, Snapshot, StateReading, WatchState } from '../../ports.js';
 
 /** How long a transient state (Podman's `stopped` while a container exits) must last to be reported. */
 export const TRANSIENT_MS = 1000;
@@ -23,7 +23,7 @@ const unknown = (engine: string, error?: string): StateReading => ({
  * would pin an exiting workload there (a container stopped from outside stays so, and is reported).
  * One step per snapshot, not a chain of operators: every watcher reads every snapshot of a burst.
  */
-export function stateChecker(cache: ContainerCache, clock: TimestampProvider, engine = 'Podman'): WatchState {
+export function stateChecker(cache: ContainerCache, clock: TimestampProvider, engine: string): WatchState {
   return (read, ids) =>
     new Observable<ExecutionState>((subscriber) => {
       /** Since when the reading has been transient; the state last emitted. */

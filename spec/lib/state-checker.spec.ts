@@ -6,7 +6,7 @@ import { executionStateTo } from '../../lib/codec/wire.js';
 import { type ExecutionState, formatState } from '../../lib/execution-state.js';
 
 import { podmanReading } from '../../lib/runtimes/podman/container-state.js';
-import { stateChecker } from '../../streams/state-checker.js';
+import { stateChecker } from '../../lib/runtimes/containers/state-checker.js';
 import { testScheduler } from '../helpers/virtual-time.js';
 
 const shown = (s: ExecutionState) => formatState(s);
@@ -28,7 +28,7 @@ describe('the state checker of the podman runtime', () => {
             g: { poll: 7 },
           }),
       };
-      expectObservable(stateChecker(cache, asyncScheduler)(podmanReading('id1')).pipe(map(shown))).toBe('a-----d 1001ms f-g', {
+      expectObservable(stateChecker(cache, asyncScheduler, 'Podman')(podmanReading('id1')).pipe(map(shown))).toBe('a-----d 1001ms f-g', {
         a: 'Running(Ok)',
         d: "Failed(ExecFailed): Exit code: '3'",
         f: 'Stopping(Stopping): stopped',
@@ -45,7 +45,7 @@ describe('the state checker and quick polls', () => {
       const cache = {
         fresh: () => cold('a 100ms s 50ms t 100ms x', { a: snap(1, 'running'), s: snap(2, 'stopped', 3), t: snap(3, 'stopped', 3), x: snap(4, 'exited', 3) }),
       };
-      expectObservable(stateChecker(cache, asyncScheduler)(podmanReading('id1')).pipe(map(shown))).toBe('a 252ms x', {
+      expectObservable(stateChecker(cache, asyncScheduler, 'Podman')(podmanReading('id1')).pipe(map(shown))).toBe('a 252ms x', {
         a: 'Running(Ok)',
         x: "Failed(ExecFailed): Exit code: '3'",
       });
@@ -60,13 +60,12 @@ describe('the state checker and the time a change was heard', () => {
       const cache = { fresh: () => cold('a-b-c', { a: snap(1, 'running', 100), b: snap(2, 'running', 200), c: snap(3, 'exited', 290) }) };
       const wire = (s: ExecutionState) => Buffer.from(toBinary(ExecutionStateSchema, executionStateTo(s)));
       const onWire = (s: ExecutionState) => wire(s).equals(wire({ state: s.state, substate: s.substate, additionalInfo: s.additionalInfo } as ExecutionState));
-      expectObservable(stateChecker(cache, asyncScheduler)(podmanReading('id1')).pipe(map((s) => [formatState(s), s.heardAt, s.exitCode, onWire(s)]))).toBe(
-        'a---c',
-        {
-          a: ['Running(Ok)', 100, undefined, true],
-          c: ["Failed(ExecFailed): Exit code: '2'", 290, 2, true],
-        },
-      );
+      expectObservable(
+        stateChecker(cache, asyncScheduler, 'Podman')(podmanReading('id1')).pipe(map((s) => [formatState(s), s.heardAt, s.exitCode, onWire(s)])),
+      ).toBe('a---c', {
+        a: ['Running(Ok)', 100, undefined, true],
+        c: ["Failed(ExecFailed): Exit code: '2'", 290, 2, true],
+      });
     });
   });
 });
@@ -99,7 +98,7 @@ describe('the state checker in a burst of other containers', () => {
         readings += 1;
         return reading(containers);
       };
-      expectObservable(stateChecker(cache, asyncScheduler)(counted, ['id1']).pipe(map(shown))).toBe('a---c-d---f', {
+      expectObservable(stateChecker(cache, asyncScheduler, 'Podman')(counted, ['id1']).pipe(map(shown))).toBe('a---c-d---f', {
         a: 'Running(Ok)',
         c: 'Failed(Unknown): Podman could not be asked for the container states: gone',
         d: 'Running(Ok)',
@@ -122,7 +121,7 @@ describe('the state checker in a burst of other containers', () => {
             o: { poll: 2, containers: beside('stopped'), changed: new Set(['id2']) },
           }),
       };
-      expectObservable(stateChecker(cache, asyncScheduler)(podmanReading('id1'), ['id1']).pipe(map(shown))).toBe('a 1001ms o', {
+      expectObservable(stateChecker(cache, asyncScheduler, 'Podman')(podmanReading('id1'), ['id1']).pipe(map(shown))).toBe('a 1001ms o', {
         a: 'Running(Ok)',
         o: 'Stopping(Stopping): stopped',
       });

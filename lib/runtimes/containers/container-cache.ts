@@ -30,10 +30,9 @@ import {
   tap,
   timer,
 } from 'rxjs';
-import type { Logger } from '../lib/logger.js';
-import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../lib/container-view.js';
-import type { Container, ContainerCache, ContainerChange, ContainerEvent, Engine, Snapshot } from '../lib/ports.js';
-import { type Trace, noTrace } from './trace.js';
+import type { Logger } from '../../logger.js';
+import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../../container-view.js';
+import type { Container, ContainerCache, ContainerChange, ContainerEvent, Engine, Notes, Snapshot } from '../../ports.js';
 
 /** swdd~podmancli-container-state-cache-refresh~1: the refresh while no event stream keeps the cache current. */
 export const CACHE_INTERVAL_MS = 1000;
@@ -72,16 +71,15 @@ interface CacheOptions {
    */
   readonly early$?: Observable<ContainerEvent>;
   readonly log?: Logger;
-  /** --debug: the stage `podman.cache` says each change the watchers see and where it came from. */
-  readonly trace?: Trace;
+  /** --debug: the engine's stage (`podman.cache`) says each change the watchers see and where it came from. */
+  readonly trace?: Notes;
   /** Told each time `podman events` is started again within one run of the cache (for the metrics). */
   readonly eventsRestarted?: () => void;
-  /** Whose containers the cache follows, as its log and --debug say it: Podman's (the default) or containerd's. */
-  readonly engine?: Engine;
+  /** Whose containers the cache follows, as its log and --debug say it. */
+  readonly engine: Engine;
 }
 
-/** The engine a cache follows unless told (the specs' caches). */
-const PODMAN: Engine = { name: 'Podman', stage: 'podman.cache' };
+const SILENT: Notes = { enabled: () => false, note: () => undefined };
 
 export function containerCache(list: () => Observable<Container[]>, events$: Observable<ContainerEvent> | undefined, options: CacheOptions): ContainerCache {
   const refresh$ = new Subject<void>();
@@ -128,7 +126,7 @@ function cacheSnapshots(
   events$: Observable<ContainerEvent> | undefined,
   refresh$: Observable<void>,
   polls: { started: number; eventsUp: boolean; running: number },
-  { scheduler, verifyMs = VERIFY_INTERVAL_MS, early$ = EMPTY, log, trace = noTrace, eventsRestarted, engine = PODMAN }: CacheOptions,
+  { scheduler, verifyMs = VERIFY_INTERVAL_MS, early$ = EMPTY, log, trace = SILENT, eventsRestarted, engine }: CacheOptions,
 ): Observable<Snapshot> {
   // The one state: the reducer's. The rest here is timing.
   let view = EMPTY_VIEW;
@@ -203,7 +201,7 @@ function followEvents(
   events$: Observable<ContainerEvent>,
   healthy$: BehaviorSubject<boolean>,
   restart$: Observable<void>,
-  { scheduler, log, trace, eventsRestarted, engine }: Pick<CacheOptions, 'scheduler' | 'log' | 'eventsRestarted'> & { trace: Trace; engine: Engine },
+  { scheduler, log, trace, eventsRestarted, engine }: Pick<CacheOptions, 'scheduler' | 'log' | 'eventsRestarted'> & { trace: Notes; engine: Engine },
 ): Observable<ContainerEvent> {
   let starts = 0;
   return defer(() => {
@@ -225,7 +223,7 @@ function followEvents(
 }
 
 /** --debug: a line per container whose state the watchers now see changed, with what told it. */
-function traceChanges(trace: Trace, engine: Engine, before: ContainerView, next: ViewStep, input: ViewInput): void {
+function traceChanges(trace: Notes, engine: Engine, before: ContainerView, next: ViewStep, input: ViewInput): void {
   if (input.kind === 'pollFailed') {
     trace.note(engine.stage, `Poll ${input.poll} failed: ${input.error}`);
     return;
