@@ -106,7 +106,9 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     const creates = (round: number) => {
       const specs = Array.from({ length: 50 }, (_, i) => busybox(`run${round}_${i}`, agentName));
       stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: specs.map(addedWorkload) } } });
-      return until(() => specs.every((w) => latest.get(w.instanceName.workloadName) === 'Running(Ok)'), 300_000);
+      const running = () => specs.every((w) => latest.get(w.instanceName.workloadName) === 'Running(Ok)');
+      // The released agent has been seen to leave some of such a burst unreported: priced by its CPU within 30 s.
+      return label === 'ours' ? until(running, 300_000) : until(running, 30_000).catch(() => undefined);
     };
     figures.create = await twice(50, creates);
     const waiting = (round: number) =>
