@@ -158,6 +158,26 @@ describe("containerCache kept by Podman's events", () => {
     });
   });
 
+  it('a cache its watchers left stops following at once when the run ends, not 10 s later', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const { list } = podman(cold, () => [{ id: 'a', state: 'running' }]);
+      const source$ = hot<ContainerEvent>('');
+      const streams = { started: 0, ended: 0 };
+      const events$ = defer(() => {
+        streams.started += 1;
+        return source$.pipe(finalize(() => (streams.ended += 1)));
+      });
+      const ended$ = hot<void>('3000ms e');
+      const cache = cacheOf(list, events$, { ended$ });
+      const sub = cache.fresh().subscribe();
+      scheduler.schedule(() => sub.unsubscribe(), 1000);
+      scheduler.schedule(() => expect(streams).to.deep.equal({ started: 1, ended: 0 }), 2999);
+      scheduler.schedule(() => expect(streams).to.deep.equal({ started: 1, ended: 1 }), 3001);
+      flush();
+    });
+  });
+
   it('a died event updates the snapshot at once with its exit code; podman ps only verifies, every 10 s', () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {

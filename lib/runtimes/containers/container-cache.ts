@@ -7,6 +7,7 @@ import {
   BehaviorSubject,
   EMPTY,
   type Observable,
+  NEVER,
   ReplaySubject,
   Subject,
   type SchedulerLike,
@@ -23,6 +24,7 @@ import {
   merge,
   mergeMap,
   of,
+  race,
   repeat,
   share,
   switchMap,
@@ -77,6 +79,8 @@ interface CacheOptions {
   readonly eventsRestarted?: () => void;
   /** Whose containers the cache follows, as its log and --debug say it. */
   readonly engine: Engine;
+  /** Tells that the run is over: a cache its watchers left stops following at once, not KEEP_FOLLOWING_MS later. */
+  readonly ended$?: Observable<unknown>;
 }
 
 const SILENT: Notes = { enabled: () => false, note: () => undefined };
@@ -86,7 +90,10 @@ export function containerCache(list: () => Observable<Container[]>, events$: Obs
   // How many polls this cache started, and whether its event stream is up now (what a new watcher goes by).
   const polls = { started: 0, eventsUp: false, running: 0 };
   const snapshots$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
-    share({ connector: () => new ReplaySubject<Snapshot>(1), resetOnRefCountZero: () => timer(KEEP_FOLLOWING_MS, options.scheduler) }),
+    share({
+      connector: () => new ReplaySubject<Snapshot>(1),
+      resetOnRefCountZero: () => race(timer(KEEP_FOLLOWING_MS, options.scheduler), options.ended$ ?? NEVER),
+    }),
   );
   return {
     fresh: (ids) =>

@@ -1,6 +1,6 @@
 // How a container runtime follows its containers' states: a cache of the engine's containers (kept by its events,
 // verified by its list) and a state checker over it, on the run's clock, told to --debug and the metrics.
-import { EMPTY, type Observable, merge } from 'rxjs';
+import { EMPTY, type Observable, ReplaySubject, merge } from 'rxjs';
 import type { Container, ContainerEvent, Engine, WatchState } from '../../ports.js';
 import type { RuntimeContext } from '../base/module.js';
 import { containerCache } from './container-cache.js';
@@ -24,8 +24,12 @@ export interface ContainerSource {
  * where it has them (the agent may follow by polls alone), told by `--debug=<stage>`.
  */
 export function containerWatch(context: RuntimeContext, { engine, list, events$, early$ = EMPTY, own$ = EMPTY }: ContainerSource): WatchState {
-  const { scheduler, log, trace, config, eventsRestarted } = context;
+  const { scheduler, log, trace, config, eventsRestarted, held } = context;
+  // Replayed: a cache its watchers leave after the run ended stops at once too.
+  const ended$ = new ReplaySubject<void>(1);
+  held.add(() => ended$.next());
   const cache = containerCache(list, config.events ? events$ : undefined, {
+    ended$,
     scheduler,
     verifyMs: config.verifyMs,
     early$: config.events ? merge(early$, own$) : own$,

@@ -47,6 +47,7 @@ export function podmanModule({
         shared ??
         (own.service ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => trace.note('podman', text) }) : undefined);
       const cli = new PodmanCli(podman, service);
+      context.held.add(() => cli.dispose());
       // Started now, so that it answers by the time the agent asks for its workloads.
       service?.warm();
       // A `podman start` the agent ran comes before Podman's stream tells it (with a late died event of the run

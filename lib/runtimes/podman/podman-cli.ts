@@ -102,6 +102,12 @@ export class PodmanCli {
     );
   }
 
+  /** Lets go of the connections to the service kept open (the run is over). */
+  dispose(): void {
+    this.api?.dispose();
+    this.api = undefined;
+  }
+
   /** How many processes of Podman's CLI the agent started. */
   get calls(): number {
     return this.cli.calls;
