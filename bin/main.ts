@@ -16,7 +16,8 @@ export async function main(argv: readonly string[], { loadRun }: { readonly load
     const early = flags.manifest === undefined ? await helloFirst(flags) : undefined;
     const { run } = loadRun ? loadRun() : await import('./run.js');
     keepYoungGenerationSmall();
-    await run(flags, early);
+    // The process ends in the turn the run did (bin/exit.ts).
+    await run(flags, early, end);
   } catch (err) {
     end(isEarlyEnd(err) ? err.outcome : { code: 1, say: `ank-agent: error: ${err instanceof Error ? err.message : String(err)}\n` });
   }

@@ -45,7 +45,7 @@ import { localServer } from '../streams/local-server.js';
 import { type Connect, ServerRefused, serverLink } from '../streams/server-link.js';
 import { type Trace, noTrace, stageFilter, tracer } from '../streams/trace.js';
 import { packageVersion } from './about.js';
-import { EarlyEnd, type Outcome, end, userErrors } from './exit.js';
+import { EarlyEnd, type Outcome, userErrors } from './exit.js';
 import { RUNTIME_SETTINGS } from './settings.js';
 import { type EarlyStart, SIGNALS, readConfigFile } from './start.js';
 import type { CommandLine } from './command-line.js';
@@ -75,11 +75,19 @@ interface Setting {
 /** A reason to end that is told as it is, without "the agent failed". */
 class Ending extends Error {}
 
+/** A run under way: how it ended, once it has and all it held is let go, and its dispose, which ends it at once. */
+export interface Run {
+  readonly done: Promise<Outcome>;
+  /** Lets go of all the run holds: its subscription, pipes, runtimes, process driver, endpoint and signal handlers. */
+  readonly dispose: () => void;
+}
+
 /**
- * Runs the agent the command line asks for until it ends; `early`: the connected setting's start, done
- * before this module was loaded (bin/main.ts: the hello went out first).
+ * Runs the agent the command line asks for; `early`: the connected setting's start, done before this module was
+ * loaded (bin/main.ts: the hello went out first). `ended` hears the outcome in the very turn the run ended (the
+ * program's exit: bin/exit.ts says why it must be that turn), after the run's dispose.
  */
-export async function run(flags: CommandLine, early?: EarlyStart): Promise<void> {
+export async function run(flags: CommandLine, early?: EarlyStart, ended?: (outcome: Outcome) => void): Promise<Run> {
   const log = createLogger(flags.debug.length > 0);
   const trace = flags.debug.length > 0 ? tracer(log, stageFilter(flags.debug)) : noTrace;
   const setting = userErrors(() => (early ? connected(early, log) : standalone(flags, flags.manifest!, log)));
@@ -103,11 +111,32 @@ export async function run(flags: CommandLine, early?: EarlyStart): Promise<void>
     }),
   );
   metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running, runtimes);
-  const dispose = () => {
+  const endpoint = metrics;
+  let told!: (outcome: Outcome) => void;
+  const done = new Promise<Outcome>((resolve) => (told = resolve));
+  let releaseAgent: (() => void) | undefined;
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    releaseAgent?.();
     runtimes.dispose();
     processes.dispose();
+    endpoint?.close();
   };
-  runAgent(setting, { connectors: runtimes.connectors, dispose }, log, { scheduler, trace, metrics, running, handOverSignals: early?.handOverSignals });
+  releaseAgent = runAgent(setting, runtimes.connectors, log, { scheduler, trace, metrics, running, handOverSignals: early?.handOverSignals }, (outcome) => {
+    release();
+    told(outcome);
+    ended?.(outcome);
+  });
+  // Ended from outside: as a stop that nothing went wrong in (the promise keeps the first outcome told).
+  return {
+    done,
+    dispose: () => {
+      release();
+      told({ code: 0 });
+    },
+  };
 }
 
 /** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
@@ -135,12 +164,12 @@ interface RunParts {
 }
 
 /**
- * The drivers wired to agent(), and the one subscription; when it ends (the link ended, a signal's deadline
- * passed, or the agent failed) the Control Interfaces are closed and the process ends with its outcome. The Subject closes
- * the loop from what the agent says back into its link: the link's input is the agent's output, which no
- * stream built before it can be.
+ * The drivers wired to agent(), and the one subscription; `ended` is told how it ended (the link ended, a signal's
+ * deadline passed, or the agent failed), in that very turn. Returns what lets go of them. The Subject closes the
+ * loop from what the agent says back into its link: the link's input is the agent's output, which no stream built
+ * before it can be.
  */
-function runAgent(setting: Setting, runtimes: Pick<MadeRuntimes, 'connectors' | 'dispose'>, log: Logger, parts: RunParts): void {
+function runAgent(setting: Setting, connectors: MadeRuntimes['connectors'], log: Logger, parts: RunParts, ended: (outcome: Outcome) => void): () => void {
   const { scheduler, trace, metrics, running, handOverSignals } = parts;
   const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
@@ -150,7 +179,7 @@ function runAgent(setting: Setting, runtimes: Pick<MadeRuntimes, 'connectors' | 
     { fromServer$: setting.link(toServer$), controlInterfaces$: pipes.opened$, undelivered$: pipes.undelivered$ },
     {
       agentName: setting.name,
-      runtimes: runtimes.connectors,
+      runtimes: connectors,
       scheduler,
       prepare: (spec) => host.prepare(spec),
       release: (spec) => host.release(spec),
@@ -165,18 +194,12 @@ function runAgent(setting: Setting, runtimes: Pick<MadeRuntimes, 'connectors' | 
       running,
     },
   );
-  // The one dispose: what the run holds is let go, then the process ends.
-  const dispose = (outcome: Outcome) => {
-    pipes.closeAll();
-    runtimes.dispose();
-    end(outcome);
-  };
-  const stopOn = onSignals(log, () => {
+  const { stopOn, off } = onSignals(log, () => {
     pipes.closeAll();
     setting.stop();
     stopping$.next();
   });
-  merge(
+  const subscription = merge(
     sinks.toServer$.pipe(tap((m) => toServer$.next(m))),
     sinks.toWorkloads$.pipe(tap((frame) => pipes.write(frame))),
     sinks.metrics$.pipe(tap((event) => metrics?.apply(event))),
@@ -188,17 +211,22 @@ function runAgent(setting: Setting, runtimes: Pick<MadeRuntimes, 'connectors' | 
     .subscribe({
       error: (err: unknown) => {
         log.error(err instanceof ServerRefused || err instanceof Ending ? err.message : `The agent failed: ${String(err)}`);
-        dispose({ code: 1 });
+        ended({ code: 1 });
       },
-      complete: () => dispose({ code: 0 }),
+      complete: () => ended({ code: 0 }),
     });
   // A signal the start caught counts as come now, the link running.
   const caught = handOverSignals?.();
   if (caught) stopOn(caught);
+  return () => {
+    subscription.unsubscribe();
+    pipes.closeAll();
+    off();
+  };
 }
 
 /** SIGINT and SIGTERM, once; a second signal while stopping changes nothing. Returns what a signal does. */
-function onSignals(log: Logger, stop: () => void): (signal: NodeJS.Signals) => void {
+function onSignals(log: Logger, stop: () => void): { readonly stopOn: (signal: NodeJS.Signals) => void; readonly off: () => void } {
   let stopping = false;
   const stopOn = (signal: NodeJS.Signals) => {
     if (stopping) return;
@@ -207,7 +235,7 @@ function onSignals(log: Logger, stop: () => void): (signal: NodeJS.Signals) => v
     stop();
   };
   for (const signal of SIGNALS) process.on(signal, stopOn);
-  return stopOn;
+  return { stopOn, off: () => SIGNALS.forEach((signal) => process.off(signal, stopOn)) };
 }
 
 /** Connected to an Ankaios server over gRPC; its start (config, security, run folder, the call with its hello) is `early`'s. */

@@ -1,7 +1,7 @@
 // The agent's workload core: from the server's messages to the states of its own workloads.
 import {
   EMPTY,
-  type Observable,
+  Observable,
   type OperatorFunction,
   Subject,
   catchError,
@@ -13,6 +13,7 @@ import {
   merge,
   mergeMap,
   share,
+  takeUntil,
   tap,
 } from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
@@ -159,11 +160,25 @@ export function toCommand(op: WorkloadOperation): AddressedCommand {
   return { workloadName: operationTarget(op), command };
 }
 
-/** One control loop per workload name; a loop's group closes with the command that ends it. */
+/**
+ * One control loop per workload name; a loop's group closes with the command that ends it. Unsubscribed, it lets go
+ * of its commands at once: groupBy keeps its source while a group's duration still listens, so the source is ended
+ * first.
+ */
 export function runControlLoops(deps: ControlDeps): OperatorFunction<AddressedCommand, WorkloadState> {
   return (commands$) =>
-    commands$.pipe(
-      groupBy((c) => c.workloadName, { duration: (group) => group.pipe(filter((c) => endsLoop(c.command))) }),
-      mergeMap((group) => controlWorkload(group.pipe(map((c) => c.command)), deps, group.key)),
-    );
+    new Observable<WorkloadState>((subscriber) => {
+      const unsubscribed$ = new Subject<void>();
+      const loops = commands$
+        .pipe(
+          takeUntil(unsubscribed$),
+          groupBy((c) => c.workloadName, { duration: (group) => group.pipe(filter((c) => endsLoop(c.command))) }),
+          mergeMap((group) => controlWorkload(group.pipe(map((c) => c.command)), deps, group.key)),
+        )
+        .subscribe(subscriber);
+      return () => {
+        unsubscribed$.next();
+        loops.unsubscribe();
+      };
+    });
 }

@@ -1,0 +1,81 @@
+// The run as a value: run() gives how it ended and a dispose that lets go of all it holds. Standalone, in this
+// process, on real Podman: after the dispose no handle, child process, socket or signal handler of the run is left,
+// and its workload runs on (an agent that ends leaves its workloads running).
+import { readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect } from 'chai';
+import { readCommandLine } from '../../bin/command-line.js';
+import { run } from '../../bin/run.js';
+import { cleanup, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
+import { specFolder } from '../../scripts/harness/temp.js';
+import { until } from '../../scripts/harness/wait.js';
+
+/** This process's handles that keep it alive, by kind. */
+function handles(): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const kind of process.getActiveResourcesInfo()) counts[kind] = (counts[kind] ?? 0) + 1;
+  return counts;
+}
+const more = (before: Record<string, number>, after: Record<string, number>) =>
+  Object.fromEntries(Object.entries(after).filter(([kind, n]) => n > (before[kind] ?? 0)));
+const children = (): string[] =>
+  readdirSync(`/proc/${process.pid}/task`).flatMap((task) => readFileSync(`/proc/${process.pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean));
+const sockets = (): string[] =>
+  readdirSync('/proc/self/fd').flatMap((fd) => {
+    try {
+      const target = readlinkSync(`/proc/self/fd/${fd}`);
+      return target.startsWith('socket:') ? [target] : [];
+    } catch {
+      return [];
+    }
+  });
+const signalHandlers = () => process.listenerCount('SIGINT') + process.listenerCount('SIGTERM');
+
+describe('run() and its dispose (standalone, real Podman)', function () {
+  this.timeout(120_000);
+  before(requirePodman);
+  const agentName = uniqueAgent('run');
+  after(() => cleanup(agentName));
+
+  it('after the dispose no handle, process, socket or signal handler of the run is left; its workload runs on', async () => {
+    const folder = specFolder('ank-run-');
+    const manifest = path.join(folder, 'manifest.yaml');
+    writeFileSync(
+      manifest,
+      `apiVersion: v1\nworkloads:\n  sleeper:\n    runtime: podman\n    agent: ${agentName}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: ["sleep", "600"]\n`,
+    );
+    // Podman's service is the engine's (it outlives the agent and leaves when idle): a run of its own calls here.
+    const config = path.join(folder, 'agent.toml');
+    writeFileSync(config, "version = 'v1'\nruntimes = ['podman']\npodman_service = false\n");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const before = { handles: handles(), children: children(), sockets: sockets(), signals: signalHandlers() };
+    const stdout = process.stdout.write;
+    // The status view writes to stdout: kept out of the spec's report.
+    process.stdout.write = (() => true) as typeof process.stdout.write;
+    let running: Awaited<ReturnType<typeof run>>;
+    try {
+      running = await run(readCommandLine(['-m', manifest, '-r', folder, '-x', config]));
+      const container = 'sleeper.';
+      await until(() => podman('ps', '--filter', `label=agent=${agentName}`, '--format', '{{.Names}}').includes(container), 'the workload running', 60_000);
+      expect(signalHandlers(), 'the run handles signals').to.be.greaterThan(before.signals);
+      running.dispose();
+      expect(await running.done, 'how the run ended').to.deep.equal({ code: 0 });
+    } finally {
+      process.stdout.write = stdout;
+    }
+    await until(() => Object.keys(more(before.handles, handles())).length === 0, 'the handles of the run gone', 5000).catch(() => undefined);
+    expect(more(before.handles, handles()), 'handles left by the run').to.deep.equal({});
+    expect(
+      children().filter((pid) => !before.children.includes(pid)),
+      'processes left by the run',
+    ).to.deep.equal([]);
+    expect(
+      sockets().filter((s) => !before.sockets.includes(s)),
+      'sockets left by the run',
+    ).to.deep.equal([]);
+    expect(signalHandlers(), 'signal handlers left by the run').to.equal(before.signals);
+    expect(podman('ps', '--filter', `label=agent=${agentName}`, '--filter', 'status=running', '--format', '{{.Names}}'), 'its workload, running').to.match(
+      /^sleeper\./,
+    );
+  });
+});
