@@ -43,11 +43,23 @@ export class SystemdHost {
     private readonly pid: string,
   ) {
     this.bin = specFolder('ank-systemd-bin-');
-    for (const tool of SYSTEMD_TOOLS) {
-      const wrapper = path.join(this.bin, tool);
-      writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\nexec nsenter -t ${pid} -a ${tool} "$@"\n`);
-      chmodSync(wrapper, 0o755);
-    }
+    for (const tool of SYSTEMD_TOOLS) this.mend(tool);
+  }
+
+  /** `tool`'s wrapper runs the real one in systemd's namespaces again. */
+  mend(tool: (typeof SYSTEMD_TOOLS)[number]): void {
+    this.wrap(tool, `exec nsenter -t ${this.pid} -a ${tool} "$@"`);
+  }
+
+  /** `tool`'s wrapper fails at once (noted as a call all the same), as a tool that cannot reach systemd. */
+  break(tool: (typeof SYSTEMD_TOOLS)[number]): void {
+    this.wrap(tool, 'exit 1');
+  }
+
+  private wrap(tool: (typeof SYSTEMD_TOOLS)[number], body: string): void {
+    const wrapper = path.join(this.bin, tool);
+    writeFileSync(wrapper, `#!/bin/sh\necho ${tool} >> ${this.callLog}\n${body}\n`);
+    chmodSync(wrapper, 0o755);
   }
 
   /** Where each wrapper notes that it ran. */
