@@ -1,7 +1,7 @@
 // The run as a value: run() gives how it ended and a dispose that lets go of all it holds. Standalone, in this
-// process, on real Podman: after the dispose no handle, child process, socket or signal handler of the run is left,
-// and its workload runs on (an agent that ends leaves its workloads running).
-import { readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+// process, on real Podman: after the dispose no handle, child process (its own Podman service too), socket or signal
+// handler of the run is left, and its workload runs on (an agent that ends leaves its workloads running).
+import { existsSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { readCommandLine } from '../../bin/command-line.js';
@@ -44,9 +44,8 @@ describe('run() and its dispose (standalone, real Podman)', function () {
       manifest,
       `apiVersion: v1\nworkloads:\n  sleeper:\n    runtime: podman\n    agent: ${agentName}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: ["sleep", "600"]\n`,
     );
-    // Podman's service is the engine's (it outlives the agent and leaves when idle): a run of its own calls here.
     const config = path.join(folder, 'agent.toml');
-    writeFileSync(config, "version = 'v1'\nruntimes = ['podman']\npodman_service = false\n");
+    writeFileSync(config, "version = 'v1'\nruntimes = ['podman']\n");
     await new Promise((resolve) => setTimeout(resolve, 100));
     const before = { handles: handles(), children: children(), sockets: sockets(), signals: signalHandlers() };
     const stdout = process.stdout.write;
@@ -58,12 +57,16 @@ describe('run() and its dispose (standalone, real Podman)', function () {
       const container = 'sleeper.';
       await until(() => podman('ps', '--filter', `label=agent=${agentName}`, '--format', '{{.Names}}').includes(container), 'the workload running', 60_000);
       expect(signalHandlers(), 'the run handles signals').to.be.greaterThan(before.signals);
+      // Where the system runs no Podman service, the run starts one of its own in its folder: it is the run's to stop.
+      const system = existsSync('/run/podman/podman.sock');
+      if (!system) await until(() => existsSync(path.join(folder, `${agentName}_io`, 'podman.sock')), "the run's own Podman service", 10_000);
       running.dispose();
       expect(await running.done, 'how the run ended').to.deep.equal({ code: 0 });
     } finally {
       process.stdout.write = stdout;
     }
-    await until(() => Object.keys(more(before.handles, handles())).length === 0, 'the handles of the run gone', 5000).catch(() => undefined);
+    const gone = () => Object.keys(more(before.handles, handles())).length === 0 && children().every((pid) => before.children.includes(pid));
+    await until(gone, 'the handles and processes of the run gone', 5000).catch(() => undefined);
     expect(more(before.handles, handles()), 'handles left by the run').to.deep.equal({});
     expect(
       children().filter((pid) => !before.children.includes(pid)),

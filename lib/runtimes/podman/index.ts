@@ -43,9 +43,13 @@ export function podmanModule({
       const { cli: cliOf, config, log, trace } = context;
       // Agent config `podman_service`: false asks Podman by a process of its own for every call.
       const podman = cliOf('podman', { leftovers: PARTIAL_DOWNLOADS });
-      const service =
-        shared ??
-        (own.service ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => trace.note('podman', text) }) : undefined);
+      // The run's own service is the run's to stop; a shared one (the specs') is not.
+      const made =
+        !shared && own.service
+          ? new PodmanService({ cli: podman, folder: config.folder, systemSocket, log, note: (text) => trace.note('podman', text) })
+          : undefined;
+      if (made) context.held.add(() => made.dispose());
+      const service = shared ?? made;
       const cli = new PodmanCli(podman, service);
       context.held.add(() => cli.dispose());
       // Started now, so that it answers by the time the agent asks for its workloads.

@@ -192,7 +192,21 @@ export class PodmanService implements ServiceWay {
     })().catch((err: unknown) => this.off(`it could not be started: ${(err as Error).message}`, true));
   }
 
+  /**
+   * The run is over: the service the agent started for it is stopped (SIGTERM: Podman's own way out; the
+   * containers run on under their conmons), and none is started again. The system's service, or one an agent
+   * that ended without its dispose left, is not the run's, and stays.
+   */
+  dispose(): void {
+    const child = this.child;
+    this.child = undefined;
+    this.state = { kind: 'off', retryAt: Number.POSITIVE_INFINITY, why: 'the run is over' };
+    child?.kill('SIGTERM');
+  }
+
   private launch(socket: string): void {
+    // A start under way when the run ended launches nothing.
+    if (this.state.kind !== 'starting') return;
     let waiting = true;
     const child = serviceProcess(this.options.cli, socket, SERVICE_IDLE_S, (how) => {
       waiting = false;
