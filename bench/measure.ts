@@ -177,9 +177,10 @@ export function latestStates(stream: AgentStream): Map<string, string> {
  * released agent does its work on tokio's worker threads, Node its garbage collection and compiling on
  * threads of its own: the main thread's alone would leave those out.
  */
-/** Resolves once the process has used less than 1 ms of CPU in 300 ms: it has taken what was sent. */
-export async function settled(pid: number): Promise<void> {
-  for (let before = processCpuMs(pid); ; ) {
+/** Resolves once the process has used less than 1 ms of CPU in 300 ms (it has taken what was sent), or after `withinMs`. */
+export async function settled(pid: number, withinMs = 30_000): Promise<void> {
+  // A process that never rests (the released agent polling workloads it left unreported) is taken as it is after `withinMs`.
+  for (let before = processCpuMs(pid), waited = 0; waited < withinMs; waited += 300) {
     await sleep(300);
     const now = processCpuMs(pid);
     if (now - before < 1) return;
