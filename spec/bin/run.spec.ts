@@ -1,7 +1,7 @@
 // The run as a value: run() gives how it ended and a dispose that lets go of all it holds. Standalone, in this
 // process, on real Podman: after the dispose no handle, child process (its own Podman service too), socket or signal
 // handler of the run is left, and its workload runs on (an agent that ends leaves its workloads running).
-import { existsSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { readCommandLine } from '../../bin/command-line.js';
@@ -9,26 +9,8 @@ import { run } from '../../bin/run.js';
 import { cleanup, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { specFolder } from '../../scripts/harness/temp.js';
 import { until } from '../../scripts/harness/wait.js';
+import { children, handles, more, sockets } from '../../scripts/harness/leftovers.js';
 
-/** This process's handles that keep it alive, by kind. */
-function handles(): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const kind of process.getActiveResourcesInfo()) counts[kind] = (counts[kind] ?? 0) + 1;
-  return counts;
-}
-const more = (before: Record<string, number>, after: Record<string, number>) =>
-  Object.fromEntries(Object.entries(after).filter(([kind, n]) => n > (before[kind] ?? 0)));
-const children = (): string[] =>
-  readdirSync(`/proc/${process.pid}/task`).flatMap((task) => readFileSync(`/proc/${process.pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean));
-const sockets = (): string[] =>
-  readdirSync('/proc/self/fd').flatMap((fd) => {
-    try {
-      const target = readlinkSync(`/proc/self/fd/${fd}`);
-      return target.startsWith('socket:') ? [target] : [];
-    } catch {
-      return [];
-    }
-  });
 const signalHandlers = () => process.listenerCount('SIGINT') + process.listenerCount('SIGTERM');
 
 describe('run() and its dispose (standalone, real Podman)', function () {

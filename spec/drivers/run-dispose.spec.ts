@@ -1,6 +1,5 @@
 // What the run lets go of: the runtimes it made and its process driver, disposed, leave no process, socket or
 // timer of theirs behind (the workloads themselves run on, as they should when the agent ends).
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { expect } from 'chai';
 import { filter, firstValueFrom, lastValueFrom } from 'rxjs';
 import { makeRuntimes } from '../../bin/wiring.js';
@@ -10,32 +9,7 @@ import { podmanModule } from '../../lib/runtimes/podman/index.js';
 import { busybox, cleanup, requirePodman, specService, uniqueAgent } from '../../scripts/harness/podman.js';
 import { specFolder } from '../../scripts/harness/temp.js';
 import { until } from '../../scripts/harness/wait.js';
-
-/** This process's handles that keep it alive, by kind (timers, sockets, pipes, processes, file watchers). */
-function handles(): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const kind of process.getActiveResourcesInfo()) counts[kind] = (counts[kind] ?? 0) + 1;
-  return counts;
-}
-
-/** This process's open sockets (kept-alive connections do not keep it alive, so are no handles). */
-const sockets = (): string[] =>
-  readdirSync('/proc/self/fd').flatMap((fd) => {
-    try {
-      const target = readlinkSync(`/proc/self/fd/${fd}`);
-      return target.startsWith('socket:') ? [target] : [];
-    } catch {
-      return [];
-    }
-  });
-
-/** This process's child processes, by pid. */
-const children = (): string[] =>
-  readdirSync(`/proc/${process.pid}/task`).flatMap((task) => readFileSync(`/proc/${process.pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean));
-
-/** What `after` holds more of than `before`. */
-const more = (before: Record<string, number>, after: Record<string, number>) =>
-  Object.fromEntries(Object.entries(after).filter(([kind, n]) => n > (before[kind] ?? 0)));
+import { children, handles, more, sockets } from '../../scripts/harness/leftovers.js';
 
 describe("the run's dispose (real Podman, through the specs' Podman service)", function () {
   this.timeout(120_000);
