@@ -33,13 +33,18 @@ const failureOf = (action$: Observable<unknown>): Observable<string | undefined>
 
 /** The work of a busy state: one outcome. */
 export function worked(effect: Work, deps: EffectDeps): Observable<LoopInput> {
+  // The step found it among the runtimes before asking (all but a removal by name: see there).
   const runtime = deps.runtimes.get(effect.kind === 'removeExisting' ? effect.existing.runtime : effect.spec.runtime)!;
   switch (effect.kind) {
-    // A workload of a runtime the agent does not have was never created: only its host side goes.
-    case 'removeByName':
-      return failureOf(concat(runtime?.deleteByName?.(effect.spec.instanceName).pipe(catchError(() => EMPTY)) ?? EMPTY, deps.release(effect.spec))).pipe(
-        map((failure): LoopInput => ({ kind: 'removed', failure })),
-      );
+    case 'removeByName': {
+      // A workload of a runtime the agent does not have was never created: only its host side goes.
+      const byName$ =
+        deps.runtimes
+          .get(effect.spec.runtime)
+          ?.deleteByName?.(effect.spec.instanceName)
+          .pipe(catchError(() => EMPTY)) ?? EMPTY;
+      return failureOf(concat(byName$, deps.release(effect.spec))).pipe(map((failure): LoopInput => ({ kind: 'removed', failure })));
+    }
     case 'create': {
       const { spec } = effect;
       // Whatever failed, the workload's files go before the failure is told.
