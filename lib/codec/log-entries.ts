@@ -7,49 +7,7 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { WorkloadInstanceNameSchema } from '../../proto/gen/ank_base_pb.js';
 import type { LogEntry } from '../messages.js';
 import type { WorkloadInstanceName } from '../workload.js';
-
-const varintSize = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
-/** A length-delimited field of `size` bytes, with its tag and length. */
-const fieldSize = (size: number) => 1 + varintSize(size) + size;
-const stringFieldSize = (size: number) => (size > 0 ? fieldSize(size) : 0);
-
-/** Writes into a buffer of the exact size. */
-class Writer {
-  readonly buf: Buffer;
-  private at = 0;
-
-  constructor(size: number) {
-    this.buf = Buffer.allocUnsafe(size);
-  }
-
-  /** The tag (wire type 2) and length of a length-delimited field. */
-  field(field: number, size: number): this {
-    this.varint((field << 3) | 2);
-    this.varint(size);
-    return this;
-  }
-
-  string(field: number, text: string, size: number): void {
-    if (size === 0) return;
-    this.field(field, size);
-    this.at += this.buf.write(text, this.at);
-  }
-
-  bytes(field: number, bytes: Uint8Array): void {
-    this.field(field, bytes.length);
-    this.buf.set(bytes, this.at);
-    this.at += bytes.length;
-  }
-
-  private varint(n: number): void {
-    let value = n;
-    while (value >= 0x80) {
-      this.buf[this.at++] = (value & 0x7f) | 0x80;
-      value >>>= 7;
-    }
-    this.buf[this.at++] = value;
-  }
-}
+import { Writer, fieldSize, stringFieldSize } from './proto-writer.js';
 
 /** A ToServer with a LogEntriesResponse of `entries` for `requestId`, encoded. */
 export function encodeLogEntries(requestId: string, entries: readonly LogEntry[]): Uint8Array {

@@ -20,6 +20,7 @@ import type {
 } from '../workload.js';
 import { encodeAgentLoadStatus } from './hello.js';
 import { encodeLogEntries } from './log-entries.js';
+import { encodeWorkloadStates } from './state-updates.js';
 import { type WireWorkloadState, workloadStatesOf } from './workload-states.js';
 import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY } from './tables.js';
 
@@ -282,13 +283,19 @@ export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) =>
   }
 }
 
-/** What the agent says to the server, as the bytes of a grpc_api.ToServer (log entries, the bulk of it, without reflection). */
-export const toServerBytes = (m: ToServer): Uint8Array =>
-  m.kind === 'logEntries'
-    ? encodeLogEntries(m.requestId, m.entries)
-    : m.kind === 'agentLoadStatus'
-      ? encodeAgentLoadStatus(m.agentName, m.cpuUsage, m.freeMemory)
-      : toBinary(grpc.ToServerSchema, toServerMessage(m));
+/** What the agent says to the server, as the bytes of a grpc_api.ToServer (its frequent messages without reflection). */
+export function toServerBytes(m: ToServer): Uint8Array {
+  switch (m.kind) {
+    case 'logEntries':
+      return encodeLogEntries(m.requestId, m.entries);
+    case 'updateWorkloadState':
+      return encodeWorkloadStates(m.states);
+    case 'agentLoadStatus':
+      return encodeAgentLoadStatus(m.agentName, m.cpuUsage, m.freeMemory);
+    default:
+      return toBinary(grpc.ToServerSchema, toServerMessage(m));
+  }
+}
 
 export function toServerMessage(m: ToServer): grpc.ToServer {
   switch (m.kind) {
