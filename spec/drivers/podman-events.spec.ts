@@ -91,6 +91,25 @@ describe("container states from Podman's events (real Podman)", function () {
     }
   });
 
+  it("only the events that change a container's state come: an exec in it, as a health check runs one, makes no line", async () => {
+    const cli = harnessPodman();
+    const lines: string[] = [];
+    const sub = cli.containerEvents(['start', 'died']).subscribe((line) => lines.push(line));
+    try {
+      await new Promise((r) => setTimeout(r, 500)); // the stream is up
+      const id = exitingContainer(0);
+      podman('exec', id, '/bin/true');
+      await until(() => lines.some((l) => l.includes('"died"') && l.includes(id)), 'the died event');
+      const statuses = lines
+        .map((l) => JSON.parse(l) as { ID: string; Status: string })
+        .filter((e) => e.ID === id)
+        .map((e) => e.Status);
+      expect(statuses).to.deep.equal(['start', 'died']);
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
   // swdd~podman-state-getter-reset-cache~1
   it("Podman's start event names the container and carries its labels: enough for the cache to show a new workload's container", async () => {
     const seen: ContainerEvent[] = [];

@@ -21,11 +21,11 @@ const PODMAN_CHANGES: Readonly<Record<string, ContainerChange>> = {
 
 /**
  * Podman's container events from one long-running `podman events` (no periodic calls): a `died` event
- * carries the exit code. Ends when the process ends (the cache starts it again); lines that are no
- * event are passed over.
+ * carries the exit code. Podman passes on only the events above: an exec, a health check or a stop makes no
+ * line to read. Ends when the process ends (the cache starts it again); lines that are no event are passed over.
  */
 export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
-  return cli.containerEvents().pipe(
+  return cli.containerEvents(Object.keys(PODMAN_CHANGES)).pipe(
     mergeMap((line): ContainerEvent[] => {
       try {
         const e = JSON.parse(line) as {

@@ -255,9 +255,9 @@ export class PodmanCli {
     return this.cli.lines('pod' in of ? ['pod', 'logs', ...options, of.pod] : ['logs', ...options, of.container], paused$);
   }
 
-  /** Podman's container events, a JSON object a line, as they happen. */
-  containerEvents(): Observable<string> {
-    return this.cli.lines(['events', '--format', 'json', '--filter', 'type=container']);
+  /** Podman's container events of the statuses given (all when none), a JSON object a line, as they happen. */
+  containerEvents(statuses: readonly string[]): Observable<string> {
+    return this.cli.lines(['events', '--format', 'json', '--filter', 'type=container', ...statuses.flatMap((s) => ['--filter', `event=${s}`])]);
   }
 
   /** An image's id and names in the storage `storage` chooses; undefined when it is not there. */
