@@ -1,6 +1,6 @@
 // The image collector's rules (lib/runtimes/containers/image-gc.ts) on a fake engine and a clock of the spec's own.
 import { expect } from 'chai';
-import { Subject, Subscription, VirtualAction, VirtualTimeScheduler, lastValueFrom, of, throwError } from 'rxjs';
+import { Subject, Subscription, VirtualAction, VirtualTimeScheduler, lastValueFrom, mergeMap, of, throwError, timer } from 'rxjs';
 import { ImageCollector, type ImageEngine, type ImageNames } from '../../lib/runtimes/containers/image-gc.js';
 import { ImageRecord } from '../../lib/runtimes/containers/image-record.js';
 import type { ImagePull } from '../../lib/runtimes/containers/images.js';
@@ -183,6 +183,21 @@ describe('the image collector (lib/runtimes/containers/image-gc.ts)', () => {
     expect(b.state.names.at(-1)).to.equal(b.state.names[0].replace(/^tag shared:1 /, 'untag '));
     expect(await collect(a.gc)).to.equal(1);
     expect(a.removed).to.deep.equal(['shared:1 id-shared:1']);
+  });
+
+  // rx~image-gc~1
+  it('gives an image its hold name once when the workloads that wait for it ask at once, and each of them hears when it is given', () => {
+    const scheduler = new VirtualTimeScheduler(VirtualAction, 10_000);
+    const b = fake({}, scheduler);
+    b.state.images.set('shared:1', { id: 'id-shared', names: ['shared:1'] });
+    const tag = b.engine.tag;
+    // The engine takes a while to give the name: the second workload asks meanwhile.
+    (b.engine as { tag: ImageEngine['tag'] }).tag = (...args) => timer(100, scheduler).pipe(mergeMap(() => tag(...args)));
+    const given: string[] = [];
+    for (const workload of ['first', 'second']) b.gc.hold(pull('shared:1')).subscribe({ complete: () => given.push(workload) });
+    scheduler.flush();
+    expect(b.state.names, 'one tag').to.have.length(1);
+    expect(given).to.deep.equal(['first', 'second']);
   });
 
   // rx~image-gc~1

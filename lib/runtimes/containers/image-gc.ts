@@ -20,6 +20,7 @@ import {
   concat,
   defer,
   exhaustMap,
+  finalize,
   forkJoin,
   from,
   ignoreElements,
@@ -27,6 +28,7 @@ import {
   mergeMap,
   of,
   reduce,
+  share,
   switchMap,
   takeWhile,
   tap,
@@ -136,6 +138,8 @@ export class ImageCollector {
   private readonly wanted = new Map<string, number>();
   /** The hold names this agent gave images it waits for and did not pull (by storage and image), each let go of in WANTED_MS. */
   private readonly holds = new Map<string, { readonly name: string; readonly storage: readonly string[]; readonly expiry: Subscription }>();
+  /** The hold names being given (by storage and image): a workload that waits for the same image waits for that one. */
+  private readonly giving = new Map<string, Observable<never>>();
 
   constructor(
     private readonly engine: ImageEngine,
@@ -175,21 +179,34 @@ export class ImageCollector {
       const key = wantedKey(pull);
       const ours = this.record.of(this.engine.name).some((r) => r.image === pull.image && r.storage.join('\0') === pull.storage.join('\0'));
       if (ours || this.holds.has(key)) return EMPTY;
-      const name = `${HOLD_REPOSITORY}:${this.holder}-${digestOf(key)}`;
-      return this.engine.tag(pull.storage, pull.image, name).pipe(
-        tap(() => {
-          const expiry = timer(WANTED_MS, this.scheduler).subscribe(() => this.letGo(key));
-          this.held.add(expiry);
-          this.holds.set(key, { name, storage: pull.storage, expiry });
-          this.observer.note?.(`${this.engine.name}: held ${pull.image} as ${name} while a workload waits for it`);
-        }),
-        ignoreElements(),
-        catchError((err: unknown) => {
-          this.observer.note?.(`${this.engine.name}: ${pull.image} not held: ${(err as Error).message}`);
-          return EMPTY;
-        }),
-      );
+      let giving = this.giving.get(key);
+      if (!giving) {
+        giving = this.give(key, pull).pipe(
+          finalize(() => this.giving.delete(key)),
+          share(),
+        );
+        this.giving.set(key, giving);
+      }
+      return giving;
     });
+  }
+
+  /** Gives `pull`'s image the hold name of `key`, let go of in WANTED_MS. */
+  private give(key: string, pull: ImagePull): Observable<never> {
+    const name = `${HOLD_REPOSITORY}:${this.holder}-${digestOf(key)}`;
+    return this.engine.tag(pull.storage, pull.image, name).pipe(
+      tap(() => {
+        const expiry = timer(WANTED_MS, this.scheduler).subscribe(() => this.letGo(key));
+        this.held.add(expiry);
+        this.holds.set(key, { name, storage: pull.storage, expiry });
+        this.observer.note?.(`${this.engine.name}: held ${pull.image} as ${name} while a workload waits for it`);
+      }),
+      ignoreElements(),
+      catchError((err: unknown) => {
+        this.observer.note?.(`${this.engine.name}: ${pull.image} not held: ${(err as Error).message}`);
+        return EMPTY;
+      }),
+    );
   }
 
   /** Takes the hold name of `key` (if any) from its image; kept by the run until done. */
