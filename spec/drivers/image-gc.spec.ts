@@ -6,7 +6,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, SLEEP_UNTIL_STOPPED, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
-import { HOLD_REPOSITORY } from '../../lib/runtimes/containers/image-gc.js';
+import { HOLD_REPOSITORY } from '../../lib/runtimes/containers/image-holds.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
 import { Registry, hasRegistry } from '../../scripts/harness/registry.js';
 import { until } from '../../scripts/harness/wait.js';

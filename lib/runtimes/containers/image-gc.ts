@@ -7,7 +7,7 @@
 // pulled and no other name was given to it. A user's images (one tagged anew under a reference the agent once
 // pulled included), and any image a container (of any agent or user) uses, are never removed; a removal Podman
 // or nerdctl refuses is left. An image a workload waits for that the agent did not pull is held by a name of its
-// own meanwhile (HOLD_REPOSITORY), so that another agent of the same store keeps it too.
+// own meanwhile (./image-holds.ts), so that another agent of the same store keeps it too.
 import { statfsSync } from 'node:fs';
 import {
   AsyncSubject,
@@ -20,7 +20,6 @@ import {
   concat,
   defer,
   exhaustMap,
-  finalize,
   forkJoin,
   from,
   ignoreElements,
@@ -28,31 +27,17 @@ import {
   mergeMap,
   of,
   reduce,
-  share,
   switchMap,
   takeWhile,
   tap,
   throwError,
-  timer,
 } from 'rxjs';
 import type { ImagePull } from './images.js';
 import type { Container } from '../../ports.js';
 import type { ImageGcSettings } from '../../config.js';
 import type { RuntimeContext } from '../base/module.js';
-import { MAX_RECORDED, ImageRecord, type Recorded } from './image-record.js';
-import { instanceId } from '../../workload.js';
-
-/**
- * How long an image a workload waits for (pulled ahead, its create not done yet) is kept without a container: a
- * workload deleted while it waits tells the collector nothing, so the mark ends by itself.
- */
-const WANTED_MS = 60 * 60_000;
-
-/**
- * The repository of the names an agent gives an image another pulled while a workload of its own waits for it:
- * another agent's collector keeps an image with such a name (and forgets none for it).
- */
-export const HOLD_REPOSITORY = 'localhost/ankaios-hold';
+import { ImageRecord, type Recorded } from './image-record.js';
+import { ImageHolds, type NamingEngine, digestOf, isHold } from './image-holds.js';
 
 /** The image a reference names: its id and every name it has (the reference among them). */
 export interface ImageNames {
@@ -61,9 +46,7 @@ export interface ImageNames {
 }
 
 /** What the collector asks of an engine, for one storage (the CLI's general options, a containerd's namespace). */
-export interface ImageEngine {
-  /** Its name in the record and in messages (`podman`, `containerd`). */
-  readonly name: string;
+export interface ImageEngine extends NamingEngine {
   /** The references and ids of the images every container of the storage uses, stopped ones too. */
   imagesInUse(storage: readonly string[]): Observable<ReadonlySet<string>>;
   /** The image `image` names now; undefined when it names none. */
@@ -77,10 +60,6 @@ export interface ImageEngine {
    * engine without such a log has none.
    */
   pullsSince?(storage: readonly string[], image: string, sinceMs: number): Observable<number>;
-  /** Gives the image `image` names the further name `name`. */
-  tag(storage: readonly string[], image: string, name: string): Observable<unknown>;
-  /** Takes the name `name` from its image, never the image. */
-  untag(storage: readonly string[], name: string): Observable<unknown>;
 }
 
 /** What the agent's own pull of an image told: when the agent found it missing, and the id the pull printed, if any. */
@@ -89,8 +68,6 @@ export interface PullReport {
   readonly printed?: string;
 }
 
-const wantedKey = ({ storage, image }: { readonly storage: readonly string[]; readonly image: string }) => `${storage.join('\0')}\0\0${image}`;
-
 /** Why a recorded image is no longer the agent's to remove, or undefined while it is. */
 function notOurs(r: Recorded, now: ImageNames | undefined): string | undefined {
   if (!now) return 'it is gone';
@@ -98,8 +75,6 @@ function notOurs(r: Recorded, now: ImageNames | undefined): string | undefined {
   const others = now.names.filter((name) => name !== r.image && !isHold(name));
   return others.length > 0 ? `it has other names too (${others.join(', ')})` : undefined;
 }
-
-const isHold = (name: string) => name.startsWith(`${HOLD_REPOSITORY}:`);
 
 /** The image id in what a pull printed last, if it printed one (Podman's `pull --quiet`; nerdctl's prints none). */
 const printedId = (printed: string | undefined) => (printed && /^(sha256:)?[0-9a-f]{12,64}$/.test(printed) ? printed.replace(/^sha256:/, '') : undefined);
@@ -134,12 +109,8 @@ export interface ImageGcObserver {
 
 export class ImageCollector {
   private timer?: Subscription;
-  /** Images a workload of this agent names and waits for (by storage and image), and since when. */
-  private readonly wanted = new Map<string, number>();
-  /** The hold names this agent gave images it waits for and did not pull (by storage and image), each let go of in WANTED_MS. */
-  private readonly holds = new Map<string, { readonly name: string; readonly storage: readonly string[]; readonly expiry: Subscription }>();
-  /** The hold names being given (by storage and image): a workload that waits for the same image waits for that one. */
-  private readonly giving = new Map<string, Observable<never>>();
+  /** What keeps the images this agent's workloads wait for. */
+  private readonly holds: ImageHolds;
 
   constructor(
     private readonly engine: ImageEngine,
@@ -151,81 +122,32 @@ export class ImageCollector {
     /** Where its timer and its recordings under way are held: the run lets go of them when it ends. */
     private readonly held: Subscription = new Subscription(),
     /** What tells this agent's hold names from another's (the same across its restarts). */
-    private readonly holder = 'agent',
+    holder = 'agent',
   ) {
+    this.holds = new ImageHolds(engine, (pull) => this.pulledByAgent(pull), scheduler, held, holder, observer.note);
     if (record.of(engine.name).length > 0) this.schedule();
   }
 
   /** A workload names `pull`'s image and its create is still to come: no collection takes it meanwhile. */
   want(pull: ImagePull): void {
-    this.wanted.delete(wantedKey(pull));
-    this.wanted.set(wantedKey(pull), this.now());
-    // Bounded: the oldest marks go first.
-    if (this.wanted.size > MAX_RECORDED) this.wanted.delete(this.wanted.keys().next().value!);
+    this.holds.want(pull);
   }
 
   /** The create that wanted `pull`'s image is done: its container keeps the image from now on. */
   created(pull: ImagePull): void {
-    this.wanted.delete(wantedKey(pull));
-    this.letGo(wantedKey(pull));
+    this.holds.created(pull);
   }
 
   /**
    * A workload of this agent waits for `pull`'s image, which is there: unless the agent pulled it, it gets a hold
-   * name until the create (or WANTED_MS), so that the collector of another agent that pulled it keeps it meanwhile.
+   * name until the create, so that the collector of another agent that pulled it keeps it meanwhile.
    */
   hold(pull: ImagePull): Observable<never> {
-    return defer(() => {
-      const key = wantedKey(pull);
-      const ours = this.record.of(this.engine.name).some((r) => r.image === pull.image && r.storage.join('\0') === pull.storage.join('\0'));
-      if (ours || this.holds.has(key)) return EMPTY;
-      let giving = this.giving.get(key);
-      if (!giving) {
-        giving = this.give(key, pull).pipe(
-          finalize(() => this.giving.delete(key)),
-          share(),
-        );
-        this.giving.set(key, giving);
-      }
-      return giving;
-    });
+    return this.holds.hold(pull);
   }
 
-  /** Gives `pull`'s image the hold name of `key`, let go of in WANTED_MS. */
-  private give(key: string, pull: ImagePull): Observable<never> {
-    const name = `${HOLD_REPOSITORY}:${this.holder}-${digestOf(key)}`;
-    return this.engine.tag(pull.storage, pull.image, name).pipe(
-      tap(() => {
-        const expiry = timer(WANTED_MS, this.scheduler).subscribe(() => this.letGo(key));
-        this.held.add(expiry);
-        this.holds.set(key, { name, storage: pull.storage, expiry });
-        this.observer.note?.(`${this.engine.name}: held ${pull.image} as ${name} while a workload waits for it`);
-      }),
-      ignoreElements(),
-      catchError((err: unknown) => {
-        this.observer.note?.(`${this.engine.name}: ${pull.image} not held: ${(err as Error).message}`);
-        return EMPTY;
-      }),
-    );
-  }
-
-  /** Takes the hold name of `key` (if any) from its image; kept by the run until done. */
-  private letGo(key: string): void {
-    const hold = this.holds.get(key);
-    if (!hold) return;
-    this.holds.delete(key);
-    hold.expiry.unsubscribe();
-    this.held.add(
-      this.engine
-        .untag(hold.storage, hold.name)
-        .pipe(catchError(() => EMPTY))
-        .subscribe(),
-    );
-  }
-
-  private isWanted(storage: readonly string[], image: string): boolean {
-    const since = this.wanted.get(wantedKey({ storage, image }));
-    return since !== undefined && this.now() - since < WANTED_MS;
+  private pulledByAgent(pull: ImagePull): boolean {
+    return this.record.of(this.engine.name).some((r) => r.image === pull.image && r.storage.join('\0') === pull.storage.join('\0'));
   }
 
   /**
@@ -323,7 +245,7 @@ export class ImageCollector {
       .sort((a, b) => a.pulledAt - b.pulledAt);
     if (oldEnough.length === 0) return of(0);
     return this.engine.imagesInUse(storage).pipe(
-      switchMap((inUse) => from(oldEnough.filter((r) => !inUse.has(r.image) && !inUse.has(r.id) && !this.isWanted(storage, r.image)))),
+      switchMap((inUse) => from(oldEnough.filter((r) => !inUse.has(r.image) && !inUse.has(r.id) && !this.holds.isWanted(storage, r.image)))),
       mergeMap((r) => this.removeOne(r), 1),
       reduce((sum, n) => sum + n, 0),
       catchError((err: unknown) => {
@@ -412,6 +334,3 @@ export function imageCollector({ config, trace, images, log, scheduler, held }: 
   };
   return new ImageCollector(engine, record, config.imageGc, observer, scheduler, held, `agent-${digestOf(config.folder ?? '')}`);
 }
-
-/** A short digest of `text` for a name's part (8 hex digits). */
-const digestOf = (text: string): string => instanceId(text).slice(0, 8);
