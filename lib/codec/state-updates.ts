@@ -8,20 +8,13 @@
 import { ExecutionStateSchema } from '../../proto/gen/ank_base_pb.js';
 import type { ExecutionState } from '../execution-state.js';
 import type { WorkloadState } from '../messages.js';
-import { EXECUTION_STATE } from './tables.js';
+import { wireExecutionState } from './tables.js';
 import { Writer, fieldSize, stringFieldSize, varintSize } from './proto-writer.js';
 
-/** Each state's field in ExecutionState's oneof, and its substates' numbers. */
-const ONEOF = new Map(
-  Object.entries(EXECUTION_STATE).map(([state, row]) => [
-    state,
-    { field: ExecutionStateSchema.field[row.case].number, substates: new Map(Object.entries(row.substates).map(([n, name]) => [name, Number(n)])) },
-  ]),
-);
-
+/** A state's member of ExecutionState's oneof: its field number and substate number. */
 const oneofOf = (s: ExecutionState) => {
-  const row = ONEOF.get(s.state)!;
-  return { field: row.field, value: row.substates.get(s.substate)! };
+  const wire = wireExecutionState(s);
+  return { field: ExecutionStateSchema.field[wire.case].number, value: wire.value };
 };
 
 /** A ToServer with an UpdateWorkloadState of `states`, encoded. */

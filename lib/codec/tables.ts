@@ -71,3 +71,13 @@ export const EXECUTION_STATE: { readonly [S in ExecutionState['state']]: { reado
     NotScheduled: { case: 'notScheduled', substates: { 0: 'NotScheduled' } },
     Removed: { case: 'removed', substates: { 0: 'Removed' } },
   };
+
+/** Each state's substate numbers by name (the table's other way round). */
+const SUBSTATE_NUMBERS = new Map(
+  Object.entries(EXECUTION_STATE).map(([state, row]) => [state, new Map(Object.entries(row.substates).map(([n, name]) => [name, Number(n)]))]),
+);
+
+/** A domain state on the wire: its oneof case and substate number. */
+export function wireExecutionState(s: ExecutionState): { readonly case: StateCase; readonly value: number } {
+  return { case: EXECUTION_STATE[s.state].case, value: SUBSTATE_NUMBERS.get(s.state)!.get(s.substate)! };
+}

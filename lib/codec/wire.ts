@@ -22,7 +22,7 @@ import { encodeAgentLoadStatus } from './hello.js';
 import { encodeLogEntries } from './log-entries.js';
 import { encodeWorkloadStates } from './state-updates.js';
 import { type WireWorkloadState, workloadStatesOf } from './workload-states.js';
-import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY } from './tables.js';
+import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY, wireExecutionState } from './tables.js';
 
 /** A message the agent cannot use; the text says why. */
 export class MalformedMessage extends Error {}
@@ -150,11 +150,9 @@ export function deletedWorkloadFrom(d: grpc.DeletedWorkload): DeletedWorkload {
 // ---- execution states ---------------------------------------------------------------------------
 
 export function executionStateTo(s: ExecutionState): pb.ExecutionState {
-  const { case: c, substates } = EXECUTION_STATE[s.state];
-  const value = Number(Object.entries(substates).find(([, name]) => name === s.substate)![0]);
   return create(pb.ExecutionStateSchema, {
     additionalInfo: s.additionalInfo,
-    ExecutionStateEnum: { case: c, value } as pb.ExecutionState['ExecutionStateEnum'],
+    ExecutionStateEnum: wireExecutionState(s) as pb.ExecutionState['ExecutionStateEnum'],
   });
 }
 
