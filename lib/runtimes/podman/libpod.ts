@@ -2,8 +2,12 @@
 // (the rows `podman ps --format=json` prints alike), their figures, a container removed, stopped or started,
 // and whether an image is there. Each answer typed; a failure of the way (no connection, no answer in time,
 // an answer other than the API's) is a RouteLost: the caller asks the CLI instead, which says what is wrong.
-import http from 'node:http';
+import { AnswerCut, RouteLost, UnixHttp, oneShot } from '../../drivers/unix-http.js';
 import type { Container, ContainerFigures } from '../../ports.js';
+
+// A failure of the way is not the engine's answer: the call is made again by the CLI (and a cut answer ends the
+// service's turn whatever its ping says: Podman's remote client spins for ever on one).
+export { AnswerCut, RouteLost };
 
 /** The API's version in each path: Podman 4.0's, which every later Podman answers. */
 const API = '/v4.0.0/libpod';
@@ -31,23 +35,16 @@ export interface PodmanRow {
 /** A container's figures, with its id (to find its pod). */
 export type FiguresRow = ContainerFigures & { readonly ContainerID?: string };
 
-/** The way to the service failed (not the engine's answer): the call is made again by the CLI. */
-export class RouteLost extends Error {}
-
-/**
- * An answer the service began and did not finish: the way is broken, whatever its ping says (Podman's remote
- * client spins for ever on such an answer).
- */
-export class AnswerCut extends RouteLost {}
-
 export class Libpod {
-  private readonly connections = new http.Agent({ keepAlive: true, timeout: IDLE_CONNECTION_MS, maxSockets: 8 });
+  private readonly connections: UnixHttp;
 
-  constructor(readonly socket: string) {}
+  constructor(readonly socket: string) {
+    this.connections = new UnixHttp(socket, { maxConnections: 8, idleMs: IDLE_CONNECTION_MS, maxAnswerBytes: MAX_ANSWER_BYTES });
+  }
 
   /** Closes the connections kept open. */
   dispose(): void {
-    this.connections.destroy();
+    this.connections.dispose();
   }
 
   /** Every container, or those `filters` (key=value, as `--filter` takes them) choose. */
@@ -74,7 +71,7 @@ export class Libpod {
   async act(action: 'remove' | 'stop' | 'start', id: string, deadlineMs: number): Promise<boolean> {
     const container = `/containers/${encodeURIComponent(id)}`;
     const [method, url] = action === 'remove' ? ['DELETE', `${container}?force=true`] : ['POST', `${container}/${action}`];
-    const { status, body } = await request(this.socket, this.connections, method, API + url, deadlineMs);
+    const { status, body } = await this.connections.request(method, API + url, deadlineMs);
     if (status === 404) return false;
     // 304: already stopped or already running.
     if (status !== 304) okOrLost(status, body);
@@ -83,14 +80,14 @@ export class Libpod {
 
   /** Whether the image `image` is in the service's storage. */
   async imageExists(image: string, deadlineMs: number): Promise<boolean> {
-    const { status, body } = await request(this.socket, this.connections, 'GET', `${API}/images/${encodeURIComponent(image)}/exists`, deadlineMs);
+    const { status, body } = await this.connections.request('GET', `${API}/images/${encodeURIComponent(image)}/exists`, deadlineMs);
     if (status === 404) return false;
     okOrLost(status, body);
     return true;
   }
 
   private async ok(method: string, url: string, deadlineMs: number): Promise<string> {
-    const { status, body } = await request(this.socket, this.connections, method, API + url, deadlineMs);
+    const { status, body } = await this.connections.request(method, API + url, deadlineMs);
     return okOrLost(status, body);
   }
 }
@@ -98,8 +95,8 @@ export class Libpod {
 /** Whether `socket` answers Podman's ping as Podman does (its API version in the answer), within `withinMs`. */
 export async function ping(socket: string, withinMs: number): Promise<boolean> {
   try {
-    const { status, headers } = await request(socket, false, 'GET', '/_ping', withinMs);
-    return status === 200 && typeof headers['libpod-api-version'] === 'string';
+    const { status, headers } = await oneShot(socket, 'GET', '/_ping', withinMs);
+    return status === 200 && headers.has('libpod-api-version');
   } catch {
     return false;
   }
@@ -125,57 +122,6 @@ function listOf<T>(body: string): T[] {
 function okOrLost(status: number, body: string): string {
   if (status >= 200 && status < 300) return body;
   throw new RouteLost(`the service answered ${status}: ${body.slice(0, 200)}`);
-}
-
-/**
- * A request without a body on the socket, within `deadlineMs`, on a connection of `connections` (false: one of
- * its own); a failure of the way is a RouteLost. It settles on every way an answer can end: whole, cut after its
- * headers (the connection closed, reset or aborted), too large, or not at all within the deadline, which covers
- * the body too. A kept connection the service closed as it was taken is replaced once by a new one.
- */
-function request(
-  socket: string,
-  connections: http.Agent | false,
-  method: string,
-  url: string,
-  deadlineMs: number,
-): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const settle = (outcome: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      outcome();
-    };
-    const lost = (why: string, Failure = RouteLost) =>
-      settle(() => {
-        asked.destroy();
-        reject(new Failure(why));
-      });
-    let answered = false;
-    const asked = http.request({ socketPath: socket, method, path: url, agent: connections, headers: { host: 'd' } }, (response) => {
-      answered = true;
-      const chunks: Buffer[] = [];
-      let size = 0;
-      response.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) lost(`an answer of more than ${MAX_ANSWER_BYTES} bytes`);
-        else chunks.push(chunk);
-      });
-      response.on('end', () => settle(() => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() })));
-      response.on('error', (err) => lost(`the answer was cut: ${err.message}`, AnswerCut));
-      response.on('close', () => lost('the connection closed before the answer was whole', AnswerCut));
-    });
-    const timer = setTimeout(() => lost(`no answer within ${deadlineMs / 1000} s`), deadlineMs);
-    asked.on('error', (err: NodeJS.ErrnoException) => {
-      if (settled) return;
-      if (asked.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) settle(() => resolve(request(socket, false, method, url, deadlineMs)));
-      else lost(err.message);
-    });
-    asked.on('close', () => lost('the connection closed before an answer was whole', answered ? AnswerCut : RouteLost));
-    asked.end();
-  });
 }
 
 /** A row of Podman's list as the container cache holds it. */
