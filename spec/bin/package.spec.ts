@@ -56,7 +56,7 @@ describe('the package for a node (npm pack, installed offline, the README follow
     for (const child of children.splice(0)) child.kill('SIGKILL');
   });
 
-  it('holds the built agent (its start, its run and the code cache of its run), the entry, the unit, README and LICENSE, and nothing of the sources, specs or bench', () => {
+  it('holds the built agent (its start, its run and the code cache of its run, its logging and metrics libraries), the entry, the unit, README and LICENSE, and nothing of the sources, specs or bench', () => {
     const files = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).trim().split('\n').sort();
     expect(files).to.deep.equal(
       [
@@ -68,6 +68,7 @@ describe('the package for a node (npm pack, installed offline, the README follow
         'dist/bin/ank-agent-run.cjs',
         'dist/bin/ank-agent.cjs',
         'dist/bin/prom-client.cjs',
+        'dist/bin/winston.cjs',
         'dist/lib/defaults.js',
         'package.json',
         'scripts/ank-agent.service',
