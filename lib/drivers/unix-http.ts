@@ -18,7 +18,7 @@ export interface Answer {
   readonly body: string;
 }
 
-/** The most a head may hold, and a chunk's size line or a trailer. */
+/** The most a head may hold, and a chunk's size line or a trailer (all of them with the body: its most and a head's). */
 const MAX_HEAD_BYTES = 64 * 1024;
 const MAX_LINE_BYTES = 1024;
 const CRLF = Buffer.from('\r\n');
@@ -41,6 +41,12 @@ class AnswerReader {
   private chunkLeft = 0;
   private readonly parts: Buffer[] = [];
   private size = 0;
+  /** Every byte of the answer so far, head and framing included. */
+  private received = 0;
+  /** The head's bytes while it is not whole, and the last bytes of them (its end may come split). */
+  private headParts: Buffer[] = [];
+  private headBytes = 0;
+  private headTail: Buffer = Buffer.alloc(0);
 
   constructor(
     private readonly method: string,
@@ -61,7 +67,11 @@ class AnswerReader {
   }
 
   feed(bytes: Buffer): boolean {
-    this.pending = this.pending.length === 0 ? bytes : Buffer.concat([this.pending, bytes]);
+    this.received += bytes.length;
+    if (this.received > MAX_HEAD_BYTES + this.maxBodyBytes) throw new RouteLost(`an answer of more than ${this.maxBodyBytes} bytes`);
+    if (this.phase === 'head') {
+      if (!this.headIn(bytes)) return false;
+    } else this.pending = this.pending.length === 0 ? bytes : Buffer.concat([this.pending, bytes]);
     while (this.phase !== 'done') {
       if (!this.step()) return false;
     }
@@ -69,16 +79,31 @@ class AnswerReader {
     return true;
   }
 
-  /** One step of the answer; false when it needs more bytes. */
+  /**
+   * Whether the head is whole with `bytes`: then it is read, and what follows it is pending. Each byte is looked at
+   * once and the head copied once, however it comes (a byte at a time, too).
+   */
+  private headIn(bytes: Buffer): boolean {
+    const probe = this.headTail.length === 0 ? bytes : Buffer.concat([this.headTail, bytes]);
+    const at = probe.indexOf(HEAD_END);
+    const end = at < 0 ? -1 : this.headBytes - this.headTail.length + at;
+    this.headParts.push(bytes);
+    this.headBytes += bytes.length;
+    if (end > MAX_HEAD_BYTES || (end < 0 && this.headBytes > MAX_HEAD_BYTES)) throw new RouteLost(`the service's head is longer than ${MAX_HEAD_BYTES} bytes`);
+    if (end < 0) {
+      this.headTail = Buffer.from(probe.subarray(Math.max(0, probe.length - (HEAD_END.length - 1))));
+      return false;
+    }
+    const whole = this.headParts.length === 1 ? bytes : Buffer.concat(this.headParts);
+    this.headParts = [];
+    this.readHead(whole.toString('latin1', 0, end));
+    this.pending = whole.subarray(end + HEAD_END.length);
+    return true;
+  }
+
+  /** One step of the answer after its head; false when it needs more bytes. */
   private step(): boolean {
     switch (this.phase) {
-      case 'head': {
-        const end = this.pending.indexOf(HEAD_END);
-        if (end < 0) return this.waitFor(MAX_HEAD_BYTES, 'head');
-        this.readHead(this.pending.toString('latin1', 0, end));
-        this.pending = this.pending.subarray(end + HEAD_END.length);
-        return true;
-      }
       case 'body': {
         if (this.framing.by === 'length') {
           this.framing.left -= this.take(this.framing.left);
@@ -158,19 +183,12 @@ class AnswerReader {
   /** A line of the pending bytes, taken off them; undefined while it has not come whole. */
   private line(what: string): string | undefined {
     const end = this.pending.indexOf(CRLF);
-    if (end < 0) {
-      this.waitFor(MAX_LINE_BYTES, what);
-      return undefined;
-    }
-    if (end > MAX_LINE_BYTES) throw new RouteLost(`the service's ${what} is longer than ${MAX_LINE_BYTES} bytes`);
+    if (end > MAX_LINE_BYTES || (end < 0 && this.pending.length > MAX_LINE_BYTES))
+      throw new RouteLost(`the service's ${what} is longer than ${MAX_LINE_BYTES} bytes`);
+    if (end < 0) return undefined;
     const line = this.pending.toString('latin1', 0, end);
     this.pending = this.pending.subarray(end + CRLF.length);
     return line;
-  }
-
-  private waitFor(most: number, what: string): false {
-    if (this.pending.length > most) throw new RouteLost(`the service's ${what} is longer than ${most} bytes`);
-    return false;
   }
 }
 

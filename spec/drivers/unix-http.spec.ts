@@ -108,7 +108,7 @@ describe('HTTP requests on a Unix socket', () => {
   });
 
   // rx~podman-service-fallback~1
-  it('fails an answer that is not HTTP, larger than allowed, or with a head or chunk line out of bounds, as a lost way', async () => {
+  it('fails an answer that is not HTTP, larger than allowed, or with a head, chunk line or trailers out of bounds, as a lost way', async () => {
     const answers: Record<string, readonly string[]> = {
       '/not-http': ['SSH-2.0-OpenSSH\r\n\r\n'],
       '/large': ['HTTP/1.1 200 OK\r\nContent-Length: 1001\r\n\r\n'],
@@ -116,6 +116,8 @@ describe('HTTP requests on a Unix socket', () => {
       '/head': ['HTTP/1.1 200 OK\r\n', ...Array.from({ length: 70 }, () => `X: ${'y'.repeat(1000)}\r\n`)],
       '/size-line': ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', '1'.repeat(2000)],
       '/bad-size': ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n'],
+      '/head-by-bytes': ['HTTP/1.1 200 OK\r\n', ...Array.from({ length: 700 }, () => `X: ${'y'.repeat(95)}\r\n`)],
+      '/endless-trailers': ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n', ...Array.from({ length: 20 }, () => 'X: y\r\n'.repeat(1000))],
     };
     const api = await service((request) => answers[request.split(' ')[1]]);
     const http = pool(api.socket);
