@@ -22,6 +22,15 @@ import { encodeAgentLoadStatus } from './hello.js';
 import { encodeLogEntries } from './log-entries.js';
 import { encodeWorkloadStates } from './state-updates.js';
 import { type WireWorkloadState, workloadStatesOf } from './workload-states.js';
+import {
+  type WireAccessRule,
+  type WireAdded,
+  type WireDeleted,
+  type WireFile,
+  type WireWorkload,
+  type WireWorkloadUpdate,
+  workloadUpdateOf,
+} from './workload-updates.js';
 import { ADD_CONDITION, DELETE_CONDITION, EXECUTION_STATE, READ_WRITE, RESTART_POLICY, wireExecutionState } from './tables.js';
 
 /** A message the agent cannot use; the text says why. */
@@ -56,7 +65,7 @@ export const instanceNameTo = (n: WorkloadInstanceName): pb.WorkloadInstanceName
 
 // ---- workloads ----------------------------------------------------------------------------------
 
-function accessRuleFrom(rule: pb.AccessRightsRule): AccessRule[] {
+function accessRuleFrom(rule: WireAccessRule): AccessRule[] {
   const r = rule.AccessRightsRuleEnum;
   if (r.case === 'stateRule') return [{ kind: 'state', operation: READ_WRITE.fromWire(r.value.operation) ?? 'Nothing', filterMasks: r.value.filterMasks }];
   if (r.case === 'logRule') return [{ kind: 'log', workloadNames: r.value.workloadNames }];
@@ -71,11 +80,11 @@ const accessRuleTo = (r: AccessRule): pb.AccessRightsRule =>
         : { case: 'logRule', value: { workloadNames: [...r.workloadNames] } },
   });
 
-export function accessFrom(a: pb.ControlInterfaceAccess | undefined): ControlInterfaceAccess {
+export function accessFrom(a: WireWorkload['controlInterfaceAccess']): ControlInterfaceAccess {
   return { allowRules: (a?.allowRules ?? []).flatMap(accessRuleFrom), denyRules: (a?.denyRules ?? []).flatMap(accessRuleFrom) };
 }
 
-const fileFrom = (f: pb.File): WorkloadFile =>
+const fileFrom = (f: WireFile): WorkloadFile =>
   f.FileContent.case === 'binaryData'
     ? { mountPoint: f.mountPoint, binaryData: f.FileContent.value }
     : { mountPoint: f.mountPoint, data: f.FileContent.value ?? '' };
@@ -93,7 +102,7 @@ function addConditionFrom(c: number, name: string): AddCondition {
 }
 
 /** A workload of the desired state (or of an AddedWorkload) in the domain's terms. */
-export function workloadFrom(w: pb.Workload | undefined): Workload {
+export function workloadFrom(w: WireWorkload | undefined): Workload {
   return {
     agent: w?.agent ?? '',
     runtime: w?.runtime ?? '',
@@ -125,7 +134,7 @@ export function workloadTo(w: Partial<Workload>): pb.Workload {
   });
 }
 
-export function workloadSpecFrom(added: grpc.AddedWorkload): WorkloadSpec {
+export function workloadSpecFrom(added: WireAdded): WorkloadSpec {
   const { agent: _agent, configs: _configs, ...spec } = workloadFrom(added.workload);
   return { instanceName: instanceNameFrom(added.instanceName), ...spec };
 }
@@ -138,7 +147,7 @@ export function addedWorkloadTo(spec: WorkloadSpec): grpc.AddedWorkload {
   });
 }
 
-export function deletedWorkloadFrom(d: grpc.DeletedWorkload): DeletedWorkload {
+export function deletedWorkloadFrom(d: WireDeleted): DeletedWorkload {
   const dependencies = mapValues(d.dependencies, (c, name): DeleteCondition => {
     const condition = DELETE_CONDITION.fromWire(c);
     if (!condition) throw new MalformedMessage(`an unknown delete condition ${c} for dependent '${name}'`);
@@ -233,6 +242,8 @@ export function declaredStateFrom(s: pb.CompleteState | undefined): NonNullable<
 export function fromServerBytes(bytes: Uint8Array, warn: (problem: string) => void = () => undefined): FromServer | undefined {
   const states = workloadStatesOf(bytes);
   if (states) return updateWorkloadStateFrom(states, (problem) => warn(`In a updateWorkloadState from the server, ${problem}.`));
+  const update = workloadUpdateOf(bytes);
+  if (update) return workloadUpdateFrom(update, (problem) => warn(`In a ${update.case} from the server, ${problem}.`));
   const m = fromBinary(grpc.FromServerSchema, bytes);
   return fromServerMessage(m, (problem) => warn(`In a ${m.FromServerEnum.case ?? 'message'} from the server, ${problem}.`));
 }
@@ -243,18 +254,21 @@ const updateWorkloadStateFrom = (states: readonly WireWorkloadState[], warn: (pr
   states: eachOf(states, workloadStateFrom, 'a workload state', warn),
 });
 
+/** A ServerHello's or an UpdateWorkload's workloads: malformed ones are left out, one by one. */
+function workloadUpdateFrom(m: WireWorkloadUpdate, warn: (problem: string) => void): FromServer {
+  const added = eachOf(m.addedWorkloads, workloadSpecFrom, 'a workload', warn);
+  return m.case === 'serverHello'
+    ? { kind: 'serverHello', added }
+    : { kind: 'updateWorkload', added, deleted: eachOf(m.deletedWorkloads, deletedWorkloadFrom, 'a deleted workload', warn) };
+}
+
 export function fromServerMessage(m: grpc.FromServer, warn: (problem: string) => void = () => undefined): FromServer | undefined {
   const e = m.FromServerEnum;
-  const added = (workloads: readonly grpc.AddedWorkload[]) => eachOf(workloads, workloadSpecFrom, 'a workload', warn);
   switch (e.case) {
     case 'serverHello':
-      return { kind: 'serverHello', added: added(e.value.addedWorkloads) };
+      return workloadUpdateFrom({ case: 'serverHello', addedWorkloads: e.value.addedWorkloads }, warn);
     case 'updateWorkload':
-      return {
-        kind: 'updateWorkload',
-        added: added(e.value.addedWorkloads),
-        deleted: eachOf(e.value.deletedWorkloads, deletedWorkloadFrom, 'a deleted workload', warn),
-      };
+      return workloadUpdateFrom({ case: 'updateWorkload', addedWorkloads: e.value.addedWorkloads, deletedWorkloads: e.value.deletedWorkloads }, warn);
     case 'updateWorkloadState':
       return updateWorkloadStateFrom(e.value.workloadStates, warn);
     case 'response':
