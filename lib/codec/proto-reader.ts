@@ -1,7 +1,7 @@
 // What the decoders written without reflection share (./workload-states.ts, ./workload-updates.ts): a walk
 // through one buffer. Each decoder gives the fields protobuf-es gives for its message, as its spec checks; a
-// message it does not take whole (a known field in another wire type, bytes that end too soon, a message field
-// given twice, which protobuf merges) is left to protobuf-es, which says what is wrong.
+// message it does not take whole (a known field in another wire type, bytes that end too soon or are not UTF-8,
+// a tag or a length beyond 32 bits) is left to protobuf-es, which says what is wrong.
 import { WireType } from '@bufbuild/protobuf/wire';
 
 export { WireType };
