@@ -19,11 +19,7 @@ export class EarlyEnd extends Error {
 /** An EarlyEnd, of this module or of the same module in the run's bundle (scripts/bundle.mjs). */
 export const isEarlyEnd = (err: unknown): err is EarlyEnd => err instanceof Error && typeof (err as Partial<EarlyEnd>).outcome?.code === 'number';
 
-/**
- * The one way out: what the program ends with is said, then the process ends with its code, in the same
- * turn. A later turn would let HTTP/2 half-close the server stream (END_STREAM) before its cancel resets
- * it, and a released server takes a stream half-closed for an agent still there.
- */
+/** The one way out: what the program ends with is said, then the process ends with its code, in the same turn. */
 export function end({ code, say }: Outcome): never {
   if (say) (code === 0 ? process.stdout : process.stderr).write(say);
   process.exit(code);

@@ -138,6 +138,8 @@ function tlsConnection(host: string, port: number, security: Security & { insecu
 export class GrpcCall {
   private readonly session: http2.ClientHttp2Session;
   private readonly stream: http2.ClientHttp2Stream;
+  /** The connection under the session (HTTP/2 lends out only a proxy of it that may not be destroyed). */
+  private socket?: net.Socket;
   private listener?: CallListener;
   /** What happened before a listener came: messages, then maybe the end. */
   private readonly kept: Array<Buffer | ConnectionError | 'end'> = [];
@@ -174,6 +176,7 @@ export class GrpcCall {
     const session = http2.connect(`http://${target}`, {
       createConnection: () => {
         socket = security.insecure ? net.connect({ host, port }) : tlsConnection(host, port, security, (problem) => session.destroy(new Error(problem)));
+        this.socket = socket;
         return socket;
       },
     });
@@ -282,24 +285,24 @@ export class GrpcCall {
     });
   }
 
-  /** Half-closes: the agent says no more. */
-  end(): void {
-    if (!this.over) this.stream.end();
-  }
-
   /** Takes the call over: what was kept is told at once, then what comes. */
   listen(listener: CallListener): void {
     this.listener = listener;
     for (const event of this.kept.splice(0)) this.deliver(event);
   }
 
-  /** Ends the call with a reset, not a half-close: a released server takes a stream that fails for an agent that is gone. */
+  /**
+   * Ends the call as a crash would: the connection dropped, not a frame more. A released server takes only a
+   * stream that fails for an agent gone (swdd~grpc-agent-connection-sends-agent-gone~1); Node's reset of a stream
+   * half-closes it first (END_STREAM) and its session's close says GOAWAY without an error, and the server takes
+   * either for an agent still there.
+   */
   cancel(): void {
     this.over = true;
     for (const timer of Object.values(this.timers)) clearTimeout(timer);
-    if (!this.stream.closed) this.stream.close(http2.constants.NGHTTP2_CANCEL);
     if (this.full) this.listener?.full?.(false);
-    this.session.close();
+    this.socket?.destroy();
+    this.session.destroy();
   }
 
   private fail(message: string, code: number = Status.UNAVAILABLE): void {
@@ -328,7 +331,7 @@ export class GrpcCall {
  * process: the run is a bundle of its own (scripts/bundle.mjs), with its own copy of this module.
  */
 interface Early {
-  readonly call: Pick<GrpcCall, 'options' | 'write' | 'end' | 'listen' | 'cancel'>;
+  readonly call: Pick<GrpcCall, 'options' | 'write' | 'listen' | 'cancel'>;
   readonly hello: Uint8Array;
 }
 const EARLY = Symbol.for('ank-agent.early-call');

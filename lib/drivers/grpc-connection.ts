@@ -17,10 +17,11 @@ export interface ConnectionOptions extends CallOptions {
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.byteLength === b.byteLength && Buffer.from(a).equals(Buffer.from(b));
 
 /**
- * Opens the bidirectional ConnectAgent stream when subscribed: writes every message of `outbound$`
- * (half-closing when it completes), emits every message from the server (a FromServer's bytes), completes when the server
- * ends the stream and errors with a ConnectionError when it fails. Unsubscribing cancels the call (the
- * server sees the stream reset: swdd~grpc-agent-connection-sends-agent-gone~1).
+ * Opens the bidirectional ConnectAgent stream when subscribed: writes every message of `outbound$`, emits every
+ * message from the server (a FromServer's bytes), completes when the server ends the stream and errors with a
+ * ConnectionError when it fails. Unsubscribing, or `outbound$` completing (the agent stops), cancels the call: the
+ * server sees the stream reset, and a released server takes only that for an agent gone, not a half-close
+ * (swdd~grpc-agent-connection-sends-agent-gone~1).
  * `outbound$`: encoded grpc_api.ToServer messages (lib/codec/wire.ts). The first connection to a server
  * takes over the call the agent opened with its hello before it was loaded, when its first message is that
  * very hello; one whose first message differs is not what the server was told, and fails (the link connects again).
@@ -48,7 +49,10 @@ export function connectAgent(options: ConnectionOptions, outbound$: Observable<U
         if (!same) subscriber.error(new ConnectionError('the hello sent at the start is not the one the agent says now', Status.UNAVAILABLE));
       },
       error: (e: unknown) => subscriber.error(e),
-      complete: () => call.end(),
+      complete: () => {
+        call.cancel();
+        subscriber.complete();
+      },
     });
     return () => {
       writing.unsubscribe();

@@ -44,6 +44,40 @@ function link(url: string, options: { security?: Security; stop$?: Subject<void>
   return { out$, in$, errors, subscription, completed: () => completed, connected };
 }
 
+/**
+ * A TCP server that speaks just enough HTTP/2 to take a call (its settings, acknowledged) and records the frames
+ * the client sends: their type and whether they end their stream. Node's own server cannot tell a half-close
+ * from a dropped connection; a released server does.
+ */
+async function frameRecorder() {
+  const TYPES = ['DATA', 'HEADERS', 'PRIORITY', 'RST_STREAM', 'SETTINGS', 'PUSH_PROMISE', 'PING', 'GOAWAY', 'WINDOW_UPDATE', 'CONTINUATION'];
+  const frames: { type: string; endStream: boolean }[] = [];
+  let closed = false;
+  const tcp = net.createServer((socket) => {
+    let buffered = Buffer.alloc(0);
+    let preface = false;
+    socket.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]));
+    socket.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      if (!preface) {
+        if (buffered.length < 24) return;
+        buffered = buffered.subarray(24);
+        preface = true;
+      }
+      while (buffered.length >= 9 && buffered.length >= 9 + buffered.readUIntBE(0, 3)) {
+        const [type, flags] = [buffered[3], buffered[4]];
+        frames.push({ type: TYPES[type] ?? String(type), endStream: (type === 0 || type === 1) && (flags & 1) === 1 });
+        if (type === 4 && (flags & 1) === 0) socket.write(Buffer.from([0, 0, 0, 4, 1, 0, 0, 0, 0]));
+        buffered = buffered.subarray(9 + buffered.readUIntBE(0, 3));
+      }
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => (closed = true));
+  });
+  await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(tcp.address() as net.AddressInfo).port}`, frames, closed: () => closed, close: () => tcp.close() };
+}
+
 describe('serverLink with the gRPC driver (real server on loopback)', () => {
   let server: FakeAnkaiosServer;
   const subscriptions: Subscription[] = [];
@@ -178,6 +212,34 @@ describe('serverLink with the gRPC driver (real server on loopback)', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect(server.streams).to.have.length(1);
     expect(l.completed()).to.equal(true);
+  });
+
+  // swdd~grpc-agent-connection-sends-agent-gone~1
+  it('stopping, or the end of what the agent sends, drops the connection without a half-close or a GOAWAY, as a released server needs', async () => {
+    for (const how of ['unsubscribed', 'outbound completed'] as const) {
+      const server = await frameRecorder();
+      const out$ = new Subject<Uint8Array>();
+      const subscription = connectAgent({ serverUrl: server.url, security: insecure }, out$).subscribe({ error: () => undefined });
+      try {
+        out$.next(new Uint8Array([8, 1]));
+        await until(() => server.frames.some((f) => f.type === 'DATA'), 'the first message at the server');
+        if (how === 'unsubscribed') subscription.unsubscribe();
+        else out$.complete();
+        await until(() => server.closed(), 'the connection closed');
+        const last = server.frames.filter((f) => f.type !== 'SETTINGS' && f.type !== 'WINDOW_UPDATE' && f.type !== 'PING');
+        expect(
+          last.map((f) => f.type),
+          how,
+        ).to.deep.equal(['HEADERS', 'DATA']);
+        expect(
+          last.some((f) => f.endStream),
+          `${how}: a half-close`,
+        ).to.equal(false);
+      } finally {
+        subscription.unsubscribe();
+        server.close();
+      }
+    }
   });
 
   it("fails with the server's message when the server refuses the protocol version (FAILED_PRECONDITION)", async () => {
