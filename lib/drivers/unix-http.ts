@@ -204,7 +204,7 @@ export class UnixHttp {
     private readonly options: { readonly maxConnections: number; readonly idleMs: number; readonly maxAnswerBytes: number },
   ) {}
 
-  /** Closes the connections kept open; requests under way fail as lost. */
+  /** Closes the connections kept open and refuses requests from now on; one under way ends as it would, its connection closed after it. */
   dispose(): void {
     this.disposed = true;
     for (const connection of this.idle.splice(0)) connection.destroy();
