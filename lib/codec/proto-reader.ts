@@ -4,11 +4,9 @@
 // a tag or a length beyond 32 bits) is left to protobuf-es, which says what is wrong.
 import { WireType } from '@bufbuild/protobuf/wire';
 
-export { WireType };
-
-/** A known field in a wire type it does not have: the usual reader decides what that is. */
+/** A message the hand reader does not take whole: the usual reader decides what it is. */
 export class NotForHand extends Error {}
-export const expect = (type: number, wanted: WireType) => {
+const expect = (type: number, wanted: WireType) => {
   if (type !== wanted) throw new NotForHand();
 };
 
@@ -41,13 +39,10 @@ export class Walk {
     this.bytes = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  /** A varint of up to 64 bits, passed over (a field of no interest). */
-  varint(): void {
-    for (let n = 0; n < 10; n++) {
-      if (this.pos >= this.bytes.length) throw new NotForHand();
-      if (this.bytes[this.pos++] < 0x80) return;
-    }
-    throw new NotForHand();
+  /** The next byte; bytes that end too soon are for the usual reader. */
+  private byte(): number {
+    if (this.pos >= this.bytes.length) throw new NotForHand();
+    return this.bytes[this.pos++];
   }
 
   /**
@@ -57,8 +52,7 @@ export class Walk {
   uint32(): number {
     let value = 0;
     for (let shift = 0; shift < 35; shift += 7) {
-      if (this.pos >= this.bytes.length) throw new NotForHand();
-      const b = this.bytes[this.pos++];
+      const b = this.byte();
       if (shift === 28 && b > 0x0f) throw new NotForHand();
       value += (b & 0x7f) * 2 ** shift;
       if (b < 0x80) return value;
@@ -66,12 +60,11 @@ export class Walk {
     throw new NotForHand();
   }
 
-  /** An int32 (an enum): the low 32 bits of its varint, signed, as protobuf reads it. */
+  /** An int32 (an enum): the low 32 bits of a varint of up to 10 bytes, signed, as protobuf reads it. */
   int32(): number {
     let low = 0;
     for (let shift = 0; shift < 70; shift += 7) {
-      if (this.pos >= this.bytes.length) throw new NotForHand();
-      const b = this.bytes[this.pos++];
+      const b = this.byte();
       if (shift < 32) low |= (b & 0x7f) << shift;
       if (b < 0x80) return low | 0;
     }
@@ -95,7 +88,7 @@ export class Walk {
 
   /** Passes over a field of wire type `type`. */
   skip(type: number): void {
-    if (type === WireType.Varint) this.varint();
+    if (type === WireType.Varint) this.int32();
     else if (type === WireType.Bit64) this.pos += 8;
     else if (type === WireType.LengthDelimited) this.pos = this.end();
     else if (type === WireType.Bit32) this.pos += 4;
@@ -104,9 +97,57 @@ export class Walk {
   }
 }
 
-export function tag(walk: Walk): [field: number, type: number] {
+function tag(walk: Walk): [field: number, type: number] {
   const t = walk.uint32();
   const field = Math.floor(t / 8);
   if (field === 0) throw new NotForHand();
   return [field, t & 7];
+}
+
+/** What `read` gives of a message the hand reader takes; undefined for one it leaves to protobuf-es. */
+export function byHand<T>(read: () => T | undefined): T | undefined {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof NotForHand) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The one field of a FromServer, a message of its oneof: its number, and the walk through it up to `end`.
+ * Undefined for no field, another wire type, or more than one field (a oneof given twice: the last wins).
+ */
+export function soleField(bytes: Uint8Array): { readonly field: number; readonly walk: Walk; readonly end: number } | undefined {
+  if (bytes.length === 0) return undefined;
+  const walk = new Walk(bytes);
+  const [field, type] = tag(walk);
+  if (type !== WireType.LengthDelimited) return undefined;
+  const end = walk.end();
+  return end === bytes.length ? { field, walk, end } : undefined;
+}
+
+/** Reads each field up to `end` with `read`, which returns false for a field it does not know (passed over). */
+export function fields(walk: Walk, end: number, read: (field: number, type: number) => unknown): void {
+  while (walk.pos < end) {
+    const [field, type] = tag(walk);
+    if (read(field, type) === false) walk.skip(type);
+  }
+  if (walk.pos !== end) throw new NotForHand();
+}
+
+/** The end of a length-delimited field of a known number. */
+export function within(walk: Walk, type: number): number {
+  expect(type, WireType.LengthDelimited);
+  return walk.end();
+}
+
+export function stringOf(walk: Walk, type: number): string {
+  expect(type, WireType.LengthDelimited);
+  return walk.string();
+}
+
+export function enumOf(walk: Walk, type: number): number {
+  expect(type, WireType.Varint);
+  return walk.int32();
 }

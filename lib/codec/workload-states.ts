@@ -4,7 +4,7 @@
 // executionState = 2 { additionalInfo = 1, oneof: agentDisconnected = 2 … removed = 9 (each an enum) } } } }.
 // The fields come out as protobuf-es would give them (spec/lib/workload-states.spec.ts), for the one conversion
 // to the domain that every message takes (lib/codec/wire.ts). Pure.
-import { NotForHand, Walk, WireType, expect, tag } from './proto-reader.js';
+import { type Walk, byHand, enumOf, fields, soleField, stringOf, within } from './proto-reader.js';
 import type { ExecutionState } from '../../proto/gen/ank_base_pb.js';
 
 type StateCase = Pick<ExecutionState['ExecutionStateEnum'], 'case' | 'value'>;
@@ -22,78 +22,50 @@ const CASES = ['agentDisconnected', 'pending', 'running', 'stopping', 'succeeded
  * message (or one the hand reader does not take: it is then read the usual way, which says what is wrong).
  */
 export function workloadStatesOf(bytes: Uint8Array): WireWorkloadState[] | undefined {
-  try {
-    const walk = new Walk(bytes);
-    if (bytes.length === 0 || walk.uint32() !== ((2 << 3) | WireType.LengthDelimited)) return undefined;
-    const end = walk.end();
-    // A oneof given twice (the last wins) is for the usual reader.
-    if (end !== bytes.length) return undefined;
+  return byHand(() => {
+    const top = soleField(bytes);
+    if (top?.field !== 2) return undefined;
+    const { walk, end } = top;
     const states: WireWorkloadState[] = [];
-    while (walk.pos < end) {
-      const [field, type] = tag(walk);
-      if (field !== 1) walk.skip(type);
-      else {
-        expect(type, WireType.LengthDelimited);
-        states.push(stateOf(walk, walk.end()));
-      }
-    }
+    fields(walk, end, (field, type) => {
+      if (field === 1) states.push(stateOf(walk, within(walk, type)));
+      else return false;
+    });
     return states;
-  } catch (err) {
-    if (err instanceof NotForHand) return undefined;
-    throw err;
-  }
+  });
 }
 
 function stateOf(walk: Walk, end: number): WireWorkloadState {
   let instanceName: WireWorkloadState['instanceName'];
   let executionState: WireWorkloadState['executionState'];
-  while (walk.pos < end) {
-    const [field, type] = tag(walk);
-    if (field !== 1 && field !== 2) {
-      walk.skip(type);
-      continue;
-    }
-    expect(type, WireType.LengthDelimited);
+  fields(walk, end, (field, type) => {
     // A message field given twice merges, as protobuf-es merges it.
-    if (field === 1) instanceName = nameOf(walk, walk.end(), instanceName);
-    else executionState = executionOf(walk, walk.end(), executionState);
-  }
-  if (walk.pos !== end) throw new NotForHand();
+    if (field === 1) instanceName = nameOf(walk, within(walk, type), instanceName);
+    else if (field === 2) executionState = executionOf(walk, within(walk, type), executionState);
+    else return false;
+  });
   return { instanceName, executionState };
 }
 
-function nameOf(walk: Walk, end: number, before: WireWorkloadState['instanceName']): WireWorkloadState['instanceName'] {
+/** A WorkloadInstanceName, merged into `before` (one given twice), as protobuf-es merges it. */
+export function nameOf(walk: Walk, end: number, before?: WireWorkloadState['instanceName']): NonNullable<WireWorkloadState['instanceName']> {
   let { workloadName, agentName, id } = before ?? { workloadName: '', agentName: '', id: '' };
-  while (walk.pos < end) {
-    const [field, type] = tag(walk);
-    if (field < 1 || field > 3) {
-      walk.skip(type);
-      continue;
-    }
-    expect(type, WireType.LengthDelimited);
-    if (field === 1) workloadName = walk.string();
-    else if (field === 2) agentName = walk.string();
-    else id = walk.string();
-  }
-  if (walk.pos !== end) throw new NotForHand();
+  fields(walk, end, (field, type) => {
+    if (field === 1) workloadName = stringOf(walk, type);
+    else if (field === 2) agentName = stringOf(walk, type);
+    else if (field === 3) id = stringOf(walk, type);
+    else return false;
+  });
   return { workloadName, agentName, id };
 }
 
 function executionOf(walk: Walk, end: number, before: WireWorkloadState['executionState']): WireWorkloadState['executionState'] {
   let additionalInfo = before?.additionalInfo;
   let state: StateCase = before?.ExecutionStateEnum ?? { case: undefined, value: undefined };
-  while (walk.pos < end) {
-    const [field, type] = tag(walk);
-    if (field > 9) {
-      walk.skip(type);
-    } else if (field === 1) {
-      expect(type, WireType.LengthDelimited);
-      additionalInfo = walk.string();
-    } else {
-      expect(type, WireType.Varint);
-      state = { case: CASES[field - 2], value: walk.int32() } as StateCase;
-    }
-  }
-  if (walk.pos !== end) throw new NotForHand();
+  fields(walk, end, (field, type) => {
+    if (field === 1) additionalInfo = stringOf(walk, type);
+    else if (field <= 9) state = { case: CASES[field - 2], value: enumOf(walk, type) } as StateCase;
+    else return false;
+  });
   return { additionalInfo, ExecutionStateEnum: state };
 }

@@ -9,8 +9,8 @@
 // = 2 : map }. The fields come out as protobuf-es gives them (spec/lib/workload-updates.spec.ts), for the one
 // conversion to the domain every message takes (lib/codec/wire.ts). A message field given twice (protobuf
 // merges the two) is left to protobuf-es. Pure.
-import { NotForHand, Walk, WireType, expect, tag } from './proto-reader.js';
-import type { WireWorkloadState } from './workload-states.js';
+import { NotForHand, type Walk, byHand, enumOf, fields, soleField, stringOf, within } from './proto-reader.js';
+import { type WireWorkloadState, nameOf } from './workload-states.js';
 
 type Name = NonNullable<WireWorkloadState['instanceName']>;
 
@@ -46,22 +46,16 @@ export type WireWorkloadUpdate =
   | { readonly case: 'updateWorkload'; readonly addedWorkloads: WireAdded[]; readonly deletedWorkloads: WireDeleted[] }
   | { readonly case: 'serverHello'; readonly addedWorkloads: WireAdded[] };
 
-const LENGTH = WireType.LengthDelimited;
-
 /**
  * The workloads of a FromServer that is an updateWorkload or a serverHello and nothing else; undefined for any
  * other message, or one the hand reader does not take (it is then read the usual way, which says what is wrong).
  */
 export function workloadUpdateOf(bytes: Uint8Array): WireWorkloadUpdate | undefined {
-  try {
-    const walk = new Walk(bytes);
-    if (bytes.length === 0) return undefined;
-    const first = walk.uint32();
-    const kind = first === ((1 << 3) | LENGTH) ? 'updateWorkload' : first === ((4 << 3) | LENGTH) ? 'serverHello' : undefined;
-    if (!kind) return undefined;
-    const end = walk.end();
-    // A oneof given twice (the last wins) is for the usual reader.
-    if (end !== bytes.length) return undefined;
+  return byHand(() => {
+    const top = soleField(bytes);
+    const kind = top?.field === 1 ? 'updateWorkload' : top?.field === 4 ? 'serverHello' : undefined;
+    if (!top || !kind) return undefined;
+    const { walk, end } = top;
     const addedWorkloads: WireAdded[] = [];
     const deletedWorkloads: WireDeleted[] = [];
     fields(walk, end, (field, type) => {
@@ -70,41 +64,13 @@ export function workloadUpdateOf(bytes: Uint8Array): WireWorkloadUpdate | undefi
       else return false;
     });
     return kind === 'updateWorkload' ? { case: kind, addedWorkloads, deletedWorkloads } : { case: kind, addedWorkloads };
-  } catch (err) {
-    if (err instanceof NotForHand) return undefined;
-    throw err;
-  }
-}
-
-/** Reads each field up to `end` with `read`, which returns false for a field it does not know (passed over). */
-function fields(walk: Walk, end: number, read: (field: number, type: number) => unknown): void {
-  while (walk.pos < end) {
-    const [field, type] = tag(walk);
-    if (read(field, type) === false) walk.skip(type);
-  }
-  if (walk.pos !== end) throw new NotForHand();
-}
-
-/** The end of a length-delimited field of a known number. */
-function within(walk: Walk, type: number): number {
-  expect(type, LENGTH);
-  return walk.end();
+  });
 }
 
 /** A message field's first value; a second one (which protobuf merges into the first) is for the usual reader. */
 function once<T>(before: T | undefined, read: () => T): T {
   if (before !== undefined) throw new NotForHand();
   return read();
-}
-
-function stringOf(walk: Walk, type: number): string {
-  expect(type, LENGTH);
-  return walk.string();
-}
-
-function enumOf(walk: Walk, type: number): number {
-  expect(type, WireType.Varint);
-  return walk.int32();
 }
 
 function addedOf(walk: Walk, end: number): WireAdded {
@@ -127,19 +93,6 @@ function deletedOf(walk: Walk, end: number): WireDeleted {
     else return false;
   });
   return { instanceName, dependencies };
-}
-
-function nameOf(walk: Walk, end: number): Name {
-  let workloadName = '';
-  let agentName = '';
-  let id = '';
-  fields(walk, end, (field, type) => {
-    if (field === 1) workloadName = stringOf(walk, type);
-    else if (field === 2) agentName = stringOf(walk, type);
-    else if (field === 3) id = stringOf(walk, type);
-    else return false;
-  });
-  return { workloadName, agentName, id };
 }
 
 /**
@@ -168,49 +121,21 @@ function mapOf<V>(walk: Walk, end: number, value: (walk: Walk, type: number) => 
 }
 
 function workloadOf(walk: Walk, end: number): WireWorkload {
-  let agent: string | undefined;
-  let restartPolicy: number | undefined;
-  let dependencies: WireWorkload['dependencies'];
-  let tags: WireWorkload['tags'];
-  let runtime: string | undefined;
-  let runtimeConfig: string | undefined;
-  let controlInterfaceAccess: WireWorkload['controlInterfaceAccess'];
-  let configs: WireWorkload['configs'];
-  let files: WireWorkload['files'];
+  const w: { -readonly [K in keyof WireWorkload]: WireWorkload[K] } = {};
+  const map = <V>(value: (walk: Walk, type: number) => V, empty: V, type: number) => mapOf(walk, within(walk, type), value, empty);
   fields(walk, end, (field, type) => {
-    switch (field) {
-      case 1:
-        agent = stringOf(walk, type);
-        break;
-      case 2:
-        restartPolicy = enumOf(walk, type);
-        break;
-      case 3:
-        dependencies = once(dependencies, () => ({ dependencies: mapOf(walk, within(walk, type), enumOf, 0) }));
-        break;
-      case 4:
-        tags = once(tags, () => ({ tags: mapOf(walk, within(walk, type), stringOf, '') }));
-        break;
-      case 5:
-        runtime = stringOf(walk, type);
-        break;
-      case 6:
-        runtimeConfig = stringOf(walk, type);
-        break;
-      case 7:
-        controlInterfaceAccess = once(controlInterfaceAccess, () => accessOf(walk, within(walk, type)));
-        break;
-      case 8:
-        configs = once(configs, () => ({ configs: mapOf(walk, within(walk, type), stringOf, '') }));
-        break;
-      case 9:
-        files = once(files, () => filesOf(walk, within(walk, type)));
-        break;
-      default:
-        return false;
-    }
+    if (field === 1) w.agent = stringOf(walk, type);
+    else if (field === 2) w.restartPolicy = enumOf(walk, type);
+    else if (field === 3) w.dependencies = once(w.dependencies, () => ({ dependencies: map(enumOf, 0, type) }));
+    else if (field === 4) w.tags = once(w.tags, () => ({ tags: map(stringOf, '', type) }));
+    else if (field === 5) w.runtime = stringOf(walk, type);
+    else if (field === 6) w.runtimeConfig = stringOf(walk, type);
+    else if (field === 7) w.controlInterfaceAccess = once(w.controlInterfaceAccess, () => accessOf(walk, within(walk, type)));
+    else if (field === 8) w.configs = once(w.configs, () => ({ configs: map(stringOf, '', type) }));
+    else if (field === 9) w.files = once(w.files, () => filesOf(walk, within(walk, type)));
+    else return false;
   });
-  return { agent, restartPolicy, dependencies, tags, runtime, runtimeConfig, controlInterfaceAccess, configs, files };
+  return w;
 }
 
 function accessOf(walk: Walk, end: number): NonNullable<WireWorkload['controlInterfaceAccess']> {
