@@ -1,5 +1,5 @@
 // What a workload needs on the host before it is created (Control Interface, files), and its removal.
-import { rmSync } from 'node:fs';
+import { lstatSync, rmSync } from 'node:fs';
 import { EMPTY, type Observable, concat, defer, forkJoin, map } from 'rxjs';
 import type { CreateOptions } from '../runtime-connector.js';
 import type { WorkloadSpec } from '../workload.js';
@@ -34,7 +34,10 @@ export function hostSide(ioFolder: string, ...parts: HostSide[]): Required<HostS
       concat(
         ...parts.map((p) => p.release(spec)),
         defer(() => {
-          rmSync(workloadFolder(ioFolder, spec.instanceName), { recursive: true, force: true });
+          const folder = workloadFolder(ioFolder, spec.instanceName);
+          // Most workloads have no folder (no Control Interface, no files): looked for first, since rmSync throws
+          // inside for a folder that is not there, and that exception costs more than the look.
+          if (lstatSync(folder, { throwIfNoEntry: false })) rmSync(folder, { recursive: true, force: true });
           return EMPTY;
         }),
       ),

@@ -1,9 +1,13 @@
 // Container states from Podman's event stream, on real Podman.
 import { asyncScheduler } from 'rxjs';
 import { execFileSync } from 'node:child_process';
+import { renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { expect } from 'chai';
 import { conmonExits, containerEvents } from '../../lib/runtimes/podman/events.js';
 import type { ContainerEvent } from '../../lib/ports.js';
+import { EXIT_FILE_TAKEN } from '../../lib/container-view.js';
+import { specFolder } from '../../scripts/harness/temp.js';
 import { PodmanAgent, busybox, harnessPodman, podman, requirePodman, uniqueAgent } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
@@ -137,6 +141,28 @@ describe("container states from Podman's events (real Podman)", function () {
       const { at, ...event } = seen.find((e) => e.id === id)!;
       expect(event).to.deep.equal({ id, change: 'exited', exitCode: 6 });
       expect(at, 'when it was heard: after the sleep, before now').to.be.within(started + 1000, Date.now());
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
+  // swdd~podmancli-container-state-cache-all-containers~1
+  it('an exit file conmon writes tells the exit with its code, and its removal tells that Podman took it; other files tell nothing', async () => {
+    const folder = specFolder('ank-exits-');
+    const seen: ContainerEvent[] = [];
+    const sub = conmonExits(asyncScheduler, folder).subscribe((e) => seen.push(e));
+    try {
+      const id = 'c'.repeat(64);
+      // conmon writes a temporary file and renames it to the container's id.
+      writeFileSync(path.join(folder, `${id}.tmp1`), '137');
+      renameSync(path.join(folder, `${id}.tmp1`), path.join(folder, id));
+      await until(() => seen.length === 1, 'the exit');
+      unlinkSync(path.join(folder, id));
+      await until(() => seen.length === 2, 'the exit file taken');
+      expect(seen.map(({ at, ...e }) => e)).to.deep.equal([
+        { id, change: 'exited', exitCode: 137 },
+        { id, change: EXIT_FILE_TAKEN },
+      ]);
     } finally {
       sub.unsubscribe();
     }

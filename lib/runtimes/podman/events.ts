@@ -1,6 +1,6 @@
 // What tells the container cache of Podman's containers without a poll: `podman events`, and conmon's
 // exit files, which come first.
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import { type FSWatcher, existsSync, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
 import { Observable, mergeMap, type TimestampProvider } from 'rxjs';
 import { EXIT_FILE_TAKEN } from '../../container-view.js';
@@ -77,11 +77,16 @@ export function conmonExits(clock: TimestampProvider, dir = CONMON_EXIT_DIR): Ob
     try {
       watcher = watch(dir, (_event, name) => {
         if (!name || !/^[0-9a-f]{64}$/.test(name)) return;
-        let text: string;
+        const file = path.join(dir, name);
+        let text: string | undefined;
         try {
-          text = readFileSync(path.join(dir, name), 'utf8');
+          // Asked first: a file gone (at every removal) would cost an exception, dearer than the read itself.
+          if (existsSync(file)) text = readFileSync(file, 'utf8');
         } catch {
-          // Gone: Podman took it (a cleanup, or a start of the container again).
+          // Gone meanwhile.
+        }
+        if (text === undefined) {
+          // Podman took it (a cleanup, or a start of the container again).
           subscriber.next({ id: name, change: EXIT_FILE_TAKEN });
           return;
         }
