@@ -97,11 +97,14 @@ function changedBetween(before: ReadonlyMap<string, Container> | undefined, afte
  * as old as that poll. Before the first poll there is nothing to apply an event to (that poll is under way).
  */
 function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, heardAt: number | undefined): ViewStep {
-  const tracked = trackedOf(view);
   if (event.change === EXIT_FILE_TAKEN) {
-    tracked.early.delete(event.id);
-    return { view: { ...view, ...mapsOf(tracked) } };
+    // At every exit: the view changes only when the exit was told early and Podman's own word has not come yet.
+    if (!view.early.has(event.id)) return { view };
+    const early = new Map(view.early);
+    early.delete(event.id);
+    return { view: { ...view, early } };
   }
+  const tracked = trackedOf(view);
   if (event.change === 'exited' && !staleExit(event, tracked)) {
     if (early) tracked.early.set(event.id, event.at);
     else tracked.early.delete(event.id);
