@@ -188,6 +188,15 @@ export async function settled(pid: number, withinMs = 30_000): Promise<void> {
   }
 }
 
+/** The CPU of a process's main thread in ms (its JavaScript, for Node): the rest of processCpuMs is its helper threads'. */
+export function mainThreadCpuMs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return 0;
+  }
+}
+
 export function processCpuMs(pid: number): number {
   let ns = 0;
   for (const task of readdirSync(`/proc/${pid}/task`)) {
