@@ -17,6 +17,7 @@ import {
   tap,
 } from 'rxjs';
 import type { FromServer, WorkloadState } from '../lib/messages.js';
+import { spread } from '../lib/spread.js';
 import { type Scheduled, WorkloadScheduler, atTheDoor } from '../lib/scheduler.js';
 import { WorkloadStateStore } from '../lib/state-store.js';
 import type { WorkloadOperation } from '../lib/workload-operation.js';
@@ -58,7 +59,7 @@ export function runWorkloads(fromServer$: Observable<FromServer>, deps: Workload
       share(),
     );
     const loopStates$ = decisions$.pipe(
-      mergeMap((d) => d.commands),
+      spread((d) => d.commands),
       runControlLoops(deps),
     );
     const states$ = merge(decisions$.pipe(map((d) => d.reports)), loopStates$.pipe(map((s) => [s]))).pipe(applyHysteresis(), share());
@@ -114,7 +115,7 @@ const tracedDecisions = (decisions$: Observable<Decision>, trace: WorkloadDeps['
 function pullWhileWaiting({ runtimes, log }: WorkloadDeps): OperatorFunction<Decision, never> {
   return (decisions$) =>
     decisions$.pipe(
-      mergeMap((d) => d.waits.flatMap((w) => (w.starts ? [w.starts] : []))),
+      spread((d) => d.waits.flatMap((w) => (w.starts ? [w.starts] : []))),
       mergeMap((spec) => {
         const runtime = runtimes.get(spec.runtime);
         const images = runtime?.imagesToFetch?.(spec) ?? [];

@@ -10,6 +10,7 @@ import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import type { Cli } from '../base/cli.js';
+import { spread } from '../../spread.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../containers/cli-steps.js';
 import { ImagePulls, type PullEngine, createDeadlines, notThere } from '../containers/image-pulls.js';
 import type { ImagePull } from '../containers/images.js';
@@ -29,7 +30,7 @@ export const listContainers = (cli: Cli, filters: readonly string[] = [], scope:
 /** The events of containers and their tasks of one containerd (`containerd`: the general options that select it), in every namespace. */
 export const containerdEvents = (cli: Cli, containerd: Scope = []): Observable<NamespacedEvent> =>
   cli.lines([...containerd, 'events', '--format', '{{json .}}']).pipe(
-    mergeMap((line) => {
+    spread((line) => {
       const event = parseEvent(line);
       return event ? [event] : [];
     }),

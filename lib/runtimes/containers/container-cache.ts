@@ -22,7 +22,6 @@ import {
   ignoreElements,
   map,
   merge,
-  mergeMap,
   of,
   race,
   repeat,
@@ -33,6 +32,7 @@ import {
   timer,
 } from 'rxjs';
 import type { Logger } from '../../logger.js';
+import { spread } from '../../spread.js';
 import { type ContainerView, EMPTY_VIEW, type ViewInput, type ViewStep, changesBetween, stepView } from '../../container-view.js';
 import type { Container, ContainerCache, ContainerChange, ContainerEvent, Engine, Notes, Snapshot } from '../../ports.js';
 
@@ -162,7 +162,7 @@ function cacheSnapshots(
       map((containers): ViewInput => ({ kind: 'polled', poll, containers, eventsHealthy: healthy$.value, at: scheduler.now() })),
       catchError((err: unknown) => of<ViewInput>({ kind: 'pollFailed', poll, error: errorText(err), at: scheduler.now() })),
     );
-    return concat(of<ViewInput>({ kind: 'pollStarted' }), result$).pipe(mergeMap(step));
+    return concat(of<ViewInput>({ kind: 'pollStarted' }), result$).pipe(spread(step));
   });
   const ticks$ = events$
     ? healthy$.pipe(
@@ -172,10 +172,10 @@ function cacheSnapshots(
     : periodic(CACHE_INTERVAL_MS, true, scheduler);
   const evented$ = events$
     ? followEvents(events$, healthy$, restart$, { scheduler, log, trace, eventsRestarted, engine }).pipe(
-        mergeMap((event) => step({ kind: 'event', event, at: scheduler.now() })),
+        spread((event) => step({ kind: 'event', event, at: scheduler.now() })),
       )
     : EMPTY;
-  const told$ = early$.pipe(mergeMap((event) => step({ kind: 'event', event, early: true, at: scheduler.now() })));
+  const told$ = early$.pipe(spread((event) => step({ kind: 'event', event, early: true, at: scheduler.now() })));
   return merge(evented$, told$, oneAtATime(merge(ticks$, refresh$, recheck$.pipe(debounceTime(CACHE_INTERVAL_MS, scheduler))), poll$)).pipe(
     finalize(() => {
       watchingHealth.unsubscribe();

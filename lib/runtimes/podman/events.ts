@@ -2,8 +2,9 @@
 // exit files, which come first.
 import { type FSWatcher, existsSync, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
-import { Observable, mergeMap, type TimestampProvider } from 'rxjs';
+import { Observable, type TimestampProvider } from 'rxjs';
 import { EXIT_FILE_TAKEN } from '../../container-view.js';
+import { spread } from '../../spread.js';
 import type { ContainerChange, ContainerEvent } from '../../ports.js';
 import type { PodmanCli } from './podman-cli.js';
 
@@ -26,7 +27,7 @@ const PODMAN_CHANGES: Readonly<Record<string, ContainerChange>> = {
  */
 export function containerEvents(cli: PodmanCli): Observable<ContainerEvent> {
   return cli.containerEvents(Object.keys(PODMAN_CHANGES)).pipe(
-    mergeMap((line): ContainerEvent[] => {
+    spread((line): ContainerEvent[] => {
       try {
         const e = JSON.parse(line) as {
           ID?: unknown;
