@@ -2,10 +2,11 @@
 // thread waits on a pipe. A pipe the agent reads is opened O_RDWR (it never sees end of file and needs
 // no peer); a pipe it writes, O_WRONLY (so it sees when nobody reads).
 import { execFile } from 'node:child_process';
-import { closeSync, constants, fstatSync, lstatSync, openSync, rmSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync } from 'node:fs';
 import net from 'node:net';
 import { promisify } from 'node:util';
 import { Observable, of } from 'rxjs';
+import { removeTree } from './run-folder.js';
 
 const mkfifo = (...args: string[]) => promisify(execFile)('mkfifo', args, { timeout: 10_000 });
 
@@ -17,7 +18,7 @@ const mkfifo = (...args: string[]) => promisify(execFile)('mkfifo', args, { time
  */
 export async function ensureFifo(path: string): Promise<void> {
   if (isFifo(path)) return;
-  rmSync(path, { force: true, recursive: true });
+  removeTree(path);
   await mkfifo('-m', '0600', path);
 }
 

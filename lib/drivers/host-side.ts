@@ -1,9 +1,8 @@
 // What a workload needs on the host before it is created (Control Interface, files), and its removal.
-import { lstatSync, rmSync } from 'node:fs';
 import { EMPTY, type Observable, concat, defer, forkJoin, map } from 'rxjs';
 import type { CreateOptions } from '../runtime-connector.js';
 import type { WorkloadSpec } from '../workload.js';
-import { assertNoLinks, workloadFolder } from './run-folder.js';
+import { assertNoLinks, removeTree, workloadFolder } from './run-folder.js';
 
 export interface HostSide {
   prepare(spec: WorkloadSpec): Observable<CreateOptions>;
@@ -34,10 +33,7 @@ export function hostSide(ioFolder: string, ...parts: HostSide[]): Required<HostS
       concat(
         ...parts.map((p) => p.release(spec)),
         defer(() => {
-          const folder = workloadFolder(ioFolder, spec.instanceName);
-          // Most workloads have no folder (no Control Interface, no files): looked for first, since rmSync throws
-          // inside for a folder that is not there, and that exception costs more than the look.
-          if (lstatSync(folder, { throwIfNoEntry: false })) rmSync(folder, { recursive: true, force: true });
+          removeTree(workloadFolder(ioFolder, spec.instanceName));
           return EMPTY;
         }),
       ),

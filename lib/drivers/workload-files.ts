@@ -1,12 +1,12 @@
 // Workload files: written under `<run folder>/<agent>_io/<workload>.<id>/files/<mount point>` before the
 // workload is created, bind-mounted read-only at their mount points, removed with the workload.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { EMPTY, type Observable, defer, of } from 'rxjs';
 import { ConfigurationError, type CreateOptions } from '../runtime-connector.js';
 import type { WorkloadFile, WorkloadSpec } from '../workload.js';
 import type { HostSide } from './host-side.js';
-import { filesFolder } from './run-folder.js';
+import { filesFolder, removeTree } from './run-folder.js';
 
 export { filesFolder };
 
@@ -46,7 +46,7 @@ export class WorkloadFiles implements HostSide {
         if (problem) throw new ConfigurationError(`The mount point '${file.mountPoint}' of a file cannot be used: ${problem}.`);
         return { hostPath: path.join(root, file.mountPoint), content: contentOf(file), mountPoint: file.mountPoint };
       });
-      rmSync(root, { recursive: true, force: true });
+      removeTree(root);
       for (const f of fileMounts) {
         try {
           mkdirSync(path.dirname(f.hostPath), { recursive: true });
@@ -71,7 +71,7 @@ export class WorkloadFiles implements HostSide {
   /** swdd~agent-workload-control-loop-handles-failed-workload-creation~1: a create that failed leaves no files. */
   discard(spec: WorkloadSpec): Observable<never> {
     return defer(() => {
-      rmSync(filesFolder(this.ioFolder, spec), { recursive: true, force: true });
+      removeTree(filesFolder(this.ioFolder, spec));
       return EMPTY;
     });
   }
