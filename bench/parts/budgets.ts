@@ -96,7 +96,9 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     // Each burst is sent twice: the first warms the code it runs (V8 compiles it at its first use), the second is priced.
     const twice = async (row: Row, count: number, burst: (round: number) => unknown) => {
       await perMessage(pid, count, () => burst(0));
-      ({ all: figures[row], main: mainThread[row] } = await perMessageByThread(pid, count, () => burst(1)));
+      const { all, main } = await perMessageByThread(pid, count, () => burst(1));
+      figures[row] = all;
+      mainThread[row] = main;
     };
     await twice('stateOfOther', bursts, (round) => {
       for (let i = 0; i < bursts; i++)
