@@ -1,4 +1,4 @@
-/** What the agent's code needs of a logger (winston's loggers fit). */
+/** What the agent's code needs of a logger (lib/drivers/log.ts writes its lines on stderr). */
 export interface Logger {
   error(message: string): void;
   warn(message: string): void;

@@ -27,14 +27,11 @@ await build({
   entryPoints: ['dist/bin/run.js'],
   outfile: 'dist/bin/ank-agent-run.cjs',
   // prom-client is the metrics endpoint's alone: a file of its own beside the bundle, required only when it is on.
-  // winston is a file of its own too: the run's code cache holds every function of the run (scripts/code-cache.mjs),
-  // and the logging stack's would be ~1 MiB of an idle agent's heap for a few functions run.
-  alias: { ...esRxjs, 'prom-client': './prom-client.cjs', winston: './winston.cjs' },
-  external: ['./prom-client.cjs', './winston.cjs'],
+  alias: { ...esRxjs, 'prom-client': './prom-client.cjs' },
+  external: ['./prom-client.cjs'],
   // import() of a bundled module stays in the bundle (a require when it runs), so nothing is looked up at run time.
   supported: { 'dynamic-import': false },
   define: { 'import.meta.url': '__bundleUrl' },
   banner: { js: "const __bundleUrl = require('node:url').pathToFileURL(__filename).href;" },
 });
 await build({ ...common, entryPoints: ['node_modules/prom-client/index.js'], outfile: 'dist/bin/prom-client.cjs' });
-await build({ ...common, entryPoints: ['node_modules/winston/lib/winston.js'], outfile: 'dist/bin/winston.cjs' });

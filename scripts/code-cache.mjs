@@ -2,11 +2,9 @@
 // modules run when they load, nor what its first creates run (the start's bundle is small and compiles as it is:
 // bin/ank-agent.cjs). Every function of the run is compiled into it, not only those its load runs: a create's code
 // otherwise compiles as it first runs, a fifth of the CPU of a fleet's first apply (5 creates: 38 against 31 ms
-// of CPU, measured with the agent as shipped). The logging stack is a bundle of its own (dist/bin/winston.cjs),
-// compiled as Node compiles it: its functions in the cache would hold ~1 MiB more of an idle agent's heap. The file
-// is the bundle's CRC-32 and the cache data's CRC-32 (4 bytes each, big-endian), then the data: bin/ank-agent.cjs
-// uses it only whole and for the bundle it was made of (V8 does not check the data; CRC-32: native and cheap, where
-// loading node:crypto for a SHA-256 cost some 20 ms).
+// of CPU, measured with the agent as shipped). The file is the bundle's CRC-32 and the cache data's CRC-32 (4 bytes
+// each, big-endian), then the data: bin/ank-agent.cjs uses it only whole and for the bundle it was made of (V8 does
+// not check the data; CRC-32: native and cheap, where loading node:crypto for a SHA-256 cost some 20 ms).
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const IO_MODULES = /^(node:)?(fs|fs\/promises|net|child_process|os|http|http2|https|dgram|dns|tls|worker_threads|process|readline|cluster|tty)$/;
-const IO_PACKAGES = /^(winston|@grpc\/.*|prom-client)$/;
+const IO_PACKAGES = /^(@grpc\/.*|prom-client)$/;
 const CLOCKS = /\b(Date\.now|setTimeout|setInterval|setImmediate|Math\.random)\b/;
 /** A read of the time other than the run's clock (its scheduler, handed in from bin/). */
 const WALL_CLOCK = /\b(Date\.now|performance\.now|asyncScheduler\.now|new Date\(\))/;

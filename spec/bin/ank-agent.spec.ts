@@ -104,7 +104,7 @@ describe('ank-agent (the command line)', () => {
 
   it("runs the agent's run from a code cache made of exactly that bundle and its Node options; --debug says when it is not used", async () => {
     // A copy of the built agent whose run changed after its cache was made (same length, so V8 alone would take the cache).
-    const copy = builtCopy('stale-', ['ank-agent.cjs', 'ank-agent-run.cache', 'about.js', 'prom-client.cjs', 'winston.cjs']);
+    const copy = builtCopy('stale-', ['ank-agent.cjs', 'ank-agent-run.cache', 'about.js', 'prom-client.cjs']);
     const bundle = readFileSync(path.join('dist', 'bin', 'ank-agent-run.cjs'), 'utf8');
     expect(bundle).to.contain('Connecting to the server as agent');
     writeFileSync(
@@ -141,7 +141,7 @@ describe('ank-agent (the command line)', () => {
       ['a folder', (cache) => mkdirSync(cache), 'no code cache (or not a regular file): compiling the bundle without it.'],
     ];
     for (const [what, plant, said] of cases) {
-      const copy = builtCopy('damaged-', ['ank-agent.cjs', 'ank-agent-run.cjs', 'about.js', 'prom-client.cjs', 'winston.cjs']);
+      const copy = builtCopy('damaged-', ['ank-agent.cjs', 'ank-agent-run.cjs', 'about.js', 'prom-client.cjs']);
       plant(path.join(copy, 'dist', 'bin', 'ank-agent-run.cache'));
       const args = ['-n', 'agent_cache', '-k', '-s', 'http://127.0.0.1:1', '-r', mkdtempSync(path.join(tmp, 'cache-')), '--debug'];
       const { child, stderr, exited } = await startUntil(args, /Connecting to the server as agent/, {}, [path.join(copy, 'bin', 'ank-agent.cjs')]);

@@ -68,7 +68,6 @@ describe('the package for a node (npm pack, installed offline, the README follow
         'dist/bin/ank-agent-run.cjs',
         'dist/bin/ank-agent.cjs',
         'dist/bin/prom-client.cjs',
-        'dist/bin/winston.cjs',
         'dist/lib/defaults.js',
         'package.json',
         'scripts/ank-agent.service',
