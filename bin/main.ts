@@ -9,6 +9,8 @@ import { helloFirst } from './start.js';
 
 /** The program: set up, then the run, which ends the process; what fails before it ends it too. */
 export async function main(argv: readonly string[], { loadRun }: { readonly loadRun?: () => typeof import('./run.js') } = {}): Promise<void> {
+  // A log reader that went away (EPIPE) costs the lines it would have read, never the agent.
+  process.stderr.on('error', () => undefined);
   try {
     const flags = userErrors(() => readCommandLine(argv), true);
     if (flags.help) end({ code: 0, say: HELP });

@@ -153,6 +153,32 @@ describe('ank-agent (the command line)', () => {
     }
   });
 
+  it('runs on when the reader of its log goes away: the lines are lost, not the agent', async () => {
+    const server = await FakeAnkaiosServer.start();
+    let agent: Awaited<ReturnType<typeof startUntil>> | undefined;
+    try {
+      agent = await startUntil(['-n', 'agent_unread', '-s', server.url, '-k', '-r', RUN], /connecting/);
+      const stream = await server.nextStream();
+      await stream.waitFor((m) => m.ToServerEnum.case === 'agentHello');
+      // Its next line (the server accepted it) meets a pipe with no reader: EPIPE.
+      agent.child.stderr!.destroy();
+      stream.send({ FromServerEnum: { case: 'serverHello', value: {} } });
+      await stream.waitFor((m) => m.ToServerEnum.case === 'AgentLoadStatus');
+      const load = stream.received.filter((m) => m.ToServerEnum.case === 'AgentLoadStatus').length;
+      // Still at work after the lost line: its load status goes out every 2 s.
+      await until(() => stream.received.filter((m) => m.ToServerEnum.case === 'AgentLoadStatus').length > load, 'a later load status', 5000);
+      agent.child.kill('SIGTERM');
+      expect(await agent.exited).to.equal(0);
+    } finally {
+      // A failure above leaves no agent behind (nor the Podman service it started: it stops it on SIGTERM).
+      if (agent?.child.exitCode === null && agent.child.signalCode === null) {
+        agent.child.kill('SIGTERM');
+        await agent.exited;
+      }
+      server.stop();
+    }
+  });
+
   it("--version prints the agent's version and the protocol lines it speaks", async () => {
     const run = await runToEnd(['--version']);
     expect(run.code).to.equal(0);
