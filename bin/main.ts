@@ -33,9 +33,9 @@ export async function main(argv: readonly string[], { loadRun }: { readonly load
  *   resident (Node lets it grow to 32 MiB). Growth is asked of the flag at each growth.
  * - Code is optimized after 4 × V8's default budget of work in it: a create runs some hundreds of functions a few
  *   times each, and at the default V8's optimizing compiler spent ~0.6 ms of a create's CPU on its helper threads
- *   on code that was then barely run again. A create costs 12 % less CPU all told on the fake podman (its main
- *   thread the same) and ~5 % less on real Podman (its main thread ~7 % more: less of its code is optimized). Code
- *   that stays hot, as a burst of the server's states runs, is still optimized.
+ *   on code that was then barely run again. A create costs ~12 % less CPU all told, on the fake podman and on real
+ *   Podman, its main thread within the runs' spread. Code that stays hot, as a burst of the server's states runs,
+ *   is still optimized.
  */
 function tuneV8ForTheRun(): void {
   process.getBuiltinModule('node:v8').setFlagsFromString('--semi-space-growth-factor=1 --interrupt-budget=270336');
