@@ -139,7 +139,10 @@ export async function run(flags: CommandLine, early?: EarlyStart, ended?: (outco
   };
 }
 
-/** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
+/**
+ * The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason, and
+ * what the runtimes began for the run (the Podman service) goes with it.
+ */
 async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWorkloads, runtimes: MadeRuntimes): Promise<MetricsEndpoint> {
   const { startMetrics } = await import('../lib/drivers/metrics.js');
   try {
@@ -150,6 +153,7 @@ async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWo
       containerStats: () => lastValueFrom(runtimes.figures(setting.name, running)),
     });
   } catch (err) {
+    runtimes.dispose();
     throw new EarlyEnd({ code: 1, say: `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n` });
   }
 }
@@ -275,9 +279,16 @@ const workloadSettings = (c: RunConfig): Pick<Setting, 'runtimes' | 'backoff' | 
 /** The runtimes the config enables (all by default); names it does not know are warned about. */
 function enabledRuntimes(log: Logger, { wanted, ...settings }: Setting['runtimes'], wiring: RuntimeWiring): MadeRuntimes {
   const all = makeRuntimes(log, { ...settings, ...wiring });
-  const { enabled, unknown } = selectRuntimes([...all.connectors.keys()], wanted);
-  for (const name of unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
-  return { ...all, connectors: new Map(enabled.map((name) => [name, all.connectors.get(name)!])) };
+  let selected: ReturnType<typeof selectRuntimes>;
+  try {
+    selected = selectRuntimes([...all.connectors.keys()], wanted);
+  } catch (err) {
+    // Refused: what the runtimes began for the run (the Podman service) goes with the agent.
+    all.dispose();
+    throw err;
+  }
+  for (const name of selected.unknown) log.warn(`The config names the runtime '${name}', which this agent does not have: ignored.`);
+  return { ...all, connectors: new Map(selected.enabled.map((name) => [name, all.connectors.get(name)!])) };
 }
 
 /** Without a server: the local server runs the manifest, and a workload may speak either protocol line to it. */

@@ -55,6 +55,17 @@ function startUntil(
   });
 }
 
+/** The Podman services running on a socket in `folder` (an agent's own, started for its run). */
+function podmanServicesIn(folder: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-f', `podman system service .*unix://${folder}/`], { encoding: 'utf8' })
+      .trim()
+      .split('\n');
+  } catch {
+    return [];
+  }
+}
+
 /** A copy of the built agent (its entry, package.json and the `dist/bin` files named) in a new folder. */
 function builtCopy(prefix: string, distFiles: readonly string[]): string {
   const copy = mkdtempSync(path.join(tmp, prefix));
@@ -114,8 +125,10 @@ describe('ank-agent (the command line)', () => {
     // Run as shipped (a program, with its Node options), as the cache was made, until the run says it connects.
     const debugOf = async (...command: string[]) => {
       const args = ['-n', 'agent_cache', '-k', '-s', 'http://127.0.0.1:1', '-r', mkdtempSync(path.join(tmp, 'cache-')), '--debug'];
-      const { child, stderr } = await startUntil(args, /Connecting (to|TO) the server as agent/, {}, command);
-      child.kill('SIGKILL');
+      const { child, stderr, exited } = await startUntil(args, /Connecting (to|TO) the server as agent/, {}, command);
+      // Stopped as it stops (a kill would leave the Podman service it started for up to its idle time).
+      child.kill('SIGTERM');
+      await exited;
       return stderr();
     };
     const shipped = await debugOf(BIN);
@@ -268,8 +281,12 @@ describe('ank-agent (the command line)', () => {
 
     // swdd~agent-allows-enabled-runtimes~1
     it('runtimes = [...] enables only the runtimes it names: unknown names are warned about, none valid is an error', async () => {
-      const none = await runToEnd(['-x', config('none.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['docker']\n"), '-r', RUN]);
+      const refused = mkdtempSync(path.join(tmp, 'refused-'));
+      const none = await runToEnd(['-x', config('none.toml', "version = 'v1'\nname = 'a'\ninsecure = true\nruntimes = ['docker']\n"), '-r', refused]);
       expectFailure(none, "No runtime is enabled: 'runtimes' lists 'docker'; this agent has 'podman', 'podman-kube', 'containerd', 'systemd'.");
+      // Refused, it leaves no Podman service behind (one started for its run lives on until idle otherwise).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(podmanServicesIn(refused)).to.deep.equal([]);
       const server = await FakeAnkaiosServer.start();
       try {
         const file = config('some.toml', `version = 'v1'\nname = 'rt_agent'\ninsecure = true\nserver_url = '${server.url}'\nruntimes = ['podman', 'docker']\n`);

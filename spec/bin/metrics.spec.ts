@@ -154,8 +154,21 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     const blocker = net.createServer().listen(port, '127.0.0.1');
     await new Promise((resolve) => blocker.once('listening', resolve));
     try {
-      const said = spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', `127.0.0.1:${port}`], '');
+      const run = specFolder('ank-metrics-refused-');
+      const said = spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '-s', e2e.server.url, '-r', run, '--metrics', `127.0.0.1:${port}`], '');
       expect(said).to.contain(`ank-agent: error: Cannot serve the metrics: listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
+      // Ended, it leaves no Podman service behind (one started for its run lives on until idle otherwise).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const services = () => {
+        try {
+          return execFileSync('pgrep', ['-f', `podman system service .*unix://${run}/`], { encoding: 'utf8' })
+            .trim()
+            .split('\n');
+        } catch {
+          return [];
+        }
+      };
+      expect(services(), 'Podman services left').to.deep.equal([]);
     } finally {
       blocker.close();
     }
