@@ -110,7 +110,13 @@ export async function run(flags: CommandLine, early?: EarlyStart, ended?: (outco
       images: (engine, change) => metrics?.apply({ kind: 'images', engine, ...change }),
     }),
   );
-  metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running, runtimes);
+  try {
+    metrics = setting.metrics === undefined ? undefined : await metricsEndpoint(setting, log, running, runtimes);
+  } catch (err) {
+    // Refused after the runtimes were made: what they began for the run (the Podman service) goes with the agent.
+    runtimes.dispose();
+    throw err;
+  }
   const endpoint = metrics;
   let told!: (outcome: Outcome) => void;
   const done = new Promise<Outcome>((resolve) => (told = resolve));
@@ -139,10 +145,7 @@ export async function run(flags: CommandLine, early?: EarlyStart, ended?: (outco
   };
 }
 
-/**
- * The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason, and
- * what the runtimes began for the run (the Podman service) goes with it.
- */
+/** The metrics endpoint, loaded only when it is wanted; one that cannot listen ends the agent with the reason. */
 async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWorkloads, runtimes: MadeRuntimes): Promise<MetricsEndpoint> {
   const { startMetrics } = await import('../lib/drivers/metrics.js');
   try {
@@ -153,7 +156,6 @@ async function metricsEndpoint(setting: Setting, log: Logger, running: RunningWo
       containerStats: () => lastValueFrom(runtimes.figures(setting.name, running)),
     });
   } catch (err) {
-    runtimes.dispose();
     throw new EarlyEnd({ code: 1, say: `ank-agent: error: Cannot serve the metrics: ${(err as Error).message}\n` });
   }
 }

@@ -99,6 +99,18 @@ function removeUnlisted(agentName: string): void {
   }
 }
 
+/** The Podman services running on a socket in `folder` (an agent's own, started for its run), by pid. */
+export function podmanServicesIn(folder: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-f', `podman system service .*unix://${folder}/`], { encoding: 'utf8' })
+      .trim()
+      .split('\n');
+  } catch {
+    // pgrep found none.
+    return [];
+  }
+}
+
 /** Removes every container, pod and volume of the agent, and its containerd containers where nerdctl is. */
 export function cleanup(agentName: string): void {
   removeContainers(agentName);

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { instanceId } from '../../lib/workload.js';
 import { until } from '../../scripts/harness/wait.js';
 import { FakeAnkaiosServer, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
-import { busybox, cleanup } from '../../scripts/harness/podman.js';
+import { busybox, cleanup, podmanServicesIn } from '../../scripts/harness/podman.js';
 import { BIN } from '../../scripts/harness/agent.js';
 import { specFolder } from '../../scripts/harness/temp.js';
 
@@ -53,17 +53,6 @@ function startUntil(
       }
     });
   });
-}
-
-/** The Podman services running on a socket in `folder` (an agent's own, started for its run). */
-function podmanServicesIn(folder: string): string[] {
-  try {
-    return execFileSync('pgrep', ['-f', `podman system service .*unix://${folder}/`], { encoding: 'utf8' })
-      .trim()
-      .split('\n');
-  } catch {
-    return [];
-  }
 }
 
 /** A copy of the built agent (its entry, package.json and the `dist/bin` files named) in a new folder. */

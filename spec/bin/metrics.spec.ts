@@ -11,7 +11,7 @@ import { BIN } from '../../scripts/harness/agent.js';
 import { ControlInterfaceClient } from '../../scripts/harness/ci-client.js';
 import { endToEnd } from '../helpers/end-to-end.js';
 import { type AgentStream, addedWorkload, reportedStates } from '../../scripts/harness/fake-server.js';
-import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, kubePod, spec } from '../../scripts/harness/podman.js';
+import { IMAGE, SLEEP_UNTIL_STOPPED, busybox, kubePod, podmanServicesIn, spec } from '../../scripts/harness/podman.js';
 import { until } from '../../scripts/harness/wait.js';
 import { specFolder } from '../../scripts/harness/temp.js';
 
@@ -159,16 +159,7 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
       expect(said).to.contain(`ank-agent: error: Cannot serve the metrics: listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
       // Ended, it leaves no Podman service behind (one started for its run lives on until idle otherwise).
       await new Promise((resolve) => setTimeout(resolve, 300));
-      const services = () => {
-        try {
-          return execFileSync('pgrep', ['-f', `podman system service .*unix://${run}/`], { encoding: 'utf8' })
-            .trim()
-            .split('\n');
-        } catch {
-          return [];
-        }
-      };
-      expect(services(), 'Podman services left').to.deep.equal([]);
+      expect(podmanServicesIn(run), 'Podman services left').to.deep.equal([]);
     } finally {
       blocker.close();
     }
