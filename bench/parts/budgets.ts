@@ -204,6 +204,24 @@ async function cliRow(count: number): Promise<number> {
   }
 }
 
+/**
+ * What this machine charges a process for a wake, work or none: a bare Node process woken every 2 s by a timer
+ * that does nothing, its main thread's CPU per wake. On a guest whose memory is slow to touch again after a
+ * second or two (measured on one here at ~20 µs a page), this alone is tens of ms, and every figure above of a
+ * process that waits between messages carries its share.
+ */
+async function bareNodeWakeMs(wakes: number): Promise<number> {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 2000)'], { stdio: 'ignore' });
+  try {
+    await sleep(3000);
+    const before = mainThreadCpuMs(child.pid!);
+    await sleep(wakes * 2000);
+    return (mainThreadCpuMs(child.pid!) - before) / wakes;
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
 async function stateSentRow(count: number): Promise<number> {
   const state = { instanceName: { workloadName: 'w', agentName: 'a', id: 'f'.repeat(64) }, executionState: ExecutionState.running() };
   return inProcess(count, async (n) => {
@@ -226,6 +244,12 @@ export async function benchBudgets(quick: boolean): Promise<void> {
   if (libpod !== undefined) say('libpodAnswer', libpod);
   say('cliCall', await cliRow(quick ? 1000 : 4000));
   say('stateSent', await stateSentRow(quick ? 20_000 : 100_000));
+  record({
+    name: 'the machine: a bare Node process woken every 2 s, CPU per wake',
+    value: await bareNodeWakeMs(quick ? 4 : 10),
+    unit: 'ms',
+    note: "no work done: the price of a wake after 2 s idle; the fleet part's idle floor spent under 0.8 ms a wake on 2 × AMD EPYC",
+  });
   const createPath = BUDGETS.addWaiting + 3 * BUDGETS.eventLine + 2 * BUDGETS.libpodAnswer + BUDGETS.cliCall + 2 * BUDGETS.stateSent;
   console.log(`  a create's messages within their budgets: ${createPath} µs (its UpdateWorkload, 3 event lines, 2 libpod answers, 1 CLI call, 2 states)`);
 }
