@@ -207,7 +207,7 @@ async function cliRow(count: number): Promise<number> {
 /**
  * What this machine charges a process for a wake, work or none: a bare Node process woken every 2 s by a timer
  * that does nothing, its main thread's CPU per wake. On a guest whose memory is slow to touch again after a
- * second or two (measured on one here at ~20 µs a page), this alone is tens of ms, and every figure above of a
+ * second or two (one measured at ~20 µs a page: bench/RESULTS.md), this alone is tens of ms, and every figure above of a
  * process that waits between messages carries its share.
  */
 async function bareNodeWakeMs(wakes: number): Promise<number> {
