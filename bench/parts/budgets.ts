@@ -6,6 +6,8 @@
 // fake podman of bench/fake-podman.mjs); a libpod answer, a CLI call and a state's encoding have no message of
 // their own to send a process, so they run through the agent's own modules in this process, which does nothing else
 // meanwhile (its CPU from process.cpuUsage: every thread's, a child's excluded, as the agent's).
+// Beside them, what the machine charges a bare Node process for a wake, and the memory an idle wake touches
+// (ours, the released agent's, a bare Node process's): where memory is slow to touch again, a wake's CPU follows it.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,8 +16,8 @@ import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-ser
 import { BIN } from '../../scripts/harness/agent.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { specFolder } from '../../scripts/harness/temp.js';
-import { record, sleep } from '../report.js';
-import { fakePodmanWithLogs, latestStates, mainThreadCpuMs, processCpuMs, settled, until } from '../measure.js';
+import { median, record, sleep } from '../report.js';
+import { anonymousTouchedKiB, fakePodmanWithLogs, latestStates, mainThreadCpuMs, processCpuMs, settled, until } from '../measure.js';
 import { Processes } from '../../lib/drivers/processes.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { Libpod } from '../../lib/runtimes/podman/libpod.js';
@@ -86,6 +88,8 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
   const figures: Partial<Record<Row, number>> = {};
   /** What of it the main thread spent, where measured: the rest is V8's helper threads' (compiler, collector). */
   const mainThread: Partial<Record<Row, number>> = {};
+  /** KiB of its anonymous memory the agent touches while idle, before the bursts. */
+  let idleTouched: number | undefined;
   try {
     const stream = await server.nextStream(20_000);
     const latest = latestStates(stream);
@@ -93,6 +97,8 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     stream.send({ FromServerEnum: { case: 'serverHello', value: {} } });
     await sleep(2000);
     const pid = agent.pid!;
+    await settled(pid);
+    idleTouched = await touchedWhileIdle(pid);
     // Each burst is sent twice: the first warms the code it runs (V8 compiles it at its first use), the second is priced.
     const twice = async (row: Row, count: number, burst: (round: number) => unknown) => {
       await perMessage(pid, count, () => burst(0));
@@ -142,7 +148,18 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     agent.kill('SIGKILL');
     server.stop();
   }
-  return { figures, mainThread };
+  return { figures, mainThread, idleTouched };
+}
+
+/** The median of three windows of anonymousTouchedKiB: one at a time they move with the collector's work. */
+async function touchedWhileIdle(pid: number): Promise<number | undefined> {
+  const windows: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const kib = await anonymousTouchedKiB(pid);
+    if (kib === undefined) return undefined;
+    windows.push(kib);
+  }
+  return median(windows);
 }
 
 /** Podman's `start` event of a running container of the agent's, `count` times, on the fake podman's event stream. */
@@ -206,17 +223,18 @@ async function cliRow(count: number): Promise<number> {
 
 /**
  * What this machine charges a process for a wake, work or none: a bare Node process woken every 2 s by a timer
- * that does nothing, its main thread's CPU per wake. On a guest whose memory is slow to touch again after a
- * second or two (one measured at ~20 µs a page: bench/RESULTS.md), this alone is tens of ms, and every figure above of a
- * process that waits between messages carries its share.
+ * that does nothing, its main thread's CPU per wake, and the memory it touches (to read the agent's against). On
+ * a guest whose memory is slow to touch again after a second or two (one measured at ~20 µs a page:
+ * bench/RESULTS.md), this alone is several ms, and every figure above of a process that waits between messages
+ * carries its share.
  */
-async function bareNodeWakeMs(wakes: number): Promise<number> {
+async function bareNodeWake(wakes: number): Promise<{ cpuMs: number; touched?: number }> {
   const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 2000)'], { stdio: 'ignore' });
   try {
     await sleep(3000);
     const before = mainThreadCpuMs(child.pid!);
     await sleep(wakes * 2000);
-    return (mainThreadCpuMs(child.pid!) - before) / wakes;
+    return { cpuMs: (mainThreadCpuMs(child.pid!) - before) / wakes, touched: await touchedWhileIdle(child.pid!) };
   } finally {
     child.kill('SIGKILL');
   }
@@ -237,19 +255,27 @@ export async function benchBudgets(quick: boolean): Promise<void> {
   );
   const args = (url: string, name: string) => ['-n', name, '-s', url, '-k', '-r', specFolder('ank-bench-budget-')];
   const ours = await serverRows('ours', (url, name, env) => spawn(BIN, args(url, name), { stdio: 'ignore', env }), bursts);
-  const theirs = released ? (await serverRows('released', (url, name, env) => spawn(released, args(url, name), { stdio: 'ignore', env }), bursts)).figures : {};
+  const theirs = released ? await serverRows('released', (url, name, env) => spawn(released, args(url, name), { stdio: 'ignore', env }), bursts) : undefined;
   for (const row of ['stateOfOther', 'statesOfOthers100', 'addWaiting', 'deleteWaiting', 'eventLine', 'create'] as const)
-    if (ours.figures[row] !== undefined) say(row, ours.figures[row], theirs[row], ours.mainThread[row]);
+    if (ours.figures[row] !== undefined) say(row, ours.figures[row], theirs?.figures[row], ours.mainThread[row]);
   const libpod = await libpodRow(quick ? 2000 : 8000);
   if (libpod !== undefined) say('libpodAnswer', libpod);
   say('cliCall', await cliRow(quick ? 1000 : 4000));
   say('stateSent', await stateSentRow(quick ? 20_000 : 100_000));
+  const bare = await bareNodeWake(quick ? 4 : 10);
   record({
     name: 'the machine: a bare Node process woken every 2 s, CPU per wake',
-    value: await bareNodeWakeMs(quick ? 4 : 10),
+    value: bare.cpuMs,
     unit: 'ms',
     note: "no work done: the price of a wake after 2 s idle; the fleet part's idle floor spent under 0.8 ms a wake on 2 × AMD EPYC",
   });
+  // What a wake's CPU follows where memory is slow to touch again after idle: the pages it touches.
+  for (const [label, kib] of [
+    ['ours, idle', ours.idleTouched],
+    ['released, idle', theirs?.idleTouched],
+    ['a bare Node process woken every 2 s', bare.touched],
+  ] as const)
+    if (kib !== undefined) record({ name: `anonymous memory touched in 2.5 s: ${label}`, value: kib, unit: 'KiB' });
   const createPath = BUDGETS.addWaiting + 3 * BUDGETS.eventLine + 2 * BUDGETS.libpodAnswer + BUDGETS.cliCall + 2 * BUDGETS.stateSent;
   console.log(`  a create's messages within their budgets: ${createPath} µs (its UpdateWorkload, 3 event lines, 2 libpod answers, 1 CLI call, 2 states)`);
 }
