@@ -124,7 +124,12 @@ describe('Podman through its service (real Podman)', function () {
     agent.send({ kind: 'serverHello', added: workloads });
     await until(() => calls.some((c) => c.subcommand === 'run' && c.via === 'service'), 'a create through the service');
     process.kill(first, 'SIGKILL');
-    for (const w of workloads) await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 60_000);
+    // Where one does not run, the service's notes and the calls' ways and outcomes say where it stopped.
+    for (const w of workloads)
+      await agent.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 60_000).catch((err: Error) => {
+        const ways = calls.map((c) => `${c.subcommand} by ${c.via ?? 'the CLI'}: ${c.outcome}`);
+        throw new Error(`${err.message}\nthe service: ${notes.join('; ')}\nthe calls: ${ways.join('; ')}`);
+      });
     const names = containersOf(agent.agentName);
     expect(names, 'one running container per workload').to.have.length(12);
     expect(names.every((n) => n.endsWith(' running'))).to.equal(true);
