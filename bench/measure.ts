@@ -189,25 +189,30 @@ export async function settled(pid: number, withinMs = 30_000): Promise<void> {
 }
 
 /**
- * KiB of a process's anonymous memory (its heap, its stacks, V8's pages) that it read or wrote within `ms`, from
- * the pages' referenced bits, cleared first (root only: undefined otherwise). The footprint of a wake: on a guest
- * whose memory is slow to touch again after idle, a wake's CPU follows it.
+ * KiB of a process's anonymous memory (its heap, its stacks, V8's pages) that it reads or writes in 2.5 s, from
+ * the pages' referenced bits, cleared first: the median of `windows` such spans (one at a time they move with the
+ * collector's work). Root only: undefined otherwise. The footprint of a wake: on a guest whose memory is slow to
+ * touch again after idle, a wake's CPU follows it.
  */
-export async function anonymousTouchedKiB(pid: number, ms = 2500): Promise<number | undefined> {
-  try {
-    writeFileSync(`/proc/${pid}/clear_refs`, '1');
-  } catch {
-    return undefined;
+export async function anonymousTouchedKiB(pid: number, windows = 3): Promise<number | undefined> {
+  const spans: number[] = [];
+  for (let i = 0; i < windows; i++) {
+    try {
+      writeFileSync(`/proc/${pid}/clear_refs`, '1');
+    } catch {
+      return undefined;
+    }
+    await sleep(2500);
+    let kib = 0;
+    let anonymous = false;
+    for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+      const mapping = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+      if (mapping) anonymous = mapping[1] === '' || mapping[1].startsWith('[');
+      else if (anonymous && line.startsWith('Referenced:')) kib += Number(line.split(/\s+/)[1]);
+    }
+    spans.push(kib);
   }
-  await sleep(ms);
-  let kib = 0;
-  let anonymous = false;
-  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
-    const mapping = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
-    if (mapping) anonymous = mapping[1] === '' || mapping[1].startsWith('[');
-    else if (anonymous && line.startsWith('Referenced:')) kib += Number(line.split(/\s+/)[1]);
-  }
-  return kib;
+  return median(spans);
 }
 
 /** The CPU of a process's main thread in ms (its JavaScript, for Node): the rest of processCpuMs is its helper threads'. */

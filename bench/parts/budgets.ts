@@ -16,7 +16,7 @@ import { FakeAnkaiosServer, addedWorkload } from '../../scripts/harness/fake-ser
 import { BIN } from '../../scripts/harness/agent.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { specFolder } from '../../scripts/harness/temp.js';
-import { median, record, sleep } from '../report.js';
+import { record, sleep } from '../report.js';
 import { anonymousTouchedKiB, fakePodmanWithLogs, latestStates, mainThreadCpuMs, processCpuMs, settled, until } from '../measure.js';
 import { Processes } from '../../lib/drivers/processes.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
@@ -98,7 +98,7 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     await sleep(2000);
     const pid = agent.pid!;
     await settled(pid);
-    idleTouched = await touchedWhileIdle(pid);
+    idleTouched = await anonymousTouchedKiB(pid);
     // Each burst is sent twice: the first warms the code it runs (V8 compiles it at its first use), the second is priced.
     const twice = async (row: Row, count: number, burst: (round: number) => unknown) => {
       await perMessage(pid, count, () => burst(0));
@@ -149,17 +149,6 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     server.stop();
   }
   return { figures, mainThread, idleTouched };
-}
-
-/** The median of three windows of anonymousTouchedKiB: one at a time they move with the collector's work. */
-async function touchedWhileIdle(pid: number): Promise<number | undefined> {
-  const windows: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const kib = await anonymousTouchedKiB(pid);
-    if (kib === undefined) return undefined;
-    windows.push(kib);
-  }
-  return median(windows);
 }
 
 /** Podman's `start` event of a running container of the agent's, `count` times, on the fake podman's event stream. */
@@ -234,7 +223,7 @@ async function bareNodeWake(wakes: number): Promise<{ cpuMs: number; touched?: n
     await sleep(3000);
     const before = mainThreadCpuMs(child.pid!);
     await sleep(wakes * 2000);
-    return { cpuMs: (mainThreadCpuMs(child.pid!) - before) / wakes, touched: await touchedWhileIdle(child.pid!) };
+    return { cpuMs: (mainThreadCpuMs(child.pid!) - before) / wakes, touched: await anonymousTouchedKiB(child.pid!) };
   } finally {
     child.kill('SIGKILL');
   }
