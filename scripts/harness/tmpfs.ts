@@ -18,7 +18,9 @@ export class Tmpfs {
   /** Unmounts and removes every mount made. */
   unmountAll(): void {
     for (const dir of this.mounted.splice(0)) {
-      spawnSync('umount', [dir]);
+      // A process of the spec still on its way out (the launcher's shell) can keep the mount busy for a moment:
+      // then it is detached at once and freed when that process is gone, so that its folder can go now.
+      if (spawnSync('umount', [dir]).status !== 0) spawnSync('umount', ['--lazy', dir]);
       rmSync(dir, { recursive: true, force: true });
     }
   }
