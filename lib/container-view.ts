@@ -111,11 +111,11 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   }
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
   if (view.containers === undefined) return { view: { ...view, ...mapsOf(tracked), duringPoll } };
-  // The picture is copied only for an event of a container it shows or learns of (the host's others change nothing).
-  const containers = view.containers.has(event.id) || learnsOf(event) ? new Map(view.containers) : undefined;
-  const changed = apply(event, containers ?? new Map(), tracked) && containers !== undefined;
-  const next: ContainerView = { ...view, ...mapsOf(tracked), duringPoll, containers: changed ? containers : view.containers };
-  return changed ? { view: next, snapshot: snapshotOf(containers, view.poll, heardAt, new Set([event.id])) } : { view: next };
+  // The picture is copied only when the event changes what it shows (the host's others, and news it has, change nothing).
+  const containers = new CopyOnWrite(view.containers);
+  const changed = apply(event, containers, tracked);
+  const next: ContainerView = { ...view, ...mapsOf(tracked), duringPoll, containers: containers.current };
+  return changed ? { view: next, snapshot: snapshotOf(containers.current, view.poll, heardAt, new Set([event.id])) } : { view: next };
 }
 
 /** Podman's states of a container that no event has ended yet. */
@@ -124,7 +124,7 @@ const STILL_UP: ReadonlySet<string> = new Set(['running', 'stopping', 'stopped']
 function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
   const tracked = trackedOf(view);
   const containers = new Map(listed.map((c) => [c.id, settled(c, tracked)]));
-  for (const e of view.duringPoll ?? []) apply(e, containers, tracked);
+  for (const e of view.duringPoll ?? []) apply(e, new CopyOnWrite(containers, true), tracked);
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
   // A container on its way down (`stopping`, `stopped` for a moment) has no event yet: its exit comes.
   const missedEvent =
@@ -146,9 +146,11 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
  * of 100 creates).
  */
 class CopyOnWrite<V> {
-  private copied = false;
-
-  constructor(private map: ReadonlyMap<string, V>) {}
+  /** `copied`: the map is this one's own already (made for it), not another view's. */
+  constructor(
+    private map: ReadonlyMap<string, V>,
+    private copied = false,
+  ) {}
 
   get current(): ReadonlyMap<string, V> {
     return this.map;
@@ -167,8 +169,9 @@ class CopyOnWrite<V> {
     this.writable().set(key, value);
   }
 
-  delete(key: string): void {
-    if (this.map.has(key)) this.writable().delete(key);
+  /** Whether it was there. */
+  delete(key: string): boolean {
+    return this.map.has(key) && this.writable().delete(key);
   }
 
   private writable(): Map<string, V> {
@@ -230,12 +233,12 @@ const STARTING: Readonly<Record<string, string>> = { created: 'created', initial
 const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.change in STARTING;
 
 /**
- * Applies an event to a picture (and what is tracked of exits); true when it changed what the watchers
- * see. A container the picture does not show yet is added when the event tells enough of it (Podman's
+ * Applies an event to a picture (and what is tracked of exits); true when it is news for the watchers: it
+ * changed what they see, or it is a start (or a pause) that one may wait for, however the picture showed it. A container the picture does not show yet is added when the event tells enough of it (Podman's
  * create, init and start do): a new workload's state checker then hears of it without waiting for a poll,
  * and the host's other containers, however they churn, cause no poll.
  */
-function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked): boolean {
+function apply(e: ContainerEvent, to: CopyOnWrite<Container>, tracked: Tracked): boolean {
   const c = to.get(e.id);
   if (!c && learnsOf(e)) {
     if (e.change === 'started' && staleStart(e, tracked)) return false;
@@ -260,7 +263,8 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     tracked.exitCodes.delete(e.id);
     if (e.at !== undefined) tracked.started.set(e.id, e.at);
     if (!c) return false;
-    to.set(e.id, { ...c, state: 'running' });
+    // A container the picture shows running already is not copied; its start is still news to a watcher that waits for it.
+    if (c.state !== 'running') to.set(e.id, { ...c, state: 'running' });
     return true;
   }
   if (e.change === 'removed') {
@@ -271,8 +275,9 @@ function apply(e: ContainerEvent, to: Map<string, Container>, tracked: Tracked):
     return to.delete(e.id);
   }
   if (e.change === 'paused' || e.change === 'resumed') {
+    const state = e.change === 'paused' ? 'paused' : 'running';
     if (!c) return false;
-    to.set(e.id, { ...c, state: e.change === 'paused' ? 'paused' : 'running' });
+    if (c.state !== state) to.set(e.id, { ...c, state });
     return true;
   }
   // create, init (old news for a container the picture shows) and what says nothing about a state
