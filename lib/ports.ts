@@ -72,7 +72,8 @@ export interface Engine {
 export interface ContainerCache {
   /**
    * swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, refreshed while watched;
-   * with `ids`, also those an event of one of these containers made after the subscription (the stream up).
+   * with `ids`, also those an event of one of these containers made after the subscription (the stream up), and
+   * of the events' snapshots only those of these containers (a poll's is given to every watcher).
    */
   fresh(ids?: readonly string[]): Observable<Snapshot>;
 }

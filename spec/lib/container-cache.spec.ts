@@ -242,6 +242,40 @@ describe("containerCache kept by Podman's events", () => {
     });
   });
 
+  // swdd~podmancli-uses-container-state-cache~1
+  it('an event wakes only the watchers that name its container (and those that name none); every poll reaches all', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      let truth: Container[] = [
+        { id: 'a', state: 'running' },
+        { id: 'b', state: 'running' },
+      ];
+      const { list } = podman(cold, () => truth);
+      scheduler.schedule(() => (truth = [truth[0], { id: 'b', state: 'exited', exitCode: 2 }]), 300);
+      // Three events of `b` after the first poll, then a verification at 10 s.
+      const events$ = hot<ContainerEvent>('100ms x 99ms y 99ms z', {
+        x: { id: 'b', change: 'exited', exitCode: 1 },
+        y: { id: 'b', change: 'started' },
+        z: { id: 'b', change: 'exited', exitCode: 2 },
+      });
+      const cache = cacheOf(list, events$);
+      const heard = { a: [] as string[], b: [] as string[], all: [] as string[] };
+      const subs = [
+        cache.fresh(['a']).subscribe((s) => heard.a.push(state(s))),
+        cache.fresh(['b']).subscribe((s) => heard.b.push(state(s))),
+        cache.fresh().subscribe((s) => heard.all.push(state(s))),
+      ];
+      scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 10_500);
+      flush();
+      const [poll, verified] = ['a:running,b:running', 'a:running,b:exited(2)'];
+      const events = ['a:running,b:exited(1)', 'a:running,b:running', verified];
+      expect(heard.b).to.deep.equal([poll, ...events, verified]);
+      expect(heard.all).to.deep.equal([poll, ...events, verified]);
+      // `a` came first: the polls its own and the others' start asked for, and the verification; none of b's events.
+      expect(heard.a).to.deep.equal([poll, poll, verified]);
+    });
+  });
+
   it("a poll that still sees `running` after conmon told the exit does not undo it; Podman's own died event confirms it", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {

@@ -6,20 +6,19 @@
 import {
   BehaviorSubject,
   EMPTY,
-  type Observable,
   NEVER,
+  Observable,
   ReplaySubject,
   Subject,
   type SchedulerLike,
+  Subscription,
   catchError,
   concat,
   debounceTime,
   defer,
   distinctUntilChanged,
   exhaustMap,
-  filter,
   finalize,
-  ignoreElements,
   map,
   merge,
   of,
@@ -85,40 +84,146 @@ interface CacheOptions {
 
 const SILENT: Notes = { enabled: () => false, note: () => undefined };
 
+/** A snapshot as the cache's run makes it, with the container whose event made it (none: a poll's). */
+interface Told {
+  readonly snapshot: Snapshot;
+  readonly event?: string;
+}
+
 export function containerCache(list: () => Observable<Container[]>, events$: Observable<ContainerEvent> | undefined, options: CacheOptions): ContainerCache {
   const refresh$ = new Subject<void>();
   // How many polls this cache started, and whether its event stream is up now (what a new watcher goes by).
   const polls = { started: 0, eventsUp: false, running: 0 };
-  const snapshots$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
+  const told$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
     share({
-      connector: () => new ReplaySubject<Snapshot>(1),
+      connector: () => new ReplaySubject<Told>(1),
       resetOnRefCountZero: () => race(timer(KEEP_FOLLOWING_MS, options.scheduler), options.ended$ ?? NEVER),
     }),
   );
+  const watchers = new Watchers(told$);
   return {
     fresh: (ids) =>
-      defer(() => {
+      new Observable<Snapshot>((subscriber) => {
         const since = polls.started;
-        // The current snapshot is replayed first: news in it is older than the subscription.
-        let replayed = true;
         let heard = false;
-        const newsOfMine = (s: Snapshot) => !replayed && s.news !== undefined && ids?.includes(s.news) === true;
+        const watcher: Watcher = {
+          ids,
+          shown: false,
+          // The current snapshot is replayed first: news in it is older than the subscription.
+          replayed: true,
+          take(s) {
+            if (!(s.poll > since || (!this.replayed && s.news !== undefined && ids?.includes(s.news) === true))) return false;
+            heard = true;
+            subscriber.next(s);
+            return true;
+          },
+          error: (err) => subscriber.error(err),
+          complete: () => subscriber.complete(),
+        };
+        watchers.add(watcher);
+        watcher.replayed = false;
         // In a burst (a poll under way), a watcher that names its containers gives their events a while to
         // come before it asks for a poll of its own; alone, it asks at once and takes what comes first.
-        const ask$ = defer(() => {
-          replayed = false;
-          return ids && polls.eventsUp && polls.running > 0 ? timer(NEWS_WAIT_MS, options.scheduler) : of(0);
-        }).pipe(
-          filter(() => !heard),
-          tap(() => refresh$.next()),
-          ignoreElements(),
-        );
-        return merge(snapshots$, ask$).pipe(
-          filter((s) => s.poll > since || newsOfMine(s)),
-          tap(() => (heard = true)),
-        );
+        const asking = (ids && polls.eventsUp && polls.running > 0 ? timer(NEWS_WAIT_MS, options.scheduler) : of(0)).subscribe(() => {
+          if (!heard) refresh$.next();
+        });
+        return () => {
+          asking.unsubscribe();
+          watchers.delete(watcher);
+        };
       }),
   };
+}
+
+/** One watcher of the cache: the containers it names (none: all), and whether the last snapshot it took showed them. */
+interface Watcher {
+  readonly ids?: readonly string[];
+  shown: boolean;
+  /** While it is added: what it takes then is the snapshot it found, not news. */
+  replayed: boolean;
+  /** Whether the snapshot was fresh for it (and so given on). */
+  take(snapshot: Snapshot): boolean;
+  error(err: unknown): void;
+  complete(): void;
+}
+
+/**
+ * The cache's watchers, told its snapshots through one subscription however many there are: a poll's snapshot
+ * goes to every watcher, an event's only to those that name its container (and to those that name none, or
+ * whose last snapshot showed no containers). A burst of a hundred workloads' events so wakes each one's watcher,
+ * not every watcher at every event: the state checker would pass over the others' news anyway.
+ */
+class Watchers {
+  private readonly all = new Set<Watcher>();
+  /** Watchers by the containers they name. */
+  private readonly byId = new Map<string, Set<Watcher>>();
+  /** Watchers that take every event's snapshot: those that name no container, or whose last snapshot showed none. */
+  private readonly everyEvent = new Set<Watcher>();
+  private subscription?: Subscription;
+  /** The latest snapshot of this subscription, what a watcher that comes is given first. */
+  private latest?: Snapshot;
+
+  constructor(private readonly told$: Observable<Told>) {}
+
+  add(watcher: Watcher): void {
+    this.all.add(watcher);
+    this.everyEvent.add(watcher);
+    for (const id of watcher.ids ?? []) {
+      const named = this.byId.get(id);
+      if (named) named.add(watcher);
+      else this.byId.set(id, new Set([watcher]));
+    }
+    // The first watcher starts the cache (its snapshot replayed, if the cache still follows); a later one is given the latest.
+    if (this.subscription !== undefined) {
+      if (this.latest) this.give(watcher, this.latest);
+      return;
+    }
+    // Held before the cache is subscribed: a watcher added or gone while its replay is told finds it.
+    const subscription = new Subscription();
+    this.subscription = subscription;
+    subscription.add(
+      this.told$.subscribe({
+        next: (t) => this.tell(t),
+        error: (err) => this.end((w) => w.error(err)),
+        complete: () => this.end((w) => w.complete()),
+      }),
+    );
+  }
+
+  delete(watcher: Watcher): void {
+    if (!this.all.delete(watcher)) return;
+    this.everyEvent.delete(watcher);
+    for (const id of watcher.ids ?? []) {
+      const named = this.byId.get(id);
+      named?.delete(watcher);
+      if (named?.size === 0) this.byId.delete(id);
+    }
+    if (this.all.size > 0) return;
+    this.subscription?.unsubscribe();
+    this.subscription = undefined;
+    this.latest = undefined;
+  }
+
+  private tell({ snapshot, event }: Told): void {
+    this.latest = snapshot;
+    // Copied: a watcher told may leave, or bring another, before the next is told.
+    const told = event === undefined ? [...this.all] : [...this.everyEvent, ...[...(this.byId.get(event) ?? [])].filter((w) => !this.everyEvent.has(w))];
+    for (const watcher of told) if (this.all.has(watcher)) this.give(watcher, snapshot);
+  }
+
+  private give(watcher: Watcher, snapshot: Snapshot): void {
+    if (!watcher.take(snapshot) || watcher.ids === undefined || !this.all.has(watcher)) return;
+    watcher.shown = snapshot.containers !== undefined;
+    if (watcher.shown) this.everyEvent.delete(watcher);
+    else this.everyEvent.add(watcher);
+  }
+
+  private end(tell: (watcher: Watcher) => void): void {
+    const told = [...this.all];
+    this.subscription = undefined;
+    this.latest = undefined;
+    for (const watcher of told) tell(watcher);
+  }
 }
 
 /**
@@ -134,7 +239,7 @@ function cacheSnapshots(
   refresh$: Observable<void>,
   polls: { started: number; eventsUp: boolean; running: number },
   { scheduler, verifyMs = VERIFY_INTERVAL_MS, early$ = EMPTY, log, trace = SILENT, eventsRestarted, engine }: CacheOptions,
-): Observable<Snapshot> {
+): Observable<Told> {
   // The one state: the reducer's. The rest here is timing.
   let view = EMPTY_VIEW;
   const healthy$ = new BehaviorSubject(false);
@@ -142,7 +247,7 @@ function cacheSnapshots(
   const restart$ = new Subject<void>();
   // A poll after a second for a container the reducer says is settling (stopped, its exit not told).
   const recheck$ = new Subject<void>();
-  const step = (input: ViewInput): Snapshot[] => {
+  const step = (input: ViewInput): Told[] => {
     const next = stepView(view, input);
     if (next.settling) recheck$.next();
     if (next.snapshot && trace.enabled(engine.stage)) traceChanges(trace, engine, view, next, input);
@@ -152,7 +257,9 @@ function cacheSnapshots(
       restart$.next();
     }
     if (!next.snapshot) return [];
-    return [input.kind === 'event' && healthy$.value && !BEFORE_START.has(input.event.change) ? { ...next.snapshot, news: input.event.id } : next.snapshot];
+    if (input.kind !== 'event') return [{ snapshot: next.snapshot }];
+    const news = healthy$.value && !BEFORE_START.has(input.event.change);
+    return [{ snapshot: news ? { ...next.snapshot, news: input.event.id } : next.snapshot, event: input.event.id }];
   };
   const poll$ = defer(() => {
     const poll = ++polls.started;
