@@ -72,7 +72,7 @@ const snapshotOf = (
   changed: ReadonlySet<string> | undefined,
 ): Snapshot => ({
   poll,
-  containers: [...containers.values()],
+  containers,
   heardAt,
   changed,
 });

@@ -25,8 +25,8 @@ export interface Container {
 export interface Snapshot {
   /** The poll the snapshot rests on (events may have changed it since): it is younger than every poll with a lower number. */
   readonly poll: number;
-  /** Undefined when Podman could not be asked; `error` then says why. */
-  readonly containers?: readonly Container[];
+  /** The containers by id, the cache's own picture (never changed once given); undefined when the engine could not be asked: `error` then says why. */
+  readonly containers?: ReadonlyMap<string, Container>;
   readonly error?: string;
   /** When the change it shows was heard (ms, wall clock): the event's own time, or when the poll answered. */
   readonly heardAt?: number;
@@ -95,7 +95,7 @@ export interface StateReading {
  * The generic state checker: the workload's execution state, each time it changes, as `read` finds it in the
  * snapshots; `ids`, the containers it reads, when they are known: their own events then answer before a poll.
  */
-export type WatchState = (read: (containers: readonly Container[]) => StateReading, ids?: readonly string[]) => Observable<ExecutionState>;
+export type WatchState = (read: (containers: ReadonlyMap<string, Container>) => StateReading, ids?: readonly string[]) => Observable<ExecutionState>;
 
 /** A container's figures, as a runtime's stats give them (the metrics' container families). */
 export interface ContainerFigures {

@@ -73,7 +73,7 @@ describe('containerCache (the Cli container state cache)', () => {
       const cache = cacheOf(list);
       const first: Array<[number, string]> = [];
       const second: Array<[number, string]> = [];
-      const record = (into: Array<[number, string]>) => (s: Snapshot) => into.push([scheduler.now(), s.containers![0].id]);
+      const record = (into: Array<[number, string]>) => (s: Snapshot) => into.push([scheduler.now(), [...s.containers!.values()][0].id]);
       const subs = [cache.fresh().subscribe(record(first))];
       // The second watcher comes at 500, while the cache holds c1 from 10: it must get c2, polled at once.
       scheduler.schedule(() => subs.push(cache.fresh().subscribe(record(second))), 500);
@@ -94,7 +94,7 @@ describe('containerCache (the Cli container state cache)', () => {
       const cache = cacheOf(list);
       const subs = [cache.fresh().subscribe()];
       const seen: Array<[number, string]> = [];
-      scheduler.schedule(() => subs.push(cache.fresh().subscribe((s) => seen.push([scheduler.now(), s.containers![0].id]))), 50);
+      scheduler.schedule(() => subs.push(cache.fresh().subscribe((s) => seen.push([scheduler.now(), [...s.containers!.values()][0].id]))), 50);
       scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 500);
       flush();
       expect(seen[0]).to.deep.equal([200, 'c2']);
@@ -132,7 +132,9 @@ describe("containerCache kept by Podman's events", () => {
     };
   };
   const state = (s: Snapshot | undefined) =>
-    s?.containers ? s.containers.map((c) => `${c.id}:${c.state}${c.state === 'exited' ? `(${c.exitCode})` : ''}`).join(',') : (s?.error ?? 'none');
+    s?.containers
+      ? [...s.containers.values()].map((c) => `${c.id}:${c.state}${c.state === 'exited' ? `(${c.exitCode})` : ''}`).join(',')
+      : (s?.error ?? 'none');
 
   it("a workload's restart (its watcher leaves, the next comes) keeps the one event stream; it ends 10 s after the last watcher", () => {
     const scheduler = testScheduler();

@@ -116,7 +116,7 @@ describe("the container view (the cache's rules)", () => {
     expect(states()).to.deep.equal({ a: 'running' });
     expect(run([{ kind: 'pollStarted' }, polled(2, [running('a')], false)], view).states(), 'a poll after it agrees').to.deep.equal({ a: 'running' });
     // Step by step: exited at the exit file, unchanged by the old start, running at the new one, unchanged by the old died.
-    expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].state)).to.deep.equal(['exited', undefined, 'running', undefined]);
+    expect(steps.slice(2).map((s) => s.snapshot?.containers?.values().next().value?.state)).to.deep.equal(['exited', undefined, 'running', undefined]);
     // Run 2's own exit is an exit again.
     expect(run([event('exited', 2_300, 3, true)], view).states()).to.deep.equal({ a: 'exited 3' });
   });
@@ -136,7 +136,7 @@ describe("the container view (the cache's rules)", () => {
       event('started', 1_004), // Podman's stream, behind: the start it logged after the process had ended
       event('exited', 1_030, { exitCode: 0 }), // Podman's died
     ]);
-    expect(steps.slice(2).map((s) => s.snapshot?.containers?.[0].state)).to.deep.equal(['exited', undefined, undefined, undefined]);
+    expect(steps.slice(2).map((s) => s.snapshot?.containers?.values().next().value?.state)).to.deep.equal(['exited', undefined, undefined, undefined]);
     expect(states()).to.deep.equal({ a: 'exited 0' });
     const restarted = run([
       { kind: 'pollStarted' },
@@ -153,7 +153,7 @@ describe("the container view (the cache's rules)", () => {
       event('started', 1_006), // Podman's stream: that run's start
     ]);
     expect(endedAtOnce.states()).to.deep.equal({ a: 'exited 0' });
-    expect(endedAtOnce.steps.slice(3).map((s) => s.snapshot?.containers?.[0].state)).to.deep.equal([undefined, undefined]);
+    expect(endedAtOnce.steps.slice(3).map((s) => s.snapshot?.containers?.values().next().value?.state)).to.deep.equal([undefined, undefined]);
   });
 
   it('once Podman took the exit file, a poll that shows the container running (started again) is believed', () => {

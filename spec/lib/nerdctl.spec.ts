@@ -95,7 +95,7 @@ describe('what the agent reads of nerdctl (lib/runtimes/containerd/nerdctl.ts)',
 
   // swdd~containerd-state-getter-returns-lost-state~1
   it('reads a workload by its container id, whole or cut short; a container that is gone is Lost', () => {
-    const running = [{ id: 'c'.repeat(64), state: 'running' }];
+    const running = new Map([['c'.repeat(64), { id: 'c'.repeat(64), state: 'running' }]]);
     expect(formatState(containerdReading('c'.repeat(64))(running).state)).to.equal('Running(Ok)');
     expect(formatState(containerdReading('c'.repeat(12))(running).state)).to.equal('Running(Ok)');
     expect(formatState(containerdReading('d'.repeat(64))(running).state)).to.equal('Failed(Lost)');

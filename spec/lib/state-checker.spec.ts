@@ -15,7 +15,7 @@ describe('the state checker of the podman runtime', () => {
   // swdd~generic-state-checker-sends-workload-state~2, swdd~agent-provides-generic-state-checker-implementation~1, swdd~podman-state-getter-uses-podmancli~1
   it('emits only changes; `stopped` is reported only once it lasted a second', () => {
     testScheduler().run(({ cold, expectObservable }) => {
-      const snap = (poll: number, state: string, exitCode = 0) => ({ poll, containers: [{ id: 'id1', state, exitCode }] });
+      const snap = (poll: number, state: string, exitCode = 0) => ({ poll, containers: new Map([['id1', { id: 'id1', state, exitCode }]]) });
       const cache = {
         fresh: () =>
           cold('a-b-c-d-e 999ms f-g', {
@@ -41,7 +41,7 @@ describe('the state checker of the podman runtime', () => {
 describe('the state checker and quick polls', () => {
   it('two quick polls that both see an exiting container `stopped` (events died + cleanup) do not report Stopping', () => {
     testScheduler().run(({ cold, expectObservable }) => {
-      const snap = (poll: number, state: string, exitCode = 0) => ({ poll, containers: [{ id: 'id1', state, exitCode }] });
+      const snap = (poll: number, state: string, exitCode = 0) => ({ poll, containers: new Map([['id1', { id: 'id1', state, exitCode }]]) });
       const cache = {
         fresh: () => cold('a 100ms s 50ms t 100ms x', { a: snap(1, 'running'), s: snap(2, 'stopped', 3), t: snap(3, 'stopped', 3), x: snap(4, 'exited', 3) }),
       };
@@ -56,7 +56,7 @@ describe('the state checker and quick polls', () => {
 describe('the state checker and the time a change was heard', () => {
   it('each state it emits carries when the change it shows was heard (for the report-time metric) and the exit code of an ended run; the wire form carries neither', () => {
     testScheduler().run(({ cold, expectObservable }) => {
-      const snap = (poll: number, state: string, heardAt: number) => ({ poll, containers: [{ id: 'id1', state, exitCode: 2 }], heardAt });
+      const snap = (poll: number, state: string, heardAt: number) => ({ poll, containers: new Map([['id1', { id: 'id1', state, exitCode: 2 }]]), heardAt });
       const cache = { fresh: () => cold('a-b-c', { a: snap(1, 'running', 100), b: snap(2, 'running', 200), c: snap(3, 'exited', 290) }) };
       const wire = (s: ExecutionState) => Buffer.from(toBinary(ExecutionStateSchema, executionStateTo(s)));
       const onWire = (s: ExecutionState) => wire(s).equals(wire({ state: s.state, substate: s.substate, additionalInfo: s.additionalInfo } as ExecutionState));
@@ -72,10 +72,11 @@ describe('the state checker and the time a change was heard', () => {
 
 describe('the state checker in a burst of other containers', () => {
   /** Its container id1 in `state`, beside another's container id2 that runs. */
-  const beside = (state: string, exitCode = 0) => [
-    { id: 'id1', state, exitCode },
-    { id: 'id2', state: 'running' },
-  ];
+  const beside = (state: string, exitCode = 0) =>
+    new Map([
+      ['id1', { id: 'id1', state, exitCode }],
+      ['id2', { id: 'id2', state: 'running' }],
+    ]);
 
   // swdd~generic-state-checker-sends-workload-state~2
   it("reads only the snapshots that changed its container: another's news wakes no reading, a failure and the poll after it are read", () => {

@@ -138,8 +138,8 @@ export function containerdState(c: Container): ExecutionState {
  */
 export const containerdReading =
   (id: string) =>
-  (containers: readonly Container[]): StateReading => {
-    const c = containers.find((x) => x.id === id || x.id.startsWith(id) || id.startsWith(x.id));
+  (containers: ReadonlyMap<string, Container>): StateReading => {
+    const c = containers.get(id) ?? [...containers.values()].find((x) => x.id.startsWith(id) || id.startsWith(x.id));
     return { state: c ? containerdState(c) : ExecutionState.lost(), transient: false };
   };
 

@@ -76,47 +76,34 @@ const priority = (s: ExecutionState) => PRIORITY.findIndex((p) => p(s));
  * removed from outside is Failed(Unknown), never Removed (which would make the server forget it). A
  * workload that has no pod at all is Failed(Lost), as the released agent reports it.
  */
-export function kubeWorkloadState(pods: readonly string[], containers: readonly Container[]): ExecutionState {
+export function kubeWorkloadState(pods: readonly string[], containers: Iterable<Container>): ExecutionState {
+  const all = [...containers];
   const states = pods.flatMap((pod) => {
-    const inPod = containersOf([pod], containers);
+    const inPod = containersOf([pod], all);
     return inPod.length === 0 ? [ExecutionState.unknown('unknown container state')] : inPod.map(kubeContainerState);
   });
   return states.reduce((low, s) => (priority(s) < priority(low) ? s : low), states[0] ?? ExecutionState.lost());
 }
 
 /** The containers of the given pods. */
-export const containersOf = (pods: readonly string[], containers: readonly Container[]): Container[] =>
-  containers.filter((c) => c.pod !== undefined && c.pod !== '' && pods.some((pod) => pod === c.pod || pod.startsWith(c.pod!)));
+export const containersOf = (pods: readonly string[], containers: Iterable<Container>): Container[] =>
+  [...containers].filter((c) => c.pod !== undefined && c.pod !== '' && pods.some((pod) => pod === c.pod || pod.startsWith(c.pod!)));
 
 /** A Podman container is `stopped` for a moment (~150 ms) on its way to `exited`. */
 const isTransient = (c: Container) => c.state === 'stopped';
 
-/** Each snapshot's containers by id, made once however many workloads read that snapshot. */
-const indexes = new WeakMap<readonly Container[], ReadonlyMap<string, Container>>();
-function containerWithId(containers: readonly Container[], id: string): Container | undefined {
-  let index = indexes.get(containers);
-  if (!index) {
-    const byId = new Map<string, Container>();
-    // The first of a duplicated id wins, as a search from the front would find it.
-    for (const c of containers) if (!byId.has(c.id)) byId.set(c.id, c);
-    indexes.set(containers, byId);
-    index = byId;
-  }
-  return index.get(id);
-}
-
 /** swdd~podman-state-getter-uses-podmancli~1, swdd~podman-state-getter-returns-lost-state~1: the state getter of the podman runtime. */
 export const podmanReading =
   (id: string) =>
-  (containers: readonly Container[]): StateReading => {
-    const c = containerWithId(containers, id);
+  (containers: ReadonlyMap<string, Container>): StateReading => {
+    const c = containers.get(id);
     return c ? { state: podmanState(c), transient: isTransient(c) } : { state: ExecutionState.lost(), transient: false };
   };
 
 /** swdd~podman-kube-state-getter-uses-container-states~1: the state getter of the podman-kube runtime. */
 export const kubeReading =
   (pods: readonly string[]) =>
-  (containers: readonly Container[]): StateReading => ({
-    state: kubeWorkloadState(pods, containers),
-    transient: containersOf(pods, containers).some(isTransient),
+  (containers: ReadonlyMap<string, Container>): StateReading => ({
+    state: kubeWorkloadState(pods, containers.values()),
+    transient: containersOf(pods, containers.values()).some(isTransient),
   });
