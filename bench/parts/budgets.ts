@@ -32,6 +32,7 @@ export const BUDGETS = {
   addWaiting: 250,
   deleteWaiting: 250,
   eventLine: 40,
+  eventLineAmongMany: 40,
   libpodAnswer: 150,
   cliCall: 200,
   stateSent: 25,
@@ -46,6 +47,7 @@ const NAMES: Record<Row, string> = {
   addWaiting: 'UpdateWorkload: 1 workload added that waits (+ its state)',
   deleteWaiting: 'UpdateWorkload: 1 waiting workload deleted (+ its state)',
   eventLine: "Podman event line (a start of the agent's running container)",
+  eventLineAmongMany: 'Podman event line, the same with 400 of its containers running',
   libpodAnswer: 'libpod answer (image exists, real Podman service)',
   cliCall: 'CLI call through the launcher (`true`)',
   stateSent: 'a state encoded and framed for the server',
@@ -143,7 +145,16 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     await perMessage(pid, bursts / 4, () => remove(0));
     figures.addWaiting = await perMessage(pid, bursts / 4, () => add(1));
     figures.deleteWaiting = await perMessage(pid, bursts / 4, () => remove(1));
-    if (label === 'ours') figures.eventLine = await eventLines(pid, env.FAKE_PODMAN_DIR!, bursts * 2);
+    if (label === 'ours') {
+      figures.eventLine = await eventLines(pid, env.FAKE_PODMAN_DIR!, bursts * 2);
+      // 300 more running (100 by now): an event is to cost the same however many workloads the node runs.
+      for (let round = 0; round < 3; round++) {
+        const specs = Array.from({ length: 100 }, (_, i) => busybox(`many${round}_${i}`, agentName));
+        stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: specs.map(addedWorkload) } } });
+        await until(() => specs.every((w) => latest.get(w.instanceName.workloadName) === 'Running(Ok)'), 300_000);
+      }
+      figures.eventLineAmongMany = await eventLines(pid, env.FAKE_PODMAN_DIR!, bursts * 2);
+    }
   } finally {
     agent.kill('SIGKILL');
     server.stop();
@@ -245,7 +256,7 @@ export async function benchBudgets(quick: boolean): Promise<void> {
   const args = (url: string, name: string) => ['-n', name, '-s', url, '-k', '-r', specFolder('ank-bench-budget-')];
   const ours = await serverRows('ours', (url, name, env) => spawn(BIN, args(url, name), { stdio: 'ignore', env }), bursts);
   const theirs = released ? await serverRows('released', (url, name, env) => spawn(released, args(url, name), { stdio: 'ignore', env }), bursts) : undefined;
-  for (const row of ['stateOfOther', 'statesOfOthers100', 'addWaiting', 'deleteWaiting', 'eventLine', 'create'] as const)
+  for (const row of ['stateOfOther', 'statesOfOthers100', 'addWaiting', 'deleteWaiting', 'eventLine', 'eventLineAmongMany', 'create'] as const)
     if (ours.figures[row] !== undefined) say(row, ours.figures[row], theirs?.figures[row], ours.mainThread[row]);
   const libpod = await libpodRow(quick ? 2000 : 8000);
   if (libpod !== undefined) say('libpodAnswer', libpod);
