@@ -234,9 +234,10 @@ const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.change in
 
 /**
  * Applies an event to a picture (and what is tracked of exits); true when it is news for the watchers: it
- * changed what they see, or it is a start (or a pause) that one may wait for, however the picture showed it. A container the picture does not show yet is added when the event tells enough of it (Podman's
- * create, init and start do): a new workload's state checker then hears of it without waiting for a poll,
- * and the host's other containers, however they churn, cause no poll.
+ * changed what they see, or it is a start (or a pause) that one may wait for, however the picture showed it.
+ * A container the picture does not show yet is added when the event tells enough of it (Podman's create,
+ * init and start do): a new workload's state checker then hears of it without waiting for a poll, and the
+ * host's other containers, however they churn, cause no poll.
  */
 function apply(e: ContainerEvent, to: CopyOnWrite<Container>, tracked: Tracked): boolean {
   const c = to.get(e.id);

@@ -86,8 +86,11 @@ export function kubeWorkloadState(pods: readonly string[], containers: Iterable<
 }
 
 /** The containers of the given pods. */
-export const containersOf = (pods: readonly string[], containers: Iterable<Container>): Container[] =>
-  [...containers].filter((c) => c.pod !== undefined && c.pod !== '' && pods.some((pod) => pod === c.pod || pod.startsWith(c.pod!)));
+export function containersOf(pods: readonly string[], containers: Iterable<Container>): Container[] {
+  const inPods: Container[] = [];
+  for (const c of containers) if (c.pod !== undefined && c.pod !== '' && pods.some((pod) => pod === c.pod || pod.startsWith(c.pod!))) inPods.push(c);
+  return inPods;
+}
 
 /** A Podman container is `stopped` for a moment (~150 ms) on its way to `exited`. */
 const isTransient = (c: Container) => c.state === 'stopped';
