@@ -278,6 +278,32 @@ describe("containerCache kept by Podman's events", () => {
     });
   });
 
+  // swdd~podman-state-getter-returns-unknown-state~1
+  it("after a failed poll a watcher hears the next event of any container (its picture again), then only its own containers' events", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      let calls = 0;
+      const list = () =>
+        defer(() => {
+          calls += 1;
+          return calls === 2 ? cold<Container[]>('----------#', {}, new Error('podman: busy')) : cold('----------(a|)', { a: [{ id: 'a', state: 'running' }] });
+        });
+      const told = { names: ['n'], labels: {}, pod: '' };
+      const events$ = hot<ContainerEvent>('200ms x 99ms y', {
+        x: { id: 'b', change: 'started', container: told },
+        y: { id: 'b', change: 'exited', exitCode: 0 },
+      });
+      const cache = cacheOf(list, events$);
+      const heard: string[] = [];
+      const subs = [cache.fresh(['a']).subscribe((s) => heard.push(state(s)))];
+      // A second watcher at 100 asks for the poll that fails.
+      scheduler.schedule(() => subs.push(cache.fresh().subscribe()), 100);
+      scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 500);
+      flush();
+      expect(heard).to.deep.equal(['a:running', 'podman: busy', 'a:running,b:running']);
+    });
+  });
+
   it("a poll that still sees `running` after conmon told the exit does not undo it; Podman's own died event confirms it", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {
