@@ -108,7 +108,6 @@ export function containerCache(list: () => Observable<Container[]>, events$: Obs
         let heard = false;
         const watcher: Watcher = {
           ids,
-          shown: false,
           // The current snapshot is replayed first: news in it is older than the subscription.
           replayed: true,
           take(s) {
@@ -135,10 +134,9 @@ export function containerCache(list: () => Observable<Container[]>, events$: Obs
   };
 }
 
-/** One watcher of the cache: the containers it names (none: all), and whether the last snapshot it took showed them. */
+/** One watcher of the cache: the containers it names (none: all). */
 interface Watcher {
   readonly ids?: readonly string[];
-  shown: boolean;
   /** While it is added: what it takes then is the snapshot it found, not news. */
   replayed: boolean;
   /** Whether the snapshot was fresh for it (and so given on). */
@@ -213,8 +211,7 @@ class Watchers {
 
   private give(watcher: Watcher, snapshot: Snapshot): void {
     if (!watcher.take(snapshot) || watcher.ids === undefined || !this.all.has(watcher)) return;
-    watcher.shown = snapshot.containers !== undefined;
-    if (watcher.shown) this.everyEvent.delete(watcher);
+    if (snapshot.containers !== undefined) this.everyEvent.delete(watcher);
     else this.everyEvent.add(watcher);
   }
 
