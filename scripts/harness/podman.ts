@@ -43,7 +43,12 @@ let shared: PodmanService | undefined;
  */
 export function specService(): PodmanService | undefined {
   if (process.env.ANKAGENT_PODMAN_SERVICE === 'false') return undefined;
-  shared ??= new PodmanService({ cli: harnessCli('podman'), folder: specFolder('ank-spec-podman-'), log: silentLogger });
+  if (shared === undefined) {
+    shared = new PodmanService({ cli: harnessCli('podman'), folder: specFolder('ank-spec-podman-'), log: silentLogger });
+    // Stopped with the test process, as an agent's run stops its own: else it outlives the specs by its idle time.
+    const service = shared;
+    process.once('exit', () => service.dispose());
+  }
   return shared;
 }
 

@@ -7,6 +7,7 @@ import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
 import { ConfigurationError } from '../../lib/runtime-connector.js';
 import type { Cli } from '../../lib/runtimes/base/cli.js';
+import { systemdModule } from '../../lib/runtimes/systemd/index.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { PodmanAgent, busybox, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { SystemdHost, requireSystemd } from '../../scripts/harness/systemd.js';
@@ -165,7 +166,8 @@ describe('the systemd runtime (real systemd in a container)', function () {
       ioAgent.stop();
     }
     // The Control Interface, as the agent's host side hands its folder to the runtime.
-    const systemd = builtInRuntimes(silentLogger, { clis, folder, processes: harnessProcesses() }).get('systemd')!;
+    // The systemd runtime alone: a Podman runtime beside it would start a Podman service that nothing stops.
+    const systemd = builtInRuntimes(silentLogger, { clis, folder, processes: harnessProcesses(), modules: [systemdModule] }).get('systemd')!;
     const refused = await lastValueFrom(systemd.createWorkload(unitWorkload('ci', agent.agentName, 'sleeper.service'), { controlInterfacePath: folder })).catch(
       (e: Error) => e,
     );
