@@ -4,7 +4,7 @@
 // fork for them; calls that must keep only part of a flood of output (a health check), and every call while the
 // shell has no folder for its files, are spawned here with pipes. Made once by the run (bin/run.ts), which disposes
 // it at its end.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import os from 'node:os';
 import { Observable, of } from 'rxjs';
 import { LogLines, MAX_LINE_BYTES } from '../log-lines.js';
@@ -37,6 +37,8 @@ export interface ProcessesOptions {
 
 export class Processes {
   private readonly shell: Launcher;
+  /** The streams' and conversations' processes running: what the run's end stops, whoever still listens to them. */
+  private readonly streams = new Set<ChildProcess>();
 
   constructor(options: ProcessesOptions = {}) {
     this.shell = new Launcher(options.parent ?? privateParent(), options.warn);
@@ -72,7 +74,7 @@ export class Processes {
   lines({ binary, args }: Command, paused$: Observable<boolean> = of(false), maxLineBytes = MAX_LINE_BYTES): Observable<string> {
     return new Observable<string>((subscriber) =>
       startSoon(() => {
-        const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        const child = this.track(spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
         child.on('error', (err) => subscriber.error(new ProcessEnded(err.message, false)));
         let open = 2;
         const done = () => --open === 0 && subscriber.complete();
@@ -113,7 +115,7 @@ export class Processes {
   conversation({ binary, args }: Command, input$: Observable<string | Uint8Array>): Observable<Buffer> {
     return new Observable<Buffer>((subscriber) =>
       startSoon(() => {
-        const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+        const child = this.track(spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'] }));
         const said = new Kept(4096);
         child.on('error', (err) => subscriber.error(new ProcessEnded(err.message, false)));
         child.stdin.on('error', () => undefined);
@@ -153,9 +155,23 @@ export class Processes {
     };
   }
 
-  /** Ends the launcher shell and removes its folder (a call still writing there leaves it to the next start's sweep). */
+  /**
+   * Ends the launcher shell and removes its folder (a call still writing there leaves it to the next start's sweep),
+   * and kills the streams still running: a `podman events` that a cache follows for a while after its last watcher
+   * would outlive the agent.
+   */
   dispose(): void {
     this.shell.dispose();
+    for (const child of this.streams) child.kill('SIGKILL');
+    this.streams.clear();
+  }
+
+  /** A stream's or a conversation's process, known until it exits. */
+  private track<C extends ChildProcess>(child: C): C {
+    this.streams.add(child);
+    child.once('exit', () => this.streams.delete(child));
+    child.once('error', () => this.streams.delete(child));
+    return child;
   }
 }
 

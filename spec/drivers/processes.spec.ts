@@ -5,6 +5,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
+import { of } from 'rxjs';
 import { privateParent } from '../../lib/drivers/launcher.js';
 import { bytesRead } from '../../lib/drivers/machine.js';
 import { type Background, type Ending, type Launch, Processes, type ProcessesOptions } from '../../lib/drivers/processes.js';
@@ -155,6 +156,18 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
     await until(() => !existsSync(`/proc/${shell}`) || /^State:\s+Z/m.test(readFileSync(`/proc/${shell}/status`, 'utf8')), 'the shell to end');
     await until(() => existsSync(marker), 'the call in flight to end');
     expect(readdirSync(parent).filter((name) => name.startsWith('ank-agent-calls-'))).to.deep.equal([]);
+  });
+
+  it('disposed, it kills the streams and conversations still running, whoever still listens to them', async () => {
+    const launcher = processes();
+    const lines = launcher.lines({ binary: 'sleep', args: ['31.41'] }).subscribe({ error: () => undefined });
+    const talk = launcher.conversation({ binary: 'sleep', args: ['31.42'] }, of()).subscribe({ error: () => undefined });
+    const running = () => spawnSync('pgrep', ['-f', '^sleep 31\\.4[12]$'], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).length;
+    await until(() => running() === 2, 'both to start');
+    launcher.dispose();
+    await until(() => running() === 0, 'both to be killed');
+    lines.unsubscribe();
+    talk.unsubscribe();
   });
 
   it('a piped call keeps the start of a flood of output and drops the rest, never failing for it; a kill ends it even when a child holds its pipes', async () => {
