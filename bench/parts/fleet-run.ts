@@ -4,7 +4,7 @@
 // (every agent settled) the fleet's workloads applied → all Running(Ok), deleted → all gone, and the agents' CPU in each (from
 // each thread's schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
 // Then one of ours in a fleet of released agents: its CPU beside theirs for the same work.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { openSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
@@ -92,6 +92,8 @@ async function fleet(kinds: readonly Kind[]): Promise<FleetFigures> {
     return { connectedMs, applyMs, applyCpuMs: sum(applyCpuEach), deleteMs, deleteCpuMs: sum(deleteCpuEach), podmanCalls, applyCpuEach, deleteCpuEach };
   } finally {
     for (const agent of agents) agent.kill('SIGKILL');
+    // A killed agent's fake `podman events` would read on for ever: every process of this fake podman goes too.
+    spawnSync('pkill', ['-KILL', '-f', `${fake}/podman`]);
     await cluster.stopAll();
   }
 }
