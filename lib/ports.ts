@@ -57,7 +57,7 @@ export interface ContainerEvent {
   /** What the events tell of the container besides (its name, labels and pod): enough to show one the picture does not have yet. */
   readonly container?: Pick<Container, 'names' | 'labels' | 'pod'>;
   /**
-   * With `started`: a start the agent ran itself (its `podman start` returned; `at`: when it was asked): a new run,
+   * With `started`: a start the agent ran itself (its `podman start` or `podman run` returned; `at`: when it was asked): a new run,
    * unless an exit was told after it was asked (that run ended before the start returned).
    */
   readonly own?: boolean;
@@ -73,9 +73,11 @@ export interface ContainerCache {
   /**
    * swdd~podmancli-uses-container-state-cache~1: snapshots taken after the subscription, refreshed while watched;
    * with `ids`, also those an event of one of these containers made after the subscription (the stream up), and
-   * of the events' snapshots only those of these containers (a poll's is given to every watcher).
+   * of the events' snapshots only those of these containers (a poll's is given to every watcher). `made`: the
+   * start of the container a create of the agent's just made, told to the cache once the watcher is on, so that
+   * the watcher hears it as news (the stream up) instead of asking for a poll.
    */
-  fresh(ids?: readonly string[]): Observable<Snapshot>;
+  fresh(ids?: readonly string[], made?: ContainerEvent): Observable<Snapshot>;
 }
 
 /** --debug as the runtimes see it: whether a stage is traced (what to say need not be built), and a step said in words. */
@@ -93,9 +95,14 @@ export interface StateReading {
 
 /**
  * The generic state checker: the workload's execution state, each time it changes, as `read` finds it in the
- * snapshots; `ids`, the containers it reads, when they are known: their own events then answer before a poll.
+ * snapshots; `ids`, the containers it reads, when they are known: their own events then answer before a poll;
+ * `made`, the start of the container a create just made (ContainerCache's `fresh`).
  */
-export type WatchState = (read: (containers: ReadonlyMap<string, Container>) => StateReading, ids?: readonly string[]) => Observable<ExecutionState>;
+export type WatchState = (
+  read: (containers: ReadonlyMap<string, Container>) => StateReading,
+  ids?: readonly string[],
+  made?: ContainerEvent,
+) => Observable<ExecutionState>;
 
 /** A container's figures, as a runtime's stats give them (the metrics' container families). */
 export interface ContainerFigures {

@@ -257,6 +257,27 @@ describe('Podman runtimes (real Podman)', function () {
       expect(containerOf(w)).to.equal('');
     });
 
+    // swdd~podman-state-getter-reset-cache~1, swdd~podman-create-workload-returns-workload-id~1
+    it("a burst of creates is reported Running from each `podman run`'s return: no podman ps for the new containers", async () => {
+      let lists = 0;
+      const cli = harnessCli('podman', { observe: (call) => void (call.subcommand === 'ps' && lists++) });
+      // Verification every 10 minutes: every podman ps here would be one a new workload's watcher asked for.
+      const watcher = new PodmanAgent(uniqueAgent(), undefined, cli, { service: specService(), verifyMs: 600_000 });
+      try {
+        const first = busybox('first', watcher.agentName);
+        watcher.send({ kind: 'serverHello', added: [first] });
+        await watcher.waitFor('first', /^Running\(Ok\)$/);
+        const before = lists;
+        const burst = Array.from({ length: 10 }, (_, i) => busybox(`burst${i}`, watcher.agentName));
+        watcher.send({ kind: 'updateWorkload', added: burst, deleted: [] });
+        await Promise.all(burst.map((w) => watcher.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/)));
+        expect(lists - before).to.equal(0);
+        expect(watcher.history('burst0')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+      } finally {
+        watcher.stop();
+      }
+    });
+
     // swdd~podmancli-uses-container-state-cache~1, swdd~podmancli-container-state-cache-refresh~1
     it('50 sleeping workloads cost one podman ps per 10 s in total on events, one per second with events off', async function () {
       this.timeout(150_000);

@@ -384,6 +384,45 @@ describe("containerCache kept by Podman's events", () => {
   });
 
   // swdd~podman-state-getter-reset-cache~1
+  it('a watcher given the start its create made hears it at once and asks for no poll; one whose container ended before its create returned is answered by a poll', () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const told = { names: ['n'], labels: {} };
+      let truth: Container[] = [{ id: 'a', state: 'running' }];
+      const { list, counter } = podman(cold, () => truth);
+      // Podman's stream is up and says nothing meanwhile; conmon tells `quick`'s exit at 195, before its create returned.
+      const early$ = hot<ContainerEvent>('195ms x', { x: { id: 'quick', change: 'exited', exitCode: 0, at: 195 } });
+      const cache = cacheOf(list, hot<ContainerEvent>('-'), { early$ });
+      const subs = [cache.fresh().subscribe()];
+      const seen: Array<[number, string]> = [];
+      const quick: Array<[number, string]> = [];
+      let callsBefore = 0;
+      scheduler.schedule(() => {
+        callsBefore = counter.calls;
+        truth = [...truth, { id: 'new', state: 'running' }];
+        subs.push(
+          cache.fresh(['new'], { id: 'new', change: 'started', at: 90, own: true, container: told }).subscribe((s) => seen.push([scheduler.now(), state(s)])),
+        );
+      }, 100);
+      let callsAfter = 0;
+      scheduler.schedule(() => (callsAfter = counter.calls), 190);
+      scheduler.schedule(() => {
+        truth = [...truth, { id: 'quick', state: 'exited', exitCode: 0 }];
+        subs.push(
+          cache
+            .fresh(['quick'], { id: 'quick', change: 'started', at: 190, own: true, container: told })
+            .subscribe((s) => quick.push([scheduler.now(), state(s)])),
+        );
+      }, 200);
+      scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 1_000);
+      flush();
+      expect(seen[0], 'at once, from the agent’s own word').to.deep.equal([100, 'a:running,new:running']);
+      expect(callsAfter - callsBefore, 'no poll for it').to.equal(0);
+      expect(quick[0], 'its start is older than its exit: a poll of its own (200–210) tells it').to.deep.equal([210, 'a:running,new:running,quick:exited(0)']);
+    });
+  });
+
+  // swdd~podman-state-getter-reset-cache~1
   it("a watcher whose create returned does not take its container's late create and init events for news: it reports no state from before the start", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {

@@ -1,11 +1,12 @@
 // The `containerd` runtime connector (the released agent's third runtime), on the nerdctl CLI and a
 // container-state cache of its own, kept by containerd's events (`nerdctl events`) and verified by `nerdctl ps`.
-import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreElements, map, mergeMap, of, switchMap, throwError } from 'rxjs';
+import { type Observable, catchError, concat, defer, finalize, forkJoin, ignoreElements, map, mergeMap, of, switchMap, tap, throwError } from 'rxjs';
 import { type NamespacedEvent, containerdReading, containerdState, nerdctlImagePull, parseContainers, parseEvent, parseStats } from './nerdctl.js';
 import type { ExecutionState } from '../../execution-state.js';
 import type { LogsOptions } from '../../messages.js';
 import { RuntimeConfigError } from '../base/run-config.js';
-import { parseContainerConfig, containerRunArgs } from '../containers/run-config.js';
+import { containerRunArgs, nameOption, parseContainerConfig } from '../containers/run-config.js';
+import { MadeContainers } from '../containers/made-containers.js';
 import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
@@ -59,13 +60,18 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   /** The scope of each container the agent created or found, for the calls that know only its id. */
   private readonly scopes = new Map<string, Scope>();
 
+  /** The starts its creates made, for their state checkers. */
+  private readonly made: MadeContainers;
+
   /** `cli` runs nerdctl; `watchIn` reads the containerd cache of a scope; `defaults`: the agent config's scope. */
   constructor(
     private readonly cli: Cli,
     private readonly watchIn: (scope: Scope) => WatchState,
     private readonly defaults: Scope = [],
     private readonly pulls = new ImagePulls(nerdctlPulls(cli)),
-  ) {}
+  ) {
+    this.made = new MadeContainers(cli.clock);
+  }
 
   /** The image in the workload's scope, pulled (`nerdctl pull` with its run's pull options) unless it is there or the instance it replaces runs it. */
   imagesToFetch(next: WorkloadSpec, current?: WorkloadSpec): string[] {
@@ -114,13 +120,11 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = nerdctlImagePull(config, scope);
-      const run$ = this.cli.run(containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options), createDeadlines([pull], this.cli));
-      return this.pulls.creating([pull], run$).pipe(
-        map((stdout) => {
-          const id = stdout.trim().split('\n').at(-1)!;
-          this.scopes.set(id, scope);
-          return id;
-        }),
+      const run$ = this.cli
+        .run(containerRunArgs({ ...config, generalOptions: scope }, key, agentName, options), createDeadlines([pull], this.cli))
+        .pipe(map((stdout) => stdout.trim().split('\n').at(-1)!));
+      return this.pulls.creating([pull], this.made.recorded(run$, nameOption(config.commandOptions) ?? key, key, agentName)).pipe(
+        tap((id) => this.scopes.set(id, scope)),
         // What a failed create left goes, so that the retry starts clean: only what carries this instance's
         // labels, never a container by a name the config gives (that may be anyone's).
         catchError((err: unknown) =>
@@ -157,7 +161,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
    * swdd~containerd-nerdctlcli-uses-container-state-cache~1: the cache of the workload's scope.
    */
   checkState(id: string, spec: WorkloadSpec): Observable<ExecutionState> {
-    return defer(() => this.watchIn(this.scopeOf(spec))(containerdReading(id), [id]));
+    return defer(() => this.watchIn(this.scopeOf(spec))(containerdReading(id), [id], this.made.take(id)));
   }
 
   /** swdd~containerd-create-workload-starts-existing-workload~1: the same container runs again. */
@@ -178,6 +182,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
 
   /** swdd~containerd-delete-workload-stops-and-removes-workload~1, swdd~containerd-nerdctlcli-removes-workloads-by-id~1 */
   deleteWorkload(id: string): Observable<void> {
+    this.made.take(id);
     return defer(() => this.remove(id, this.scopes.get(id) ?? this.defaults)).pipe(finalize(() => this.scopes.delete(id)));
   }
 

@@ -58,7 +58,8 @@ export const NEWS_WAIT_MS = 300;
  * while anything watches (and for KEEP_FOLLOWING_MS after the last watcher left), the cache follows `events$` (an exit carries the
  * exit code; start and remove say the rest) and polls `list` to verify, every second while the stream is
  * down; every new watcher triggers one extra poll (swdd~podman-state-getter-reset-cache~1,
- * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way. Without `events$` it
+ * swdd~podman-kube-state-getter-reset-cache~1), coalesced with the polls under way, unless news of its
+ * containers answers it first (their events, or the agent's own word of the container its create made). Without `events$` it
  * polls every second. A verification that finds a change no event announced takes the stream for stalled
  * and starts it again.
  */
@@ -92,9 +93,12 @@ interface Told {
 
 export function containerCache(list: () => Observable<Container[]>, events$: Observable<ContainerEvent> | undefined, options: CacheOptions): ContainerCache {
   const refresh$ = new Subject<void>();
+  // The starts of containers the agent's creates made, told by their watchers as they come (the agent's own word).
+  const made$ = new Subject<ContainerEvent>();
   // How many polls this cache started, and whether its event stream is up now (what a new watcher goes by).
   const polls = { started: 0, eventsUp: false, running: 0 };
-  const told$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, options)).pipe(
+  const early$ = options.early$ ? merge(options.early$, made$) : made$;
+  const told$ = defer(() => cacheSnapshots(list, events$, refresh$, polls, { ...options, early$ })).pipe(
     share({
       connector: () => new ReplaySubject<Told>(1),
       resetOnRefCountZero: () => race(timer(KEEP_FOLLOWING_MS, options.scheduler), options.ended$ ?? NEVER),
@@ -102,7 +106,7 @@ export function containerCache(list: () => Observable<Container[]>, events$: Obs
   );
   const watchers = new Watchers(told$);
   return {
-    fresh: (ids) =>
+    fresh: (ids, made) =>
       new Observable<Snapshot>((subscriber) => {
         const since = polls.started;
         let heard = false;
@@ -121,6 +125,10 @@ export function containerCache(list: () => Observable<Container[]>, events$: Obs
         };
         watchers.add(watcher);
         watcher.replayed = false;
+        // swdd~podman-state-getter-reset-cache~1: a new workload's container is to be in the cache when its watcher
+        // reads it. The agent's own word of the start its create made puts it there (news while the stream is up,
+        // as Podman's start event would be), so that a burst of creates costs no poll each.
+        if (made) made$.next(made);
         // In a burst (a poll under way), a watcher that names its containers gives their events a while to
         // come before it asks for a poll of its own; alone, it asks at once and takes what comes first.
         const asking = (ids && polls.eventsUp && polls.running > 0 ? timer(NEWS_WAIT_MS, options.scheduler) : of(0)).subscribe(() => {

@@ -24,14 +24,14 @@ const unknown = (engine: string, error?: string): StateReading => ({
  * One step per snapshot, not a chain of operators: every watcher reads every snapshot of a burst.
  */
 export function stateChecker(cache: ContainerCache, clock: TimestampProvider, engine: string): WatchState {
-  return (read, ids) =>
+  return (read, ids, made) =>
     new Observable<ExecutionState>((subscriber) => {
       /** Since when the reading has been transient; the state last emitted. */
       let since: number | undefined;
       let last: ExecutionState | undefined;
       /** Whether the last snapshot read showed the containers (not a failure to ask): then one that changed none of `ids` changes nothing. */
       let shown = false;
-      return cache.fresh(ids).subscribe({
+      return cache.fresh(ids, made).subscribe({
         next: (s: Snapshot) => {
           // A snapshot of other containers' news is passed over without a reading: a burst wakes only the watchers it concerns.
           if (shown && since === undefined && ids !== undefined && s.containers && s.changed && !ids.some((id) => s.changed!.has(id))) return;

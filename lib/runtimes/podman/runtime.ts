@@ -14,6 +14,7 @@ import type { Container, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
 import { ImagePulls, createDeadlines } from '../containers/image-pulls.js';
+import { MadeContainers } from '../containers/made-containers.js';
 import type { ImagePull } from '../containers/images.js';
 import { CliError } from '../base/cli.js';
 import type { PodmanCli } from './podman-cli.js';
@@ -24,6 +25,9 @@ import { labelledWorkloads, logArgs, ownContainers, quietly } from '../container
 export class PodmanRuntime implements RuntimeConnector<string> {
   /** swdd~podman-name-returns-podman~1 */
   readonly name = 'podman';
+
+  /** The starts its creates made, for their state checkers. */
+  private readonly made: MadeContainers;
 
   /** `health`: the agent runs the health checks a workload's commandOptions ask for (else they are left to Podman, as by the released agent). */
   constructor(
@@ -38,7 +42,9 @@ export class PodmanRuntime implements RuntimeConnector<string> {
     /** Shared with podman-kube: one image storage, one engine's creates. */
     private readonly pulls = new ImagePulls(cli),
     private readonly lost = new LostContainerSweep(cli),
-  ) {}
+  ) {
+    this.made = new MadeContainers(cli.clock);
+  }
 
   /**
    * The image, pulled with the workload's registry options unless it is there (or its `--pull` asks for a pull
@@ -83,7 +89,10 @@ export class PodmanRuntime implements RuntimeConnector<string> {
       const agentName = spec.instanceName.agentName;
       // A pull of the image already under way (the workload waited on its dependencies) is waited for, not done again.
       const pull = podmanImagePull(given);
-      const create$ = this.pulls.creating([pull], this.cli.runContainer(config, key, agentName, options, createDeadlines([pull], this.cli)));
+      const run$ = this.cli.runContainer(config, key, agentName, options, createDeadlines([pull], this.cli));
+      // A container in a storage of its own options is one the cache does not list: its start is not told.
+      const told$ = config.generalOptions.length === 0 ? this.made.recorded(run$, nameOption(config.commandOptions) ?? key, key, agentName) : run$;
+      const create$ = this.pulls.creating([pull], told$);
       const byKey = nameOption(config.commandOptions) === undefined;
       return this.sweptIfLost(byKey ? { name: key } : undefined, create$).pipe(
         catchError((err: unknown) => this.afterFailedCreate(err, key, agentName, byKey, create$)),
@@ -135,7 +144,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * swdd~podman-state-getter-returns-lost-state~1
    */
   checkState(id: string, spec: WorkloadSpec): Observable<ExecutionState> {
-    const container$ = this.watch(podmanReading(id), [id]);
+    const container$ = this.watch(podmanReading(id), [id], this.made.take(id));
     const check = this.healthCheck(spec);
     return check ? withHealth(container$, () => healthChecks(this.cli, id, check), check, this.cli.clock) : container$;
   }
@@ -186,6 +195,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * Removed means gone: a remove made again after the service was lost under it leaves no process behind.
    */
   deleteWorkload(id: string): Observable<void> {
+    this.made.take(id);
     return this.sweptIfLost({ id }, this.cli.remove(id));
   }
 
