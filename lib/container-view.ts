@@ -3,6 +3,7 @@
 // picture of all containers. The rules know what engines do: an exit told early (Podman's conmon writes exit
 // files before Podman's own event), a container shown `stopped` for a moment on its way down. Pure:
 // lib/runtimes/containers/container-cache.ts keeps the timing (ticks, one poll at a time, the event stream) and feeds this reducer.
+import { LayeredMap } from './layered-map.js';
 import type { Container, ContainerChange, ContainerEvent, Snapshot } from './ports.js';
 
 export interface ContainerView {
@@ -141,15 +142,15 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
 }
 
 /**
- * A map of the view's, copied at its first change only: an event changes what is tracked of a container or
- * two, and copying every map at every event made a burst of N creates cost N² (measured: the costliest step
- * of 100 creates).
+ * A map of the view's as one step changes it: another view's map is never changed but layered
+ * (lib/layered-map.ts), since an event changes what is tracked of a container or two and copying every map at
+ * every event made a burst of N creates cost N² (measured: the costliest step of 100 creates).
  */
 class CopyOnWrite<V> {
-  /** `copied`: the map is this one's own already (made for it), not another view's. */
+  /** `own`: the map is this step's own (made for it), not another view's: changed in place. */
   constructor(
     private map: ReadonlyMap<string, V>,
-    private copied = false,
+    private readonly own = false,
   ) {}
 
   get current(): ReadonlyMap<string, V> {
@@ -166,17 +167,16 @@ class CopyOnWrite<V> {
 
   set(key: string, value: V): void {
     if (this.map.has(key) && this.map.get(key) === value) return;
-    this.writable().set(key, value);
+    if (this.own) (this.map as Map<string, V>).set(key, value);
+    else this.map = LayeredMap.of(this.map).with(key, value);
   }
 
   /** Whether it was there. */
   delete(key: string): boolean {
-    return this.map.has(key) && this.writable().delete(key);
-  }
-
-  private writable(): Map<string, V> {
-    if (!this.copied) [this.map, this.copied] = [new Map(this.map), true];
-    return this.map as Map<string, V>;
+    if (!this.map.has(key)) return false;
+    if (this.own) (this.map as Map<string, V>).delete(key);
+    else this.map = LayeredMap.of(this.map).without(key);
+    return true;
   }
 }
 
