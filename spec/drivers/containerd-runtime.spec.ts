@@ -75,6 +75,23 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
     expect(agent.running.find(fine.instanceName)?.runtime.name).to.equal('containerd');
   });
 
+  // swdd~containerd-state-getter-reset-cache~1, swdd~containerd-create-workload-returns-workload-id~1
+  it("a burst of creates is reported Running from each `nerdctl run`'s return: no nerdctl ps for the new containers", async () => {
+    let lists = 0;
+    const nerdctlCli = harnessCli('nerdctl', { observe: (call) => void (call.subcommand === 'ps' && lists++) });
+    // Verification every 10 minutes: every nerdctl ps here would be one a new workload's watcher asked for.
+    const watcher = newAgent(uniqueAgent('ctrd'), undefined, { nerdctl: nerdctlCli, verifyMs: 600_000 });
+    const first = onContainerd('first', watcher.agentName);
+    watcher.send({ kind: 'serverHello', added: [first] });
+    await watcher.waitFor('first', /^Running\(Ok\)$/);
+    const before = lists;
+    const burst = Array.from({ length: 5 }, (_, i) => onContainerd(`burst${i}`, watcher.agentName));
+    watcher.send({ kind: 'updateWorkload', added: burst, deleted: [] });
+    await Promise.all(burst.map((w) => watcher.waitFor(w.instanceName.workloadName, /^Running\(Ok\)$/, 40_000)));
+    expect(lists - before).to.equal(0);
+    expect(watcher.history('burst0')).to.deep.equal(['Pending(Starting): Triggered at runtime.', 'Running(Ok)']);
+  });
+
   // swdd~containerd-create-workload-sets-optionally-container-name~1, swdd~containerd-get-workload-id-uses-label~1, swdd~containerd-delete-workload-stops-and-removes-workload~1, swdd~containerd-nerdctlcli-removes-workloads-by-id~1
   it('a --name in commandOptions wins; a delete stops and removes the container, one already gone is no error', async () => {
     const mine = `mine-${agent.agentName}`.replace(/_/g, '-');
