@@ -113,7 +113,7 @@ function onEvent(view: ContainerView, event: ContainerEvent, early: boolean, hea
   const duringPoll = view.duringPoll && [...view.duringPoll, event];
   if (view.containers === undefined) return { view: { ...view, ...mapsOf(tracked), duringPoll } };
   // The picture is copied only when the event changes what it shows (the host's others, and news it has, change nothing).
-  const containers = new CopyOnWrite(view.containers);
+  const containers = new Edited(view.containers);
   const changed = apply(event, containers, tracked);
   const next: ContainerView = { ...view, ...mapsOf(tracked), duringPoll, containers: containers.current };
   return changed ? { view: next, snapshot: snapshotOf(containers.current, view.poll, heardAt, new Set([event.id])) } : { view: next };
@@ -124,8 +124,9 @@ const STILL_UP: ReadonlySet<string> = new Set(['running', 'stopping', 'stopped']
 
 function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, at }: Extract<ViewInput, { kind: 'polled' }>): ViewStep {
   const tracked = trackedOf(view);
-  const containers = new Map(listed.map((c) => [c.id, settled(c, tracked)]));
-  for (const e of view.duringPoll ?? []) apply(e, new CopyOnWrite(containers, true), tracked);
+  const picture = new Edited(new Map(listed.map((c) => [c.id, settled(c, tracked)])));
+  for (const e of view.duringPoll ?? []) apply(e, picture, tracked);
+  const containers = picture.current;
   // A running container the events left running, or one they never removed, that Podman says otherwise: missed.
   // A container on its way down (`stopping`, `stopped` for a moment) has no event yet: its exit comes.
   const missedEvent =
@@ -142,16 +143,12 @@ function onPoll(view: ContainerView, { poll, containers: listed, eventsHealthy, 
 }
 
 /**
- * A map of the view's as one step changes it: another view's map is never changed but layered
- * (lib/layered-map.ts), since an event changes what is tracked of a container or two and copying every map at
- * every event made a burst of N creates cost N² (measured: the costliest step of 100 creates).
+ * A map of the view's as one step edits it: a map is never changed but layered (lib/layered-map.ts), since an
+ * event changes what is tracked of a container or two and copying every map at every event made a burst of N
+ * creates cost N² (measured: the costliest step of 100 creates).
  */
-class CopyOnWrite<V> {
-  /** `own`: the map is this step's own (made for it), not another view's: changed in place. */
-  constructor(
-    private map: ReadonlyMap<string, V>,
-    private readonly own = false,
-  ) {}
+class Edited<V> {
+  constructor(private map: ReadonlyMap<string, V>) {}
 
   get current(): ReadonlyMap<string, V> {
     return this.map;
@@ -167,31 +164,29 @@ class CopyOnWrite<V> {
 
   set(key: string, value: V): void {
     if (this.map.has(key) && this.map.get(key) === value) return;
-    if (this.own) (this.map as Map<string, V>).set(key, value);
-    else this.map = LayeredMap.of(this.map).with(key, value);
+    this.map = LayeredMap.of(this.map).with(key, value);
   }
 
   /** Whether it was there. */
   delete(key: string): boolean {
     if (!this.map.has(key)) return false;
-    if (this.own) (this.map as Map<string, V>).delete(key);
-    else this.map = LayeredMap.of(this.map).without(key);
+    this.map = LayeredMap.of(this.map).without(key);
     return true;
   }
 }
 
 interface Tracked {
-  readonly exitCodes: CopyOnWrite<number>;
-  readonly early: CopyOnWrite<number | undefined>;
-  readonly started: CopyOnWrite<number>;
-  readonly exited: CopyOnWrite<number>;
+  readonly exitCodes: Edited<number>;
+  readonly early: Edited<number | undefined>;
+  readonly started: Edited<number>;
+  readonly exited: Edited<number>;
 }
 
 const trackedOf = (view: ContainerView): Tracked => ({
-  exitCodes: new CopyOnWrite(view.exitCodes),
-  early: new CopyOnWrite(view.early),
-  started: new CopyOnWrite(view.started),
-  exited: new CopyOnWrite(view.exited),
+  exitCodes: new Edited(view.exitCodes),
+  early: new Edited(view.early),
+  started: new Edited(view.started),
+  exited: new Edited(view.exited),
 });
 
 /** The maps of `tracked` as a view holds them. */
@@ -239,7 +234,7 @@ const learnsOf = (e: ContainerEvent) => e.container !== undefined && e.change in
  * init and start do): a new workload's state checker then hears of it without waiting for a poll, and the
  * host's other containers, however they churn, cause no poll.
  */
-function apply(e: ContainerEvent, to: CopyOnWrite<Container>, tracked: Tracked): boolean {
+function apply(e: ContainerEvent, to: Edited<Container>, tracked: Tracked): boolean {
   const c = to.get(e.id);
   if (!c && learnsOf(e)) {
     if (e.change === 'started' && staleStart(e, tracked)) return false;

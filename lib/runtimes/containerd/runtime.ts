@@ -182,6 +182,7 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
 
   /** swdd~containerd-delete-workload-stops-and-removes-workload~1, swdd~containerd-nerdctlcli-removes-workloads-by-id~1 */
   deleteWorkload(id: string): Observable<void> {
+    // A start no state checker took goes with its container.
     this.made.take(id);
     return defer(() => this.remove(id, this.scopes.get(id) ?? this.defaults)).pipe(finalize(() => this.scopes.delete(id)));
   }

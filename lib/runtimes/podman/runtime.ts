@@ -195,6 +195,7 @@ export class PodmanRuntime implements RuntimeConnector<string> {
    * Removed means gone: a remove made again after the service was lost under it leaves no process behind.
    */
   deleteWorkload(id: string): Observable<void> {
+    // A start no state checker took goes with its container.
     this.made.take(id);
     return this.sweptIfLost({ id }, this.cli.remove(id));
   }
