@@ -1,7 +1,8 @@
 // Standalone mode: what the server would do for this one agent, fed by manifests instead of gRPC.
 import { type Observable, defer, filter, map, merge, mergeMap, scan } from 'rxjs';
 import { type MessageInitShape, create } from '@bufbuild/protobuf';
-import { type Request, ResponseSchema } from '../proto/gen/ank_base_pb.js';
+import type { Request, ResponseSchema } from '../proto/gen/ank_base_pb.js';
+import { ankBase } from '../lib/codec/descriptors.cjs';
 import { completeStateTo, declaredStateFrom } from '../lib/codec/wire.js';
 import { type AlteredFields, type CompleteState, alteredFields, applyUpdate, maskedState } from '../lib/complete-state.js';
 import { keepLatest } from '../lib/execution-state.js';
@@ -59,7 +60,7 @@ function maskedOf(agentName: string, snapshot: LocalSnapshot, desired: DesiredSt
 
 const respond = (requestId: string, content: MessageInitShape<typeof ResponseSchema>['ResponseContent']): FromServer => ({
   kind: 'response',
-  response: create(ResponseSchema, { requestId, ResponseContent: content }),
+  response: create(ankBase().ResponseSchema, { requestId, ResponseContent: content }),
 });
 
 /** The wire form of a masked state, made once however many answers and events carry it. */

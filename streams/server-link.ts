@@ -1,11 +1,10 @@
 // The link to the Ankaios server as an observable: connects when subscribed, says hello first on
 // every connection, negotiates the protocol line, reconnects every second for as long as it is wanted.
 import { NEVER, Observable, catchError, concat, defer, map, of, repeat, retry, shareReplay, take, takeUntil, throwError, timer } from 'rxjs';
-import { toBinary } from '@bufbuild/protobuf';
-import * as grpc from '../proto/gen/grpc_api_pb.js';
 import { PROTOCOL_LINES, lineOfRefusal } from '../lib/codec/lines.js';
 import type { ProtocolLine } from '../lib/version.js';
-import { agentHello, fromServerBytes, toServerBytes } from '../lib/codec/wire.js';
+import { encodeAgentHello } from '../lib/codec/hello.js';
+import { fromServerBytes, toServerBytes } from '../lib/codec/wire.js';
 import type { Logger } from '../lib/logger.js';
 import type { FromServer, ToServer } from '../lib/messages.js';
 
@@ -104,7 +103,7 @@ function session(
   onAccepted: () => void,
 ): Observable<FromServer> {
   if (!spoken.events && Object.keys(tags).length > 0) log.warn(`The ${spoken.name} line has no agent tags: they are not sent.`);
-  const hello = toBinary(grpc.ToServerSchema, agentHello(agentName, spoken.version, spoken.events ? tags : {}));
+  const hello = encodeAgentHello(agentName, spoken.version, spoken.events ? tags : {});
   const outgoing$ = concat(of(hello), outbound$.pipe(map(toServerBytes)));
   log.debug(`Connecting to the server as agent '${agentName}', protocol ${spoken.version}.`);
   let accepted = false;

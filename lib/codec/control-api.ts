@@ -1,8 +1,8 @@
 // The control_api wire messages a Control Interface reads and writes.
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { Request, Response } from '../../proto/gen/ank_base_pb.js';
-import { ResponseSchema } from '../../proto/gen/ank_base_pb.js';
-import { type FromAnkaios, FromAnkaiosSchema, type ToAnkaios, ToAnkaiosSchema } from '../../proto/gen/control_api_pb.js';
+import type { FromAnkaios, ToAnkaios } from '../../proto/gen/control_api_pb.js';
+import { ankBase, controlApi } from './descriptors.cjs';
 import type { Access } from '../authorizer.js';
 
 export type { FromAnkaios, Request, Response, ToAnkaios };
@@ -10,20 +10,20 @@ export type { FromAnkaios, Request, Response, ToAnkaios };
 /** undefined when the bytes do not decode as a ToAnkaios message. */
 export function decodeToAnkaios(bytes: Uint8Array): ToAnkaios | undefined {
   try {
-    return fromBinary(ToAnkaiosSchema, bytes);
+    return fromBinary(controlApi().ToAnkaiosSchema, bytes);
   } catch {
     return undefined;
   }
 }
 
-export const encodeFromAnkaios = (m: FromAnkaios): Uint8Array => toBinary(FromAnkaiosSchema, m);
+export const encodeFromAnkaios = (m: FromAnkaios): Uint8Array => toBinary(controlApi().FromAnkaiosSchema, m);
 
 export const FromAnkaiosMessage = {
-  accepted: (): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'controlInterfaceAccepted', value: {} } }),
-  closed: (reason: string): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'connectionClosed', value: { reason } } }),
-  response: (response: Response): FromAnkaios => create(FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'response', value: response } }),
+  accepted: (): FromAnkaios => create(controlApi().FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'controlInterfaceAccepted', value: {} } }),
+  closed: (reason: string): FromAnkaios => create(controlApi().FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'connectionClosed', value: { reason } } }),
+  response: (response: Response): FromAnkaios => create(controlApi().FromAnkaiosSchema, { FromAnkaiosEnum: { case: 'response', value: response } }),
   error: (requestId: string, message: string): FromAnkaios =>
-    FromAnkaiosMessage.response(create(ResponseSchema, { requestId, ResponseContent: { case: 'error', value: { message } } })),
+    FromAnkaiosMessage.response(create(ankBase().ResponseSchema, { requestId, ResponseContent: { case: 'error', value: { message } } })),
 };
 
 /** What a request asks for, in the terms of the authorizer; undefined for an empty request. */

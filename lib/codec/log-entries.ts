@@ -4,7 +4,7 @@
 //   grpc_api.ToServer { logEntriesResponse = 7 { requestId = 1; logEntriesResponse = 2 { repeated logEntries = 1
 //     ank_base.LogEntry { workloadName = 1 (WorkloadInstanceName); message = 2 } } } }
 import { create, toBinary } from '@bufbuild/protobuf';
-import { WorkloadInstanceNameSchema } from '../../proto/gen/ank_base_pb.js';
+import { ankBase } from './descriptors.cjs';
 import type { LogEntry } from '../messages.js';
 import type { WorkloadInstanceName } from '../workload.js';
 import { Writer, fieldSize, stringFieldSize } from './proto-writer.js';
@@ -16,7 +16,7 @@ export function encodeLogEntries(requestId: string, entries: readonly LogEntry[]
   const nameOf = (n: WorkloadInstanceName): Uint8Array => {
     const known = names.get(n);
     if (known) return known;
-    const bytes = toBinary(WorkloadInstanceNameSchema, create(WorkloadInstanceNameSchema, n));
+    const bytes = toBinary(ankBase().WorkloadInstanceNameSchema, create(ankBase().WorkloadInstanceNameSchema, n));
     names.set(n, bytes);
     return bytes;
   };

@@ -5,17 +5,13 @@
 //     executionState = 2 { optional additionalInfo = 1; oneof { agentDisconnected = 2 … removed = 9 } } } } }
 // An empty name is left out; the additional info has presence and is always written, as is the state's member
 // of the oneof, even 0.
-import { ExecutionStateSchema } from '../../proto/gen/ank_base_pb.js';
 import type { ExecutionState } from '../execution-state.js';
 import type { WorkloadState } from '../messages.js';
-import { wireExecutionState } from './tables.js';
+import { EXECUTION_STATE, wireExecutionState } from './tables.js';
 import { Writer, fieldSize, stringFieldSize, varintSize } from './proto-writer.js';
 
 /** A state's member of ExecutionState's oneof: its field number and substate number. */
-const oneofOf = (s: ExecutionState) => {
-  const wire = wireExecutionState(s);
-  return { field: ExecutionStateSchema.field[wire.case].number, value: wire.value };
-};
+const oneofOf = (s: ExecutionState) => ({ field: EXECUTION_STATE[s.state].field, value: wireExecutionState(s).value });
 
 /** A ToServer with an UpdateWorkloadState of `states`, encoded. */
 export function encodeWorkloadStates(states: readonly WorkloadState[]): Uint8Array {

@@ -1,8 +1,9 @@
 // The wire codec: protobuf-es objects ↔ the agent's domain types. The only place in the core that
 // knows the wire format of the server connection.
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import * as pb from '../../proto/gen/ank_base_pb.js';
-import * as grpc from '../../proto/gen/grpc_api_pb.js';
+import type * as pb from '../../proto/gen/ank_base_pb.js';
+import type * as grpc from '../../proto/gen/grpc_api_pb.js';
+import { ankBase, grpcApi } from './descriptors.cjs';
 import type { CompleteState } from '../complete-state.js';
 import type { ExecutionState } from '../execution-state.js';
 import type { FromServer, ToServer, WireResponse, WorkloadState } from '../messages.js';
@@ -61,7 +62,7 @@ function eachOf<T, U>(items: readonly T[], decode: (item: T) => U, what: string,
   });
 }
 
-export const instanceNameTo = (n: WorkloadInstanceName): pb.WorkloadInstanceName => create(pb.WorkloadInstanceNameSchema, n);
+export const instanceNameTo = (n: WorkloadInstanceName): pb.WorkloadInstanceName => create(ankBase().WorkloadInstanceNameSchema, n);
 
 // ---- workloads ----------------------------------------------------------------------------------
 
@@ -73,7 +74,7 @@ function accessRuleFrom(rule: WireAccessRule): AccessRule[] {
 }
 
 const accessRuleTo = (r: AccessRule): pb.AccessRightsRule =>
-  create(pb.AccessRightsRuleSchema, {
+  create(ankBase().AccessRightsRuleSchema, {
     AccessRightsRuleEnum:
       r.kind === 'state'
         ? { case: 'stateRule', value: { operation: READ_WRITE.toWire(r.operation), filterMasks: [...r.filterMasks] } }
@@ -90,7 +91,7 @@ const fileFrom = (f: WireFile): WorkloadFile =>
     : { mountPoint: f.mountPoint, data: f.FileContent.value ?? '' };
 
 const fileTo = (f: WorkloadFile): pb.File =>
-  create(pb.FileSchema, {
+  create(ankBase().FileSchema, {
     mountPoint: f.mountPoint,
     FileContent: f.binaryData !== undefined ? { case: 'binaryData', value: f.binaryData } : { case: 'data', value: f.data ?? '' },
   });
@@ -107,7 +108,7 @@ export function workloadFrom(w: WireWorkload | undefined): Workload {
     agent: w?.agent ?? '',
     runtime: w?.runtime ?? '',
     runtimeConfig: w?.runtimeConfig ?? '',
-    restartPolicy: RESTART_POLICY.fromWire(w?.restartPolicy ?? pb.RestartPolicy.NEVER) ?? 'Never',
+    restartPolicy: RESTART_POLICY.fromWire(w?.restartPolicy ?? RESTART_POLICY.toWire('Never')) ?? 'Never',
     dependencies: mapValues(w?.dependencies?.dependencies ?? {}, addConditionFrom),
     tags: { ...(w?.tags?.tags ?? {}) },
     controlInterfaceAccess: accessFrom(w?.controlInterfaceAccess),
@@ -118,7 +119,7 @@ export function workloadFrom(w: WireWorkload | undefined): Workload {
 
 /** A workload, or the parts of it a field mask picked, on the wire. */
 export function workloadTo(w: Partial<Workload>): pb.Workload {
-  return create(pb.WorkloadSchema, {
+  return create(ankBase().WorkloadSchema, {
     agent: w.agent,
     runtime: w.runtime,
     runtimeConfig: w.runtimeConfig,
@@ -141,7 +142,7 @@ export function workloadSpecFrom(added: WireAdded): WorkloadSpec {
 
 /** An AddedWorkload as a server sends it. */
 export function addedWorkloadTo(spec: WorkloadSpec): grpc.AddedWorkload {
-  return create(grpc.AddedWorkloadSchema, {
+  return create(grpcApi().AddedWorkloadSchema, {
     instanceName: instanceNameTo(spec.instanceName),
     workload: workloadTo({ ...spec, agent: spec.instanceName.agentName, configs: {} }),
   });
@@ -159,7 +160,7 @@ export function deletedWorkloadFrom(d: WireDeleted): DeletedWorkload {
 // ---- execution states ---------------------------------------------------------------------------
 
 export function executionStateTo(s: ExecutionState): pb.ExecutionState {
-  return create(pb.ExecutionStateSchema, {
+  return create(ankBase().ExecutionStateSchema, {
     additionalInfo: s.additionalInfo,
     ExecutionStateEnum: wireExecutionState(s) as pb.ExecutionState['ExecutionStateEnum'],
   });
@@ -176,7 +177,7 @@ export function executionStateFrom(s: WireWorkloadState['executionState']): Exec
 }
 
 export const workloadStateTo = (s: WorkloadState): pb.WorkloadState =>
-  create(pb.WorkloadStateSchema, { instanceName: instanceNameTo(s.instanceName), executionState: executionStateTo(s.executionState) });
+  create(ankBase().WorkloadStateSchema, { instanceName: instanceNameTo(s.instanceName), executionState: executionStateTo(s.executionState) });
 
 /** A state of any workload, this agent's, another agent's or one no agent runs (an empty agent name). */
 function workloadStateFrom(s: WireWorkloadState): WorkloadState {
@@ -188,9 +189,9 @@ function workloadStateFrom(s: WireWorkloadState): WorkloadState {
 // ---- the complete state -------------------------------------------------------------------------
 
 function configItemTo(v: ConfigValue): pb.ConfigItem {
-  if (typeof v === 'string') return create(pb.ConfigItemSchema, { ConfigItemEnum: { case: 'String', value: v } });
-  if (Array.isArray(v)) return create(pb.ConfigItemSchema, { ConfigItemEnum: { case: 'array', value: { values: v.map(configItemTo) } } });
-  return create(pb.ConfigItemSchema, { ConfigItemEnum: { case: 'object', value: { fields: mapValues(v, configItemTo) } } });
+  if (typeof v === 'string') return create(ankBase().ConfigItemSchema, { ConfigItemEnum: { case: 'String', value: v } });
+  if (Array.isArray(v)) return create(ankBase().ConfigItemSchema, { ConfigItemEnum: { case: 'array', value: { values: v.map(configItemTo) } } });
+  return create(ankBase().ConfigItemSchema, { ConfigItemEnum: { case: 'object', value: { fields: mapValues(v, configItemTo) } } });
 }
 
 function configItemFrom(item: pb.ConfigItem): ConfigValue {
@@ -203,7 +204,7 @@ function configItemFrom(item: pb.ConfigItem): ConfigValue {
 /** swdd~api-object-serialization~1: the (possibly masked) complete state on the wire. */
 export function completeStateTo(s: CompleteState): pb.CompleteState {
   const d = s.desiredState;
-  return create(pb.CompleteStateSchema, {
+  return create(ankBase().CompleteStateSchema, {
     desiredState: d && {
       apiVersion: d.apiVersion,
       workloads: d.workloads && { workloads: mapValues(d.workloads, workloadTo) },
@@ -244,7 +245,7 @@ export function fromServerBytes(bytes: Uint8Array, warn: (problem: string) => vo
   if (states) return updateWorkloadStateFrom(states, (problem) => warn(`In a updateWorkloadState from the server, ${problem}.`));
   const update = workloadUpdateOf(bytes);
   if (update) return workloadUpdateFrom(update, (problem) => warn(`In a ${update.case} from the server, ${problem}.`));
-  const m = fromBinary(grpc.FromServerSchema, bytes);
+  const m = fromBinary(grpcApi().FromServerSchema, bytes);
   return fromServerMessage(m, (problem) => warn(`In a ${m.FromServerEnum.case ?? 'message'} from the server, ${problem}.`));
 }
 
@@ -305,20 +306,20 @@ export function toServerBytes(m: ToServer): Uint8Array {
     case 'agentLoadStatus':
       return encodeAgentLoadStatus(m.agentName, m.cpuUsage, m.freeMemory);
     default:
-      return toBinary(grpc.ToServerSchema, toServerMessage(m));
+      return toBinary(grpcApi().ToServerSchema, toServerMessage(m));
   }
 }
 
 export function toServerMessage(m: ToServer): grpc.ToServer {
   switch (m.kind) {
     case 'updateWorkloadState':
-      return create(grpc.ToServerSchema, {
+      return create(grpcApi().ToServerSchema, {
         ToServerEnum: { case: 'updateWorkloadState', value: { workloadStates: m.states.map(workloadStateTo) } },
       });
     case 'request':
-      return create(grpc.ToServerSchema, { ToServerEnum: { case: 'request', value: m.request as pb.Request } });
+      return create(grpcApi().ToServerSchema, { ToServerEnum: { case: 'request', value: m.request as pb.Request } });
     case 'logEntries':
-      return create(grpc.ToServerSchema, {
+      return create(grpcApi().ToServerSchema, {
         ToServerEnum: {
           case: 'logEntriesResponse',
           value: {
@@ -328,7 +329,7 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
         },
       });
     case 'logsStop':
-      return create(grpc.ToServerSchema, {
+      return create(grpcApi().ToServerSchema, {
         ToServerEnum: {
           case: 'logsStopResponse',
           value: {
@@ -338,7 +339,7 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
         },
       });
     case 'agentLoadStatus':
-      return create(grpc.ToServerSchema, {
+      return create(grpcApi().ToServerSchema, {
         ToServerEnum: {
           case: 'AgentLoadStatus',
           value: { agentName: m.agentName, cpuUsage: { cpuUsage: m.cpuUsage }, freeMemory: { freeMemory: BigInt(m.freeMemory) } },
@@ -346,8 +347,3 @@ export function toServerMessage(m: ToServer): grpc.ToServer {
       });
   }
 }
-
-export const agentHello = (agentName: string, protocolVersion: string, tags: Readonly<Record<string, string>>): grpc.ToServer =>
-  create(grpc.ToServerSchema, {
-    ToServerEnum: { case: 'agentHello', value: { agentName, protocolVersion, tags: Object.keys(tags).length > 0 ? { tags: { ...tags } } : undefined } },
-  });

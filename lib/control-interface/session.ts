@@ -3,7 +3,7 @@
 // end with their session, and the routing of responses back by the prefix of their request id.
 // streams/control-interfaces.ts feeds it what the pipes, the server and the connection say, and does the I/O.
 import { create } from '@bufbuild/protobuf';
-import { RequestSchema, ResponseSchema } from '../../proto/gen/ank_base_pb.js';
+import { ankBase } from '../codec/descriptors.cjs';
 import { isAllowed } from '../authorizer.js';
 import { type FromAnkaios, FromAnkaiosMessage, type Request, type Response, accessOf, decodeToAnkaios } from '../codec/control-api.js';
 import { lineOf } from '../codec/lines.js';
@@ -75,8 +75,8 @@ export const prefixed = (workloadName: string, requestId: string) => `${workload
 const unsupported = (version: string, lines: readonly ProtocolLine[]) =>
   `Unsupported protocol version '${version}'. Currently supported '${lines.map((l) => l.name).join("', '")}'`;
 const isSubscription = (r: Request) => r.RequestContent.case === 'completeStateRequest' && r.RequestContent.value.subscribeForEvents;
-const eventsCancel = (requestId: string): Request => create(RequestSchema, { requestId, RequestContent: { case: 'eventsCancelRequest', value: {} } });
-const logsCancel = (requestId: string): Request => create(RequestSchema, { requestId, RequestContent: { case: 'logsCancelRequest', value: {} } });
+const eventsCancel = (requestId: string): Request => create(ankBase().RequestSchema, { requestId, RequestContent: { case: 'eventsCancelRequest', value: {} } });
+const logsCancel = (requestId: string): Request => create(ankBase().RequestSchema, { requestId, RequestContent: { case: 'logsCancelRequest', value: {} } });
 const toServer = (request: Request): ControlInterfaceEffect => ({ kind: 'toServer', request });
 const log = (level: 'warn' | 'debug', text: string): ControlInterfaceEffect => ({ kind: 'log', level, text });
 const unchanged = (state: ControlInterfacesState): ControlInterfacesStep => ({ state, effects: [] });
@@ -196,7 +196,7 @@ function onRequest(state: ControlInterfacesState, workloadName: string, session:
   // The released agent's authorizer denies a request it cannot read.
   if (c.case === undefined) return answer(FromAnkaiosMessage.error(r.requestId, ACCESS_DENIED), 'empty, refused');
   if (!line.events && c.case === 'eventsCancelRequest') {
-    const accepted = create(ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'eventsCancelAccepted', value: {} } });
+    const accepted = create(ankBase().ResponseSchema, { requestId: r.requestId, ResponseContent: { case: 'eventsCancelAccepted', value: {} } });
     return answer(FromAnkaiosMessage.response(accepted), 'no events on this line, answered here');
   }
   if (!line.events && c.case === 'completeStateRequest' && c.value.subscribeForEvents) {

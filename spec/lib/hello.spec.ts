@@ -1,8 +1,14 @@
-import { toBinary } from '@bufbuild/protobuf';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { expect } from 'chai';
 import { encodeAgentHello, encodeAgentLoadStatus } from '../../lib/codec/hello.js';
-import { agentHello, toServerMessage } from '../../lib/codec/wire.js';
+import { toServerMessage } from '../../lib/codec/wire.js';
 import { ToServerSchema } from '../../proto/gen/grpc_api_pb.js';
+
+/** The hello as protobuf-es builds it by reflection: a ToServer holding an AgentHello, tags left out when there are none. */
+const agentHello = (agentName: string, protocolVersion: string, tags: Record<string, string>) =>
+  create(ToServerSchema, {
+    ToServerEnum: { case: 'agentHello', value: { agentName, protocolVersion, tags: Object.keys(tags).length > 0 ? { tags: { ...tags } } : undefined } },
+  });
 
 describe('the messages encoded by hand (lib/codec/hello.ts)', () => {
   // swdd~agent-sends-hello~1

@@ -1,0 +1,17 @@
+// protobuf-es's descriptors of the three .proto files, built on first use: building them costs the start ~15 ms
+// of CPU, and the agent's frequent messages are read and written by hand (lib/codec/*-states.ts,
+// workload-updates.ts, hello.ts). CommonJS, so that its require() loads them synchronously, bundled or not.
+import type * as AnkBase from '../../proto/gen/ank_base_pb.js';
+import type * as ControlApi from '../../proto/gen/control_api_pb.js';
+import type * as GrpcApi from '../../proto/gen/grpc_api_pb.js';
+
+let base: typeof AnkBase | undefined;
+let grpc: typeof GrpcApi | undefined;
+let control: typeof ControlApi | undefined;
+
+/** ank_base.proto's schemas and enums. */
+export const ankBase = (): typeof AnkBase => (base ??= require('../../proto/gen/ank_base_pb.js'));
+/** grpc_api.proto's. */
+export const grpcApi = (): typeof GrpcApi => (grpc ??= require('../../proto/gen/grpc_api_pb.js'));
+/** control_api.proto's. */
+export const controlApi = (): typeof ControlApi => (control ??= require('../../proto/gen/control_api_pb.js'));
