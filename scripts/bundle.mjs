@@ -31,7 +31,10 @@ await build({
   external: ['./prom-client.cjs'],
   // import() of a bundled module stays in the bundle (a require when it runs), so nothing is looked up at run time.
   supported: { 'dynamic-import': false },
-  define: { 'import.meta.url': '__bundleUrl' },
+  // module.require() is how lib/codec/descriptors.cts loads protobuf-es's descriptors on first use (a module
+  // loaded through Node's ES module loader is given a require() that cannot load an ES module); as require(),
+  // esbuild bundles what it loads and runs it only then.
+  define: { 'import.meta.url': '__bundleUrl', 'module.require': 'require' },
   banner: { js: "const __bundleUrl = require('node:url').pathToFileURL(__filename).href;" },
 });
 await build({ ...common, entryPoints: ['node_modules/prom-client/index.js'], outfile: 'dist/bin/prom-client.cjs' });

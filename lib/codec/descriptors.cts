@@ -1,6 +1,8 @@
 // protobuf-es's descriptors of the three .proto files, built on first use: building them costs the start ~15 ms
 // of CPU, and the agent's frequent messages are read and written by hand (lib/codec/*-states.ts,
-// workload-updates.ts, hello.ts). CommonJS, so that its require() loads them synchronously, bundled or not.
+// workload-updates.ts, hello.ts). CommonJS, so that they load synchronously, bundled or not: by module.require(),
+// Node's own (the require() Node gives a CommonJS module that an ES module imported through loader hooks, as tsx's,
+// cannot load an ES module); the bundle makes it require() (scripts/bundle.mjs), which esbuild bundles lazily.
 import type * as AnkBase from '../../proto/gen/ank_base_pb.js';
 import type * as ControlApi from '../../proto/gen/control_api_pb.js';
 import type * as GrpcApi from '../../proto/gen/grpc_api_pb.js';
@@ -10,8 +12,8 @@ let grpc: typeof GrpcApi | undefined;
 let control: typeof ControlApi | undefined;
 
 /** ank_base.proto's schemas and enums. */
-export const ankBase = (): typeof AnkBase => (base ??= require('../../proto/gen/ank_base_pb.js'));
+export const ankBase = (): typeof AnkBase => (base ??= module.require('../../proto/gen/ank_base_pb.js'));
 /** grpc_api.proto's. */
-export const grpcApi = (): typeof GrpcApi => (grpc ??= require('../../proto/gen/grpc_api_pb.js'));
+export const grpcApi = (): typeof GrpcApi => (grpc ??= module.require('../../proto/gen/grpc_api_pb.js'));
 /** control_api.proto's. */
-export const controlApi = (): typeof ControlApi => (control ??= require('../../proto/gen/control_api_pb.js'));
+export const controlApi = (): typeof ControlApi => (control ??= module.require('../../proto/gen/control_api_pb.js'));
