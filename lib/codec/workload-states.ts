@@ -6,6 +6,7 @@
 // to the domain that every message takes (lib/codec/wire.ts). Pure.
 import { type Walk, byHand, enumOf, fields, soleField, stringOf, within } from './proto-reader.js';
 import type { ExecutionState } from '../../proto/gen/ank_base_pb.js';
+import { EXECUTION_STATE } from './tables.js';
 
 type StateCase = Pick<ExecutionState['ExecutionStateEnum'], 'case' | 'value'>;
 
@@ -15,7 +16,8 @@ export type WireWorkloadState = {
   readonly executionState?: { readonly additionalInfo?: string; readonly ExecutionStateEnum: StateCase };
 };
 
-const CASES = ['agentDisconnected', 'pending', 'running', 'stopping', 'succeeded', 'failed', 'notScheduled', 'removed'] as const;
+/** The members of ExecutionState's oneof by field number. */
+const CASE_OF_FIELD = new Map(Object.values(EXECUTION_STATE).map((row) => [row.field, row.case]));
 
 /**
  * The workload states of a FromServer that is an updateWorkloadState and nothing else; undefined for any other
@@ -63,8 +65,9 @@ function executionOf(walk: Walk, end: number, before: WireWorkloadState['executi
   let additionalInfo = before?.additionalInfo;
   let state: StateCase = before?.ExecutionStateEnum ?? { case: undefined, value: undefined };
   fields(walk, end, (field, type) => {
+    const member = CASE_OF_FIELD.get(field);
     if (field === 1) additionalInfo = stringOf(walk, type);
-    else if (field <= 9) state = { case: CASES[field - 2], value: enumOf(walk, type) } as StateCase;
+    else if (member !== undefined) state = { case: member, value: enumOf(walk, type) } as StateCase;
     else return false;
   });
   return { additionalInfo, ExecutionStateEnum: state };
