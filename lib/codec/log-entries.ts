@@ -16,7 +16,8 @@ export function encodeLogEntries(requestId: string, entries: readonly LogEntry[]
   const nameOf = (n: WorkloadInstanceName): Uint8Array => {
     const known = names.get(n);
     if (known) return known;
-    const bytes = toBinary(ankBase().WorkloadInstanceNameSchema, create(ankBase().WorkloadInstanceNameSchema, n));
+    const schema = ankBase().WorkloadInstanceNameSchema;
+    const bytes = toBinary(schema, create(schema, n));
     names.set(n, bytes);
     return bytes;
   };
