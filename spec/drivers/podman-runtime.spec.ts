@@ -3,9 +3,10 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { firstValueFrom, lastValueFrom } from 'rxjs';
+import { NEVER, firstValueFrom, lastValueFrom } from 'rxjs';
 import { ExecutionState } from '../../lib/execution-state.js';
-import { type KubeId, podsPlayed } from '../../lib/runtimes/podman/kube.js';
+import { type KubeId, PodmanKubeRuntime, podsPlayed } from '../../lib/runtimes/podman/kube.js';
+import { PodmanCli } from '../../lib/runtimes/podman/podman-cli.js';
 import type { RuntimeConnector } from '../../lib/runtime-connector.js';
 import { builtInRuntimes } from '../../bin/wiring.js';
 import { silentLogger } from '../../lib/logger.js';
@@ -359,6 +360,21 @@ describe('Podman runtimes (real Podman)', function () {
       expect(existing[0].instanceName).to.deep.equal(w.instanceName);
       expect(existing[0].state).to.deep.equal(ExecutionState.running());
       expect(await firstValueFrom(runtime.getWorkloadId(w.instanceName))).to.deep.equal(existing[0].id);
+    });
+
+    // swdd~podman-kube-list-existing-workloads-using-config-volumes~1
+    it("an agent without pods of its own finds none in one Podman call, passing over another agent's volumes", async () => {
+      const name = uniqueAgent();
+      const others = [`w.1.${name}_x.config`, `w.1.x${name}.config`, `w.1.${name}.configs`];
+      for (const volume of others) podman('volume', 'create', volume);
+      try {
+        const cli = new PodmanCli(harnessCli('podman'));
+        const runtime = new PodmanKubeRuntime(cli, () => NEVER);
+        expect(await firstValueFrom(runtime.listReusableWorkloads(name))).to.deep.equal([]);
+        expect(cli.calls, 'a `podman volume ls`, no `podman ps`').to.equal(1);
+      } finally {
+        podman('volume', 'rm', ...others);
+      }
     });
 
     // swdd~podman-kube-create-workload-returns-workload-id~1

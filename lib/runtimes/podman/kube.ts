@@ -1,6 +1,6 @@
 // The `podman-kube` runtime connector: a workload is a Kubernetes manifest played with `podman kube play`,
 // found again through its bookkeeping volumes, and checked through its pods' containers.
-import { EMPTY, type Observable, catchError, concat, defer, forkJoin, ignoreElements, map, merge, of, switchMap, throwError } from 'rxjs';
+import { EMPTY, type Observable, catchError, concat, defer, ignoreElements, map, merge, of, switchMap, throwError } from 'rxjs';
 import type { ExecutionState } from '../../execution-state.js';
 import type { Logger } from '../../logger.js';
 import type { LogsOptions } from '../../messages.js';
@@ -79,18 +79,28 @@ export class PodmanKubeRuntime implements RuntimeConnector<KubeId> {
 
   private readonly pullsOf = (s: WorkloadSpec): ImagePull[] => kubeImagePulls(parseKubeConfig(s.runtimeConfig));
 
-  /** swdd~podman-kube-list-existing-workloads-using-config-volumes~1 */
+  /**
+   * swdd~podman-kube-list-existing-workloads-using-config-volumes~1: the agent's own volumes only (its name is
+   * the instance keys' last part; agent names are letters, digits, `_` and `-`, nothing a regular expression
+   * reads), and the containers' states asked for only when there is a pod of its own: an agent starting without
+   * one runs a single Podman process here.
+   */
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<KubeId>[]> {
-    return forkJoin([this.cli.volumes(), this.cli.containers()]).pipe(
-      map(([volumes, containers]) => {
+    return this.cli.volumes([`name=\\.${agentName}\\.(config|pods)$`]).pipe(
+      switchMap((volumes) => {
         const byName = new Map(volumes.map((v) => [v.Name, v]));
-        return volumes.flatMap((v) => {
+        const found = volumes.flatMap((v) => {
           const instanceName = v.Name.endsWith('.config') ? parseInstanceKey(v.Name.slice(0, -'.config'.length)) : undefined;
           if (!instanceName || instanceName.agentName !== agentName) return [];
           const id = this.idFromVolumes(instanceKey(instanceName), v, byName.get(`${instanceKey(instanceName)}.pods`));
-          if (!id) return [];
-          return [{ instanceName, runtime: this.name, id, state: kubeWorkloadState(id.pods, containers) }];
+          return id ? [{ instanceName, id }] : [];
         });
+        if (found.length === 0) return of([]);
+        return this.cli
+          .containers()
+          .pipe(
+            map((containers) => found.map(({ instanceName, id }) => ({ instanceName, runtime: this.name, id, state: kubeWorkloadState(id.pods, containers) }))),
+          );
       }),
     );
   }
