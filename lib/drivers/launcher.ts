@@ -37,6 +37,7 @@ interface Job {
 
 /** The byte the shell appends to a call's output files once the call has ended. */
 const MARK = 0x2e;
+const NOTHING = Buffer.alloc(0);
 
 /** A shell that has not started a call within this long is stuck: it starts one in milliseconds. */
 const STUCK_MS = 1000;
@@ -193,14 +194,16 @@ export class Launcher {
     try {
       // Each file ends in the shell's mark when all the command wrote was kept (the mark is not part of it).
       const stdout = readStart(this.file(id, 'out'), job.launch.maxStdout + 2);
-      const stderr = readStart(this.file(id, 'err'), job.launch.maxStderr + 1);
-      const whole = !job.lost && stdout.at(-1) === MARK && (stderr.at(-1) === MARK || stderr.length > job.launch.maxStderr);
+      // What a call said on stderr is read only when it failed: nobody reads a success's, and the shell's marks
+      // after it (`lost` otherwise) tell whether its output could be written.
+      const stderr = code === 0 ? NOTHING : readStart(this.file(id, 'err'), job.launch.maxStderr + 1);
+      const whole = !job.lost && stdout.at(-1) === MARK && (code === 0 || stderr.at(-1) === MARK || stderr.length > job.launch.maxStderr);
       const said = stderr.subarray(0, Math.min(stderr.length - (stderr.at(-1) === MARK ? 1 : 0), job.launch.maxStderr));
       const shellSaid = /^\S*sh: \d+: (.*)/.exec(said.toString())?.[1];
       if ((code === 126 || code === 127) && shellSaid !== undefined) this.end(id, { kind: 'not-run', message: shellSaid.trim() });
       else if (stdout.length > job.launch.maxStdout + 1) this.end(id, { kind: 'too-much', code });
       else if (!whole) this.end(id, { kind: 'output-lost', code, message: `its output could not be kept whole in ${this.folder} (is its file system full?).` });
-      else this.end(id, { kind: 'exited', code, stdout: stdout.subarray(0, -1), stderr: code === 0 ? Buffer.alloc(0) : said });
+      else this.end(id, { kind: 'exited', code, stdout: stdout.subarray(0, -1), stderr: said });
     } catch (err) {
       this.end(id, { kind: 'output-lost', code, message: `its output could not be read: ${(err as Error).message}` });
     }
