@@ -11,8 +11,9 @@ NERDCTL_BIN=/usr/local/bin/nerdctl
 
 if ! command -v containerd >/dev/null || [ ! -x /usr/lib/cni/bridge ] || ! command -v iptables >/dev/null; then
   echo "setup-containerd: installing containerd containernetworking-plugins iptables"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq containerd containernetworking-plugins iptables >/dev/null
+  # Another apt at work (an upgrade at boot) is waited for, not a reason to fail.
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq containerd containernetworking-plugins iptables >/dev/null
 fi
 
 if ! "$NERDCTL_BIN" --version 2>/dev/null | grep -q "${NERDCTL#v}"; then

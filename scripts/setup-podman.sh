@@ -11,8 +11,9 @@ for cmd in podman runc busybox; do command -v "$cmd" >/dev/null || need+=("$cmd"
 command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup-podman: installing podman runc busybox-static openssl"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq podman runc busybox-static openssl >/dev/null
+  # Another apt at work (an upgrade at boot) is waited for, not a reason to fail.
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq podman runc busybox-static openssl >/dev/null
 fi
 
 # crun fails on cgroup v1 "hybrid" hosts; Podman's default rlimits can exceed the host's hard limits.

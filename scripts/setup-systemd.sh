@@ -8,8 +8,9 @@ IMAGE=localhost/systemd:bookworm
 if ! $SUDO podman image exists "$IMAGE"; then
   if ! command -v debootstrap >/dev/null; then
     echo "setup-systemd: installing debootstrap"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq debootstrap >/dev/null
+    # Another apt at work (an upgrade at boot) is waited for, not a reason to fail.
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq debootstrap >/dev/null
   fi
   mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\/*\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
   root=$(mktemp -d)
