@@ -124,6 +124,23 @@ export function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
   return { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: state };
 }
 
+/**
+ * An agent config (`-x`) without the Podman service, for ours on the fake podman: the fake cannot be one
+ * (`podman system service` ends at once), so the agent would start it again and again (1, 2, 4 s …), each a fork
+ * of the agent, charged to whatever it was doing meanwhile. The released agent has no service: both then run a
+ * podman process per call.
+ */
+export const withoutPodmanService = (() => {
+  let file: string | undefined;
+  return () => {
+    if (file === undefined) {
+      file = path.join(specFolder('ank-bench-config-'), 'agent.toml');
+      writeFileSync(file, "version = 'v1'\npodman_service = false\n");
+    }
+    return file;
+  };
+})();
+
 /** How long after the last workload runs (or the agent started) the idle figures begin: the burst's garbage is collected by then. */
 export const SETTLE_MS = 15_000;
 

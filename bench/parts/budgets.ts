@@ -3,9 +3,10 @@
 // the budget it must fit and, where the released agent (ANKAIOS_BIN) handles the same message, its figure. The
 // bursts sent twice also say what of ours the main thread spent: the rest is V8's helpers (compiler, collector).
 // The server's messages and Podman's event lines go to the agent as shipped (bin/ank-agent.cjs, a fake server, the
-// fake podman of bench/fake-podman.mjs); a libpod answer, a CLI call and a state's encoding have no message of
-// their own to send a process, so they run through the agent's own modules in this process, which does nothing else
-// meanwhile (its CPU from process.cpuUsage: every thread's, a child's excluded, as the agent's).
+// fake podman of bench/fake-podman.mjs, ours without the Podman service, which the fake cannot be); a libpod
+// answer, a CLI call and a state's encoding have no message of their own to send a process, so they run through
+// the agent's own modules in this process, which does nothing else meanwhile (its CPU from process.cpuUsage: every
+// thread's, a child's excluded, as the agent's).
 // Beside them, what the machine charges a bare Node process for a wake, and the memory an idle wake touches
 // (ours, the released agent's, a bare Node process's): where memory is slow to touch again, a wake's CPU follows it.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -17,7 +18,7 @@ import { BIN } from '../../scripts/harness/agent.js';
 import { busybox, uniqueAgent } from '../../scripts/harness/podman.js';
 import { specFolder } from '../../scripts/harness/temp.js';
 import { record, sleep } from '../report.js';
-import { anonymousTouchedKiB, fakePodmanWithLogs, latestStates, mainThreadCpuMs, processCpuMs, settled, until } from '../measure.js';
+import { anonymousTouchedKiB, fakePodmanWithLogs, latestStates, mainThreadCpuMs, processCpuMs, settled, until, withoutPodmanService } from '../measure.js';
 import { Processes } from '../../lib/drivers/processes.js';
 import { Cli } from '../../lib/runtimes/base/cli.js';
 import { Libpod } from '../../lib/runtimes/podman/libpod.js';
@@ -254,7 +255,7 @@ export async function benchBudgets(quick: boolean): Promise<void> {
     `\nThe hot path in budgets (the agent's own CPU per message, bursts of ${bursts / 4}–${bursts * 2}; budgets of a create's messages add up to ≤ 1.5 ms)`,
   );
   const args = (url: string, name: string) => ['-n', name, '-s', url, '-k', '-r', specFolder('ank-bench-budget-')];
-  const ours = await serverRows('ours', (url, name, env) => spawn(BIN, args(url, name), { stdio: 'ignore', env }), bursts);
+  const ours = await serverRows('ours', (url, name, env) => spawn(BIN, [...args(url, name), '-x', withoutPodmanService()], { stdio: 'ignore', env }), bursts);
   const theirs = released ? await serverRows('released', (url, name, env) => spawn(released, args(url, name), { stdio: 'ignore', env }), bursts) : undefined;
   for (const row of ['stateOfOther', 'statesOfOthers100', 'addWaiting', 'deleteWaiting', 'eventLine', 'eventLineAmongMany', 'create'] as const)
     if (ours.figures[row] !== undefined) say(row, ours.figures[row], theirs?.figures[row], ours.mainThread[row]);

@@ -5,22 +5,15 @@
 // each thread's schedstat). Every agent hears every other agent's states: that is what grows with the fleet.
 // Then one of ours in a fleet of released agents: its CPU beside theirs for the same work.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { openSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { openSync, statSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { ANKAIOS_BIN, Cluster, manifest, workloadYaml } from '../../scripts/harness/ankaios.js';
 import { BIN } from '../../scripts/harness/agent.js';
-import { processCpuMs, settled } from '../measure.js';
+import { processCpuMs, settled, withoutPodmanService } from '../measure.js';
 import { median, record } from '../report.js';
 import { specFolder } from '../../scripts/harness/temp.js';
 
 const PER_AGENT = 5;
-/**
- * Ours without the Podman service: the fake podman cannot be one (`podman system service` ends at once), so each
- * agent would start it again and again (1, 2, 4 s …), a Node process each time, where a real Podman's service
- * would take the calls off processes. Both kinds then run a podman process per call.
- */
-const NO_SERVICE = path.join(specFolder('ank-fleet-config-'), 'agent.toml');
-writeFileSync(NO_SERVICE, "version = 'v1'\npodman_service = false\n");
 const cpuEach = (agents: readonly ChildProcess[]) => agents.map((a) => processCpuMs(a.pid!));
 const sum = (values: readonly number[]) => values.reduce((total, v) => total + v, 0);
 
@@ -56,7 +49,7 @@ async function fleet(kinds: readonly Kind[]): Promise<FleetFigures> {
     for (const [i, kind] of kinds.entries()) {
       const name = names[i];
       const run = specFolder('ank-fleet-run-');
-      const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', NO_SERVICE] : [])];
+      const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', withoutPodmanService()] : [])];
       // What each agent said stays in the cluster's folder.
       const log = openSync(path.join(cluster.folder, `${name}.log`), 'w');
       const stdio: ['ignore', number, number] = ['ignore', log, log];
