@@ -130,16 +130,11 @@ export function fakePodmanWithLogs(logsWait = true): NodeJS.ProcessEnv {
  * of the agent, charged to whatever it was doing meanwhile. The released agent has no service: both then run a
  * podman process per call.
  */
-export const withoutPodmanService = (() => {
-  let file: string | undefined;
-  return () => {
-    if (file === undefined) {
-      file = path.join(specFolder('ank-bench-config-'), 'agent.toml');
-      writeFileSync(file, "version = 'v1'\npodman_service = false\n");
-    }
-    return file;
-  };
-})();
+export function withoutPodmanService(): string {
+  const file = path.join(specFolder('ank-bench-config-'), 'agent.toml');
+  writeFileSync(file, "version = 'v1'\npodman_service = false\n");
+  return file;
+}
 
 /** How long after the last workload runs (or the agent started) the idle figures begin: the burst's garbage is collected by then. */
 export const SETTLE_MS = 15_000;

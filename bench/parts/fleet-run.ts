@@ -43,13 +43,14 @@ async function fleet(kinds: readonly Kind[]): Promise<FleetFigures> {
   const env = { ...process.env, PATH: `${fake}:${process.env.PATH ?? ''}`, FAKE_PODMAN_DIR: containers, RUST_LOG: 'warn' };
   const names = kinds.map((kind, i) => `fleet_${kind}_${i}`);
   const agents: ChildProcess[] = [];
+  const noService = withoutPodmanService();
   try {
     await cluster.startServer();
     const t0 = performance.now();
     for (const [i, kind] of kinds.entries()) {
       const name = names[i];
       const run = specFolder('ank-fleet-run-');
-      const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', withoutPodmanService()] : [])];
+      const args = ['-n', name, '-s', cluster.url, '-k', '-r', run, ...(kind === 'ours' ? ['-x', noService] : [])];
       // What each agent said stays in the cluster's folder.
       const log = openSync(path.join(cluster.folder, `${name}.log`), 'w');
       const stdio: ['ignore', number, number] = ['ignore', log, log];
