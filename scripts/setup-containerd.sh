@@ -5,15 +5,14 @@
 # local image of scripts/setup-podman.sh (scripts/setup-tests.sh runs both).
 set -euo pipefail
 SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 IMAGE=localhost/busybox:latest
 NERDCTL=v2.0.3
 NERDCTL_BIN=/usr/local/bin/nerdctl
 
 if ! command -v containerd >/dev/null || [ ! -x /usr/lib/cni/bridge ] || ! command -v iptables >/dev/null; then
   echo "setup-containerd: installing containerd containernetworking-plugins iptables"
-  # Another apt at work (an upgrade at boot) is waited for, not a reason to fail.
-  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq containerd containernetworking-plugins iptables >/dev/null
+  apt_install containerd containernetworking-plugins iptables
 fi
 
 if ! "$NERDCTL_BIN" --version 2>/dev/null | grep -q "${NERDCTL#v}"; then

@@ -4,6 +4,7 @@
 # (scripts/setup-tests.sh). Idempotent; needs root (or sudo).
 set -euo pipefail
 SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 IMAGE=localhost/busybox:latest
 
 need=()
@@ -11,9 +12,7 @@ for cmd in podman runc busybox; do command -v "$cmd" >/dev/null || need+=("$cmd"
 command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup-podman: installing podman runc busybox-static openssl"
-  # Another apt at work (an upgrade at boot) is waited for, not a reason to fail.
-  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq podman runc busybox-static openssl >/dev/null
+  apt_install podman runc busybox-static openssl
 fi
 
 # crun fails on cgroup v1 "hybrid" hosts; Podman's default rlimits can exceed the host's hard limits.

@@ -4,13 +4,12 @@
 # and dbus from Debian's packages, imported as localhost/systemd:bookworm. Idempotent; needs root (or sudo).
 set -euo pipefail
 SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 IMAGE=localhost/systemd:bookworm
 if ! $SUDO podman image exists "$IMAGE"; then
   if ! command -v debootstrap >/dev/null; then
     echo "setup-systemd: installing debootstrap"
-    # Another apt at work (an upgrade at boot) is waited for, not a reason to fail.
-    $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq debootstrap >/dev/null
+    apt_install debootstrap
   fi
   mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\/*\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
   root=$(mktemp -d)
