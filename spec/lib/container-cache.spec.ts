@@ -423,6 +423,32 @@ describe("containerCache kept by Podman's events", () => {
   });
 
   // swdd~podman-state-getter-reset-cache~1
+  it("a watcher given its create's start while the cache's first poll runs takes that poll's picture, the start applied on top, and asks for no poll of its own", () => {
+    const scheduler = testScheduler();
+    scheduler.run(({ cold, hot, flush }) => {
+      const truth: Container[] = [{ id: 'a', state: 'running' }];
+      const { list, counter } = podman(cold, () => truth);
+      const cache = cacheOf(list, hot<ContainerEvent>('-'));
+      // The first watcher starts the stream and its verifying poll (0–10), which cannot see `new`, made at 4.
+      const subs = [cache.fresh().subscribe()];
+      const seen: Array<[number, string]> = [];
+      scheduler.schedule(() => {
+        subs.push(
+          cache
+            .fresh(['new'], { id: 'new', change: 'started', at: 4, own: true, container: { names: ['n'], labels: {} } })
+            .subscribe((s) => seen.push([scheduler.now(), state(s)])),
+        );
+      }, 5);
+      let calls = 0;
+      scheduler.schedule(() => (calls = counter.calls), 900);
+      scheduler.schedule(() => subs.forEach((s) => s.unsubscribe()), 1_000);
+      flush();
+      expect(seen[0], "the poll's answer, with the agent's own word of the start").to.deep.equal([10, 'a:running,new:running']);
+      expect(calls, 'the one poll of the stream’s start').to.equal(1);
+    });
+  });
+
+  // swdd~podman-state-getter-reset-cache~1
   it("a watcher whose create returned does not take its container's late create and init events for news: it reports no state from before the start", () => {
     const scheduler = testScheduler();
     scheduler.run(({ cold, hot, flush }) => {

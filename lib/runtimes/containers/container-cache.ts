@@ -109,13 +109,17 @@ export function containerCache(list: () => Observable<Container[]>, events$: Obs
     fresh: (ids, made) =>
       new Observable<Snapshot>((subscriber) => {
         const since = polls.started;
+        const madeDuringPoll = made !== undefined && polls.running > 0;
         let heard = false;
         const watcher: Watcher = {
           ids,
           // The current snapshot is replayed first: news in it is older than the subscription.
           replayed: true,
           take(s) {
-            if (!(s.poll > since || (!this.replayed && s.news !== undefined && ids?.includes(s.news) === true))) return false;
+            // Fresh: a poll begun after it came, news of its containers, or the answer of the poll under way when
+            // it came with the agent's own word of its start, which that answer has applied on top.
+            const news = s.news !== undefined && ids?.includes(s.news) === true;
+            if (!(s.poll > since || (!this.replayed && (news || (madeDuringPoll && s.poll === since))))) return false;
             heard = true;
             subscriber.next(s);
             return true;
