@@ -243,6 +243,20 @@ describe('a pull ahead, as the CLI runs it (scripts in the place of podman and s
   });
 
   // rx~image-gc~1
+  it('creates that come while a check of their image is under way wait for its answer and do not ask again', async () => {
+    const { calls, podman } = fakeClis(true);
+    // The check takes a while: the burst's other creates come meanwhile, as a server's workloads do one by one.
+    writeFileSync(podman, readFileSync(podman, 'utf8').replace('"image exists") exit 0', '"image exists") sleep 0.3; exit 0'));
+    const { gc } = collector();
+    const pulls = new ImagePulls(new PodmanCli(harnessCli(podman)), { gc });
+    const first = lastValueFrom(pulls.creating([image], of('container 0')));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const rest = Array.from({ length: 4 }, (_, i) => lastValueFrom(pulls.creating([image], of(`container ${i + 1}`))));
+    expect(await Promise.all([first, ...rest])).to.have.length(5);
+    expect(calls().filter((c) => c.startsWith('podman image exists'))).to.have.length(1);
+  });
+
+  // rx~image-gc~1
   it('a burst of creates of a missing image: the agent pulls it once itself before them, and records it as its pull printed it', async () => {
     const { calls, podman } = fakeClis(false);
     // The pull prints the id of what it fetched, as `podman pull --quiet` does.

@@ -172,27 +172,42 @@ export class ImagePulls {
    * there are pulled by the agent first (its own pull tells what it fetched; a create that pulls by itself does not).
    */
   creating<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
-    return concat(this.under(pulls), this.recording(pulls, this.creates.run(create$)));
+    return defer(() => {
+      // An image a pull under way had in the end is there: a burst of creates of one image asks the engine once.
+      const had = new Set<ImagePull>();
+      return concat(this.under(pulls, had), this.recording(pulls, this.creates.run(create$), had));
+    });
   }
 
-  /** The pulls under way for these images, if any are. */
-  under(pulls: readonly ImagePull[]): Observable<never> {
-    return merge(...pulls.map((pull) => this.inFlight.get(pull.args.join('\0')) ?? EMPTY)).pipe(
-      ignoreElements(),
-      catchError(() => EMPTY),
+  /** The pulls under way for these images, if any are; those that ended with their image there are added to `had`. */
+  under(pulls: readonly ImagePull[], had?: Set<ImagePull>): Observable<never> {
+    return merge(
+      ...pulls.flatMap((pull) => {
+        const underWay = this.inFlight.get(pull.args.join('\0'));
+        return underWay
+          ? [
+              underWay.pipe(
+                ignoreElements(),
+                tap({ complete: () => had?.add(pull) }),
+                catchError(() => EMPTY),
+              ),
+            ]
+          : [];
+      }),
     );
   }
 
   /**
    * With a collector, the images of `pulls` that are not there (and not asked for at every create) are pulled
-   * before `create$`, recorded as their pulls tell; once it succeeded, its containers keep them.
+   * before `create$`, recorded as their pulls tell; once it succeeded, its containers keep them. `had`: those
+   * known to be there already.
    */
-  private recording<T>(pulls: readonly ImagePull[], create$: Observable<T>): Observable<T> {
+  private recording<T>(pulls: readonly ImagePull[], create$: Observable<T>, had: ReadonlySet<ImagePull>): Observable<T> {
     const gc = this.gc;
     const candidates = pulls.filter((pull) => pull.policy !== 'never' && !pull.image.startsWith('-'));
     if (!gc || candidates.length === 0) return create$;
     return concat(
-      merge(...candidates.filter((pull) => pull.policy === 'missing').map((pull) => this.ensure(pull))).pipe(ignoreElements()),
+      defer(() => merge(...candidates.filter((pull) => pull.policy === 'missing' && !had.has(pull)).map((pull) => this.ensure(pull)))).pipe(ignoreElements()),
       create$,
       defer(() => {
         for (const pull of candidates) gc.created(pull);
