@@ -7,9 +7,11 @@
 // answer, a CLI call and a state's encoding have no message of their own to send a process, so they run through
 // the agent's own modules in this process, which does nothing else meanwhile (its CPU from process.cpuUsage: every
 // thread's, a child's excluded, as the agent's).
-// Beside them, what the machine charges a bare Node process for a wake, and the memory an idle wake touches
+// Beside them, a state of another agent one every 30 ms, as a fleet's come (each to a process gone idle since the
+// last), with a bare Node HTTP/2 client's price for such frames; what the machine charges a bare Node process for a wake, and the memory an idle wake touches
 // (ours, the released agent's, a bare Node process's): where memory is slow to touch again, a wake's CPU follows it.
 import { type ChildProcess, spawn } from 'node:child_process';
+import http2 from 'node:http2';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { asyncScheduler, firstValueFrom, lastValueFrom, mergeMap, range } from 'rxjs';
@@ -93,6 +95,8 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
   const mainThread: Partial<Record<Row, number>> = {};
   /** KiB of its anonymous memory the agent touches while idle, before the bursts. */
   let idleTouched: number | undefined;
+  /** µs per state of another agent when they come one by one, as a fleet's do. */
+  let spaced: number | undefined;
   try {
     const stream = await server.nextStream(20_000);
     const latest = latestStates(stream);
@@ -120,6 +124,9 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
         stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates } } });
       }
     });
+    spaced = await spacedStates(pid, (i) =>
+      stream.send({ FromServerEnum: { case: 'updateWorkloadState', value: { workloadStates: [stateOf(i, `spaced_${i % 29}`)] } } }),
+    );
     const creates = (round: number) => {
       const specs = Array.from({ length: 50 }, (_, i) => busybox(`run${round}_${i}`, agentName));
       stream.send({ FromServerEnum: { case: 'updateWorkload', value: { addedWorkloads: specs.map(addedWorkload) } } });
@@ -160,7 +167,50 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
     agent.kill('SIGKILL');
     server.stop();
   }
-  return { figures, mainThread, idleTouched };
+  return { figures, mainThread, idleTouched, spaced };
+}
+
+/** How far apart the spaced messages come, and how many: a fleet's states reach each agent some tens of ms apart. */
+const SPACED = { gapMs: 30, count: 200 };
+
+/**
+ * µs of `pid`'s CPU per message that `send(i)` sends, one every SPACED.gapMs, over its CPU idle for as long: each
+ * comes to a process that has gone idle since the last, its caches cold, unlike a message of a burst.
+ */
+async function spacedStates(pid: number, send: (i: number) => void): Promise<number> {
+  const span = SPACED.gapMs * SPACED.count;
+  await settled(pid);
+  const idleFrom = processCpuMs(pid);
+  await sleep(span);
+  const idle = processCpuMs(pid) - idleFrom;
+  const from = processCpuMs(pid);
+  for (let i = 0; i < SPACED.count; i++) {
+    send(i);
+    await sleep(SPACED.gapMs);
+  }
+  return ((processCpuMs(pid) - from - idle) / SPACED.count) * 1000;
+}
+
+/** The same for a bare Node HTTP/2 client that only reads the frames (as big as such a state's): Node's own floor. */
+async function spacedBareHttp2(): Promise<number> {
+  const client = "const s = require('node:http2').connect(process.argv[1]); s.request({ ':path': '/', ':method': 'POST' }).on('data', () => {});";
+  const server = http2.createServer();
+  const streams: http2.ServerHttp2Stream[] = [];
+  server.on('stream', (stream) => {
+    stream.respond({ ':status': 200 });
+    streams.push(stream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const child = spawn(process.execPath, ['-e', client, `http://127.0.0.1:${(server.address() as { port: number }).port}`], { stdio: 'ignore' });
+  try {
+    await until(() => streams.length > 0, 10_000);
+    await sleep(1000);
+    const frame = Buffer.alloc(160, 1);
+    return await spacedStates(child.pid!, () => streams[0].write(frame));
+  } finally {
+    child.kill('SIGKILL');
+    server.close();
+  }
 }
 
 /** Podman's `start` event of a running container of the agent's, `count` times, on the fake podman's event stream. */
@@ -259,6 +309,19 @@ export async function benchBudgets(quick: boolean): Promise<void> {
   const theirs = released ? await serverRows('released', (url, name, env) => spawn(released, args(url, name), { stdio: 'ignore', env }), bursts) : undefined;
   for (const row of ['stateOfOther', 'statesOfOthers100', 'addWaiting', 'deleteWaiting', 'eventLine', 'eventLineAmongMany', 'create'] as const)
     if (ours.figures[row] !== undefined) say(row, ours.figures[row], theirs?.figures[row], ours.mainThread[row]);
+  const bareSpaced = await spacedBareHttp2();
+  record({
+    name: `UpdateWorkloadState: 1 state of another agent's workload, one every ${SPACED.gapMs} ms`,
+    value: ours.spaced ?? 0,
+    unit: 'µs/msg',
+    note: [
+      theirs?.spaced === undefined ? undefined : `released ${theirs.spaced.toFixed(0)} µs`,
+      `a bare Node HTTP/2 client reading such frames ${bareSpaced.toFixed(0)} µs`,
+      'no budget: what a fleet costs each agent',
+    ]
+      .filter((n) => n !== undefined)
+      .join('; '),
+  });
   const libpod = await libpodRow(quick ? 2000 : 8000);
   if (libpod !== undefined) say('libpodAnswer', libpod);
   say('cliCall', await cliRow(quick ? 1000 : 4000));
