@@ -8,8 +8,9 @@
 // the agent's own modules in this process, which does nothing else meanwhile (its CPU from process.cpuUsage: every
 // thread's, a child's excluded, as the agent's).
 // Beside them, a state of another agent one every 30 ms, as a fleet's come (each to a process gone idle since the
-// last), with a bare Node HTTP/2 client's price for such frames; what the machine charges a bare Node process for a wake, and the memory an idle wake touches
-// (ours, the released agent's, a bare Node process's): where memory is slow to touch again, a wake's CPU follows it.
+// last), with a bare Node HTTP/2 client's price for such frames; what the machine charges a bare Node process for a
+// wake, and the memory an idle wake touches (ours, the released agent's, a bare Node process's): where memory is
+// slow to touch again, a wake's CPU follows it.
 import { type ChildProcess, spawn } from 'node:child_process';
 import http2 from 'node:http2';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -96,7 +97,7 @@ async function serverRows(label: 'ours' | 'released', start: (url: string, name:
   /** KiB of its anonymous memory the agent touches while idle, before the bursts. */
   let idleTouched: number | undefined;
   /** µs per state of another agent when they come one by one, as a fleet's do. */
-  let spaced: number | undefined;
+  let spaced = Number.NaN;
   try {
     const stream = await server.nextStream(20_000);
     const latest = latestStates(stream);
@@ -312,10 +313,10 @@ export async function benchBudgets(quick: boolean): Promise<void> {
   const bareSpaced = await spacedBareHttp2();
   record({
     name: `UpdateWorkloadState: 1 state of another agent's workload, one every ${SPACED.gapMs} ms`,
-    value: ours.spaced ?? 0,
+    value: ours.spaced,
     unit: 'µs/msg',
     note: [
-      theirs?.spaced === undefined ? undefined : `released ${theirs.spaced.toFixed(0)} µs`,
+      theirs === undefined ? undefined : `released ${theirs.spaced.toFixed(0)} µs`,
       `a bare Node HTTP/2 client reading such frames ${bareSpaced.toFixed(0)} µs`,
       'no budget: what a fleet costs each agent',
     ]

@@ -182,17 +182,14 @@ export class ImagePulls {
   /** The pulls under way for these images, if any are; those that ended with their image there are added to `had`. */
   under(pulls: readonly ImagePull[], had?: Set<ImagePull>): Observable<never> {
     return merge(
-      ...pulls.flatMap((pull) => {
+      ...pulls.map((pull) => {
         const underWay = this.inFlight.get(pull.args.join('\0'));
-        return underWay
-          ? [
-              underWay.pipe(
-                ignoreElements(),
-                tap({ complete: () => had?.add(pull) }),
-                catchError(() => EMPTY),
-              ),
-            ]
-          : [];
+        if (!underWay) return EMPTY;
+        return underWay.pipe(
+          ignoreElements(),
+          tap({ complete: () => had?.add(pull) }),
+          catchError(() => EMPTY),
+        );
       }),
     );
   }
