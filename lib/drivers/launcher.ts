@@ -5,13 +5,15 @@
 // and blocks nothing here. It is one way of lib/drivers/processes.ts to make a call.
 //
 // A call is one line of shell, every word single-quoted, so no name or argument is ever read as shell:
-//   { 'podman' 'ps' … <in >N.out 2>N.err & echo "N $!"; wait $!; s=$?; printf . >>N.out && printf . >>N.err || s=F$s; echo "N = $s"; } & echo "N s $!"
-// The shell says the command's pid (to kill it), then its exit status; the agent then has the shell reap the
-// subshell (`wait`), so no zombie stays. Output goes through files of a private folder, read after the exit,
-// in a place no other user can fill where there is one (/run as root). Podman and nerdctl exit 0 when their
-// output cannot be written (a full disk): the shell's own mark after it tells output that was kept whole from
-// output that was lost, which is never read as "nothing". Where no folder can be made at all (no space, no
-// inodes, read-only), the calls are spawned directly, with pipes (lib/drivers/processes.ts).
+//   { 'podman' 'ps' … <in >N.out 2>N.err & echo "N $!"; wait $!; s=$?; printf . >>N.out && printf . >>N.err || s=F$s; echo "N = $s"; } & jN=$!
+// The subshell says the command's pid (to kill it), then its exit status; the agent then has the shell reap the
+// subshell and forget its pid (`wait "$jN"; unset jN`), so that no zombie, job or name stays. The shell keeps
+// that pid, not the agent: a call is two reads of the shell's output, not three, each a wake of an agent that
+// was idle. Output goes through files of a private folder, read after the exit, in a place no other user can
+// fill where there is one (/run as root). Podman and nerdctl exit 0 when their output cannot be written (a full
+// disk): the shell's own mark after it tells output that was kept whole from output that was lost, which is
+// never read as "nothing". Where no folder can be made at all (no space, no inodes, read-only), the calls are
+// spawned directly, with pipes (lib/drivers/processes.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, fstatSync, lstatSync, mkdtempSync, openSync, readSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
@@ -26,8 +28,7 @@ interface Job {
   pid?: number;
   /** A signal asked for before the pid was known. */
   pending?: NodeJS.Signals;
-  /** The subshell that waits for the command, and the command's exit status: once both are known the job ends. */
-  subshell?: number;
+  /** The command's exit status: once known the job ends. */
   status?: number;
   /** The shell could not mark the end of its output: what it wrote was not kept whole. */
   lost?: boolean;
@@ -133,7 +134,7 @@ export class Launcher {
     const command = [job.launch.binary, ...job.launch.args].map(quote).join(' ');
     const [stdin, stdout, stderr] = [input === undefined ? '/dev/null' : this.file(id, 'in'), this.file(id, 'out'), this.file(id, 'err')].map(quote);
     this.shellIn().write(
-      `{ ${command} <${stdin} >${stdout} 2>${stderr} & echo "${id} $!"; wait $!; s=$?; printf . >>${stdout} && printf . >>${stderr} || s=F$s; echo "${id} = $s"; } & echo "${id} s $!"\n`,
+      `{ ${command} <${stdin} >${stdout} 2>${stderr} & echo "${id} $!"; wait $!; s=$?; printf . >>${stdout} && printf . >>${stderr} || s=F$s; echo "${id} = $s"; } & j${id}=$!\n`,
     );
   }
 
@@ -165,7 +166,7 @@ export class Launcher {
     return this.shell.stdin!;
   }
 
-  /** What the shell says: `N PID` (started), `N = STATUS` (ended), `N s PID` (its subshell). */
+  /** What the subshell of call N says: `N PID` (started), then `N = STATUS` (ended). */
   private read(text: string): void {
     const lines = (this.unread + text).split('\n');
     this.unread = lines.pop() ?? '';
@@ -174,21 +175,20 @@ export class Launcher {
       const id = Number(idText);
       const job = this.jobs.get(id);
       if (job === undefined) continue;
-      if (what === 's') job.subshell = Number(value);
-      else if (what === '=') {
+      if (what === '=') {
         job.status = Number(value.replace(/^F/, ''));
         job.lost = value.startsWith('F');
       } else {
         job.pid = Number(what);
         if (job.pending) signalProcess(job.pid, job.pending);
       }
-      if (job.subshell !== undefined && job.status !== undefined) this.collect(id, job);
+      if (job.status !== undefined) this.collect(id, job);
     }
   }
 
   /** The command and its subshell have ended: the subshell is reaped, the output read, the files removed. */
   private collect(id: number, job: Job): void {
-    this.shell?.stdin?.write(`wait ${job.subshell}\n`);
+    this.shell?.stdin?.write(`wait "$j${id}"; unset j${id}\n`);
     const code = job.status!;
     // Read at once: files just written are in the page cache, and a thread-pool round trip costs more.
     try {
@@ -213,10 +213,9 @@ export class Launcher {
     const job = this.jobs.get(id);
     if (job === undefined) return;
     this.jobs.delete(id);
-    if (job.subshell !== undefined || job.launch.input !== undefined) {
-      const files = job.launch.input === undefined ? (['out', 'err'] as const) : (['in', 'out', 'err'] as const);
-      if (this.folder !== undefined) for (const ext of files) removeFile(this.file(id, ext));
-    }
+    // Whatever the shell got to, its files go (a call it never started has none to find).
+    const files = job.launch.input === undefined ? (['out', 'err'] as const) : (['in', 'out', 'err'] as const);
+    if (this.folder !== undefined) for (const ext of files) removeFile(this.file(id, ext));
     job.done(ending);
   }
 }

@@ -121,6 +121,21 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
     expect(readdirSync(path.join(parent, folder))).to.deep.equal([]);
   });
 
+  it('keeps its shell small however many calls it starts: each one is reaped and its pid forgotten once it has ended', async function () {
+    this.timeout(120_000);
+    const launcher = processes({ parent: tempParent() });
+    const calls = async (n: number) => {
+      for (let i = 0; i < n; i += 8) await Promise.all(Array.from({ length: 8 }, () => run(launcher, 'true', [])));
+    };
+    // The shell's memory (VmData) once warm, then after thousands of calls: a job or a name kept a call grows it by
+    // some tens of bytes a call, ~200 KiB here.
+    const data = () => Number(/VmData:\s+(\d+)/.exec(readFileSync(`/proc/${launcher.shellPid}/status`, 'utf8'))![1]);
+    await calls(400);
+    const before = data();
+    await calls(4000);
+    expect(data() - before).to.be.below(64);
+  });
+
   it('makes its folder again when something removed it, and the calls go on', async () => {
     const parent = tempParent();
     const launcher = processes({ parent: parent });
