@@ -6,8 +6,9 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { lastValueFrom, toArray } from 'rxjs';
+import { EMPTY, lastValueFrom, toArray } from 'rxjs';
 import { builtInRuntimes } from '../../bin/wiring.js';
+import { ContainerdRuntime } from '../../lib/runtimes/containerd/runtime.js';
 import { silentLogger } from '../../lib/logger.js';
 import type { WorkloadSpec } from '../../lib/workload.js';
 import { instanceKey } from '../../lib/workload.js';
@@ -351,5 +352,25 @@ describe('the containerd runtime (real containerd, nerdctl)', function () {
       for (const [i, w] of workloads.entries())
         await agent.waitFor(w.instanceName.workloadName, new RegExp(`^Failed\\(ExecFailed\\): Exit code: '${i + 1}'$`), 30_000);
     });
+  });
+});
+
+// swdd~agent-existing-workloads-finds-list~1, swdd~containerd-nerdctlcli-lists-workloads-by-label~1
+describe('the containerd runtime on a host without nerdctl', () => {
+  it('finds no workload of its own there and fails for nothing: the start has nothing to warn of', async () => {
+    const runtime = new ContainerdRuntime(harnessCli('/nonexistent/nerdctl'), () => () => EMPTY);
+    expect(await lastValueFrom(runtime.listReusableWorkloads('agent_A'))).to.deep.equal([]);
+  });
+
+  it('still fails the list where nerdctl is there but cannot answer', async () => {
+    const folder = specFolder('ank-nerdctl-broken-');
+    const broken = path.join(folder, 'nerdctl');
+    writeFileSync(broken, '#!/bin/sh\necho "cannot reach containerd" >&2\nexit 1\n', { mode: 0o755 });
+    const runtime = new ContainerdRuntime(harnessCli(broken), () => () => EMPTY);
+    const failure = await lastValueFrom(runtime.listReusableWorkloads('agent_A')).then(
+      () => undefined,
+      (err: Error) => err.message,
+    );
+    expect(failure).to.match(/cannot reach containerd/);
   });
 });

@@ -25,6 +25,9 @@ export class CliError extends Error {
 /** What a call was about is not there (a container, a volume): an engine's client says so in its own way, as this. */
 export class NotFound extends CliError {}
 
+/** The CLI itself is not on this host (not on the PATH, no file where its path says). */
+export class NotInstalled extends CliError {}
+
 /** A query (ps, inspect, volume ls) or a command (run, start, stop, rm, kube …): each kind has its deadline. */
 export type CallKind = 'query' | 'command';
 
@@ -205,7 +208,8 @@ export class Cli {
   private failure(subcommand: string, ending: Exclude<Ending, { kind: 'exited'; code: 0 }>): CliError {
     switch (ending.kind) {
       case 'not-run':
-        return new CliError(`Cannot run ${this.command}: ${ending.message}`);
+        // Both ways of starting a call say `<binary>: not found` for a command that is nowhere.
+        return new (ending.message.endsWith(': not found') ? NotInstalled : CliError)(`Cannot run ${this.command}: ${ending.message}`);
       case 'output-lost':
         return new CliError(`${this.command} ${subcommand} exited with ${ending.code}, but ${ending.message}`, ending.code);
       case 'too-much':

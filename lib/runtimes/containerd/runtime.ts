@@ -10,7 +10,7 @@ import { MadeContainers } from '../containers/made-containers.js';
 import type { Container, ContainerFigures, WatchState } from '../../ports.js';
 import type { CreateOptions, ExistingWorkload, RuntimeConnector } from '../../runtime-connector.js';
 import { type WorkloadInstanceName, type WorkloadSpec, instanceKey } from '../../workload.js';
-import type { Cli } from '../base/cli.js';
+import { type Cli, NotInstalled } from '../base/cli.js';
 import { spread } from '../../spread.js';
 import { labelledWorkloads, logArgs, ownContainers, quietly, tolerateMissing } from '../containers/cli-steps.js';
 import { ImagePulls, type PullEngine, createDeadlines, notThere } from '../containers/image-pulls.js';
@@ -99,6 +99,8 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
   listReusableWorkloads(agentName: string): Observable<ExistingWorkload<string>[]> {
     return this.everywhere([`label=agent=${agentName}`]).pipe(
       map((found) => found.flatMap(({ scope, containers }) => this.noted(scope, labelledWorkloads(containers, agentName, this.name, containerdState)))),
+      // A host without nerdctl has no containers the agent made with it: none, and nothing to warn of at each start.
+      catchError((err: unknown) => (err instanceof NotInstalled ? of([]) : throwError(() => err))),
     );
   }
 
@@ -212,7 +214,8 @@ export class ContainerdRuntime implements RuntimeConnector<string> {
           .map((line) => line.trim())
           .filter((ns) => /^[A-Za-z0-9][A-Za-z0-9._-]{0,75}$/.test(ns)),
       ),
-      catchError(() => of([] as string[])),
+      // Without nerdctl there is no scope to ask either.
+      catchError((err: unknown) => (err instanceof NotInstalled ? throwError(() => err) : of([] as string[]))),
       switchMap((namespaces) =>
         namespaces.length === 0
           ? inScope(this.defaults).pipe(map((one) => [one]))
