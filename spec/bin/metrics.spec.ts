@@ -163,7 +163,7 @@ describe('the metrics endpoint (--metrics), scraped by Prometheus', function () 
     } finally {
       blocker.close();
     }
-    const bad = spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '--metrics', 'nowhere'], '');
+    const bad = spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '-r', specFolder('ank-metrics-none-'), '--metrics', 'nowhere'], '');
     expect(bad).to.contain("The metrics address 'nowhere' is none");
   });
 });
@@ -234,7 +234,9 @@ describe('the metrics endpoint against slow, many and hostile scrapers', functio
     const theirs = path.join(base, 'theirs');
     mkdirSync(theirs);
     chownSync(theirs, 65534, 65534);
-    const run = (socket: string) => spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '-s', e2e.server.url, '--metrics', socket], '');
+    // A run folder of the spec's: the default one (/tmp/ankaios) would outlive it.
+    const folder = specFolder('ank-sock-run-');
+    const run = (socket: string) => spawnChecked(process.execPath, [BIN, '-n', 'x', '-k', '-s', e2e.server.url, '-r', folder, '--metrics', socket], '');
     expect(run(path.join(theirs, 'm.sock'))).to.contain(`The folder '${theirs}' above the socket '${theirs}/m.sock' belongs to another user (uid 65534)`);
     const link = path.join(base, 'link');
     symlinkSync('/run', link);
