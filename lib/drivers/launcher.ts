@@ -200,7 +200,8 @@ export class Launcher {
       const whole = !job.lost && stdout.at(-1) === MARK && (code === 0 || stderr.at(-1) === MARK || stderr.length > job.launch.maxStderr);
       const said = stderr.subarray(0, Math.min(stderr.length - (stderr.at(-1) === MARK ? 1 : 0), job.launch.maxStderr));
       const shellSaid = /^\S*sh: \d+: (.*)/.exec(said.toString())?.[1];
-      if ((code === 126 || code === 127) && shellSaid !== undefined) this.end(id, { kind: 'not-run', message: shellSaid.trim() });
+      // 127: the shell found no such command; 126: it found one it cannot run.
+      if ((code === 126 || code === 127) && shellSaid !== undefined) this.end(id, { kind: 'not-run', message: shellSaid.trim(), missing: code === 127 });
       else if (stdout.length > job.launch.maxStdout + 1) this.end(id, { kind: 'too-much', code });
       else if (!whole) this.end(id, { kind: 'output-lost', code, message: `its output could not be kept whole in ${this.folder} (is its file system full?).` });
       else this.end(id, { kind: 'exited', code, stdout: stdout.subarray(0, -1), stderr: said });

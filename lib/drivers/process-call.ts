@@ -22,8 +22,8 @@ export type Ending =
   | { readonly kind: 'exited'; readonly code: number; readonly stdout: Buffer; readonly stderr: Buffer }
   /** It wrote more on stdout than the caller keeps. */
   | { readonly kind: 'too-much'; readonly code: number }
-  /** It could not be started at all. */
-  | { readonly kind: 'not-run'; readonly message: string }
+  /** It could not be started at all; `missing` when there is no such command (not on the PATH, no file at its path). */
+  | { readonly kind: 'not-run'; readonly message: string; readonly missing?: boolean }
   /** It ran and exited with `code`, but what it wrote could not be kept whole (a full disk). */
   | { readonly kind: 'output-lost'; readonly code: number; readonly message: string };
 

@@ -204,7 +204,10 @@ function spawnCall(launch: Launch, done: (ending: Ending) => void, cut: boolean)
   child.stdout!.on('data', (chunk: Buffer) => stdout.add(chunk));
   child.stderr!.on('data', (chunk: Buffer) => stderr.add(chunk));
   child.stdin?.on('error', () => undefined).end(input);
-  child.on('error', (err) => end({ kind: 'not-run', message: `${binary}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : err.message}` }));
+  child.on('error', (err) => {
+    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+    end({ kind: 'not-run', message: `${binary}: ${missing ? 'not found' : err.message}`, missing });
+  });
   child.on('close', (code, signal) => {
     const status = code ?? 128 + (signal ? os.constants.signals[signal] : 0);
     end(!cut && stdout.bytes() > maxStdout ? { kind: 'too-much', code: status } : { kind: 'exited', code: status, stdout: stdout.all(), stderr: stderr.all() });

@@ -94,8 +94,11 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
     expect(missing.map((how) => how.kind)).to.deep.equal(['not-run']);
   });
 
-  it('says a command that cannot be run could not be run, and refuses a NUL in an argument', async () => {
-    expect(await run(processes(), 'no-such-cli-here', ['ps'])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found' });
+  it('says a command that cannot be run could not be run, and whether it is missing; refuses a NUL in an argument', async () => {
+    expect(await run(processes(), 'no-such-cli-here', ['ps'])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found', missing: true });
+    const notExecutable = path.join(tempParent(), 'cli');
+    writeFileSync(notExecutable, 'echo never\n', { mode: 0o644 });
+    expect(await run(processes(), notExecutable, [])).to.deep.include({ kind: 'not-run', missing: false });
     expect(await run(processes(), 'echo', ['a\0b'])).to.deep.equal({ kind: 'not-run', message: 'an argument holds a NUL character.' });
   });
 
@@ -291,7 +294,7 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
         expect(text(await run(launcher, 'cat', [], { input: 'kind: Pod\n' }))).to.deep.equal({ code: 0, stdout: 'kind: Pod\n', stderr: '' });
         expect(text(await run(launcher, 'sh', ['-c', 'echo why >&2; exit 3']))).to.deep.equal({ code: 3, stdout: '', stderr: 'why\n' });
         expect(await run(launcher, 'head', ['-c', '1025', '/dev/zero'])).to.deep.equal({ kind: 'too-much', code: 0 });
-        expect(await run(launcher, 'no-such-cli-here', [])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found' });
+        expect(await run(launcher, 'no-such-cli-here', [])).to.deep.equal({ kind: 'not-run', message: 'no-such-cli-here: not found', missing: true });
         let killed: Ending | undefined;
         launcher.call({ binary: 'sleep', args: ['30'], ...LIMITS }, (e) => (killed = e))('SIGKILL');
         await until(() => killed !== undefined, 'the killed call to end');

@@ -208,8 +208,7 @@ export class Cli {
   private failure(subcommand: string, ending: Exclude<Ending, { kind: 'exited'; code: 0 }>): CliError {
     switch (ending.kind) {
       case 'not-run':
-        // Both ways of starting a call say `<binary>: not found` for a command that is nowhere.
-        return new (ending.message.endsWith(': not found') ? NotInstalled : CliError)(`Cannot run ${this.command}: ${ending.message}`);
+        return new (ending.missing ? NotInstalled : CliError)(`Cannot run ${this.command}: ${ending.message}`);
       case 'output-lost':
         return new CliError(`${this.command} ${subcommand} exited with ${ending.code}, but ${ending.message}`, ending.code);
       case 'too-much':
