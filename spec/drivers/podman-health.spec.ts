@@ -6,6 +6,7 @@ import { instanceKey } from '../../lib/workload.js';
 import type { RestartPolicy, WorkloadSpec } from '../../lib/workload.js';
 import { IMAGE, PodmanAgent, busybox, kubePod, podman, requirePodman, spec, uniqueAgent } from '../../scripts/harness/podman.js';
 import { harnessCli } from '../../scripts/harness/processes.js';
+import { until } from '../../scripts/harness/wait.js';
 
 /**
  * A workload that is healthy while /tmp/ok exists in it, checked every second; failures in its start period
@@ -189,8 +190,7 @@ describe('health checks (real Podman, no systemd: the agent runs the checks)', f
       agent.send({ kind: 'serverHello', added: [db] });
       await agent.waitFor('db', /^Running\(Ok\)$/, 5000);
       const from = checks.length;
-      // Five more checks in 10 s: none at the default interval of 30 s.
-      for (const until = performance.now() + 10_000; checks.length < from + 5 && performance.now() < until; ) await sleep(50);
+      await until(() => checks.length >= from + 5, 'five more checks in 10 s (none at the default interval of 30 s)', 10_000);
       const seen = checks.slice(from, from + 5);
       expect(seen, 'checks within 10 s').to.have.length(5);
       const pairs = seen.slice(1).map((next, i) => ({ sinceStart: next.start - seen[i].start, idle: next.start - seen[i].end }));
