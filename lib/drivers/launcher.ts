@@ -5,11 +5,11 @@
 // and blocks nothing here. It is one way of lib/drivers/processes.ts to make a call.
 //
 // A call is one line of shell, every word single-quoted, so no name or argument is ever read as shell:
-//   { 'podman' 'ps' … <in >N.out 2>N.err & echo "N $!"; wait $!; s=$?; printf . >>N.out && printf . >>N.err || s=F$s; echo "N = $s"; } & jN=$!
-// The subshell says the command's pid (to kill it), then its exit status; the agent then has the shell reap the
-// subshell and forget its pid (`wait "$jN"; unset jN`), so that no zombie, job or name stays. The shell keeps
-// that pid, not the agent: a call is two reads of the shell's output, not three, each a wake of an agent that
-// was idle. Output goes through files of a private folder, read after the exit, in a place no other user can
+//   { 'podman' 'ps' … <in >N.out 2>N.err & echo $! >N.pid || echo "N $!"; wait $!; s=$?; printf . >>N.out && printf . >>N.err || s=F$s; echo "N = $s"; } & jN=$!
+// The subshell notes the command's pid in a file, read only when the agent signals the call (on the shell's output
+// where the file cannot be written), then says its exit status; the agent then has the shell reap the subshell
+// and forget its pid (`wait "$jN"; unset jN`), so that no zombie, job or name stays. The shell keeps that pid, not
+// the agent: a call is one read of the shell's output, each a wake of an agent that was idle. Output goes through files of a private folder, read after the exit, in a place no other user can
 // fill where there is one (/run as root). Podman and nerdctl exit 0 when their output cannot be written (a full
 // disk): the shell's own mark after it tells output that was kept whole from output that was lost, which is
 // never read as "nothing". Where no folder can be made at all (no space, no inodes, read-only), the calls are
@@ -24,9 +24,9 @@ import type { Ending, Kill, Launch } from './process-call.js';
 interface Job {
   readonly launch: Launch;
   readonly done: (ending: Ending) => void;
-  /** The command's pid, once the shell said it. */
+  /** The command's pid, once read from its file or the shell's output. */
   pid?: number;
-  /** A signal asked for before the pid was known. */
+  /** A signal asked for before the pid was known: given once it is. */
   pending?: NodeJS.Signals;
   /** The command's exit status: once known the job ends. */
   status?: number;
@@ -42,6 +42,8 @@ const NOTHING = Buffer.alloc(0);
 
 /** A shell that has not started a call within this long is stuck: it starts one in milliseconds. */
 const STUCK_MS = 1000;
+/** How often a signal asked for before its call started looks again for the call's pid. */
+const PENDING_LOOK_MS = 10;
 
 /** A word the shell reads as exactly these characters. */
 const quote = (word: string) => `'${word.replaceAll("'", `'\\''`)}'`;
@@ -100,14 +102,20 @@ export class Launcher {
     } catch (err) {
       queueMicrotask(() => this.end(id, { kind: 'not-run', message: (err as Error).message }));
     }
+    const running = () => this.jobs.has(id) && job.status === undefined;
     const kill = (signal: NodeJS.Signals = 'SIGTERM') => {
-      if (!this.jobs.has(id) || job.status !== undefined) return;
-      if (job.pid !== undefined) signalProcess(job.pid, signal);
+      if (!running()) return;
+      const pid = this.pidOf(id, job);
+      if (pid !== undefined) signalProcess(pid, signal);
       // Killed at its deadline and still not started: the shell is stuck (stopped, say). A new one takes the calls.
       else if (signal === 'SIGKILL' && performance.now() - job.submitted > STUCK_MS && this.shell?.pid !== undefined) signalProcess(this.shell.pid, 'SIGKILL');
-      else job.pending = signal;
+      else {
+        const looking = job.pending !== undefined;
+        job.pending = signal;
+        if (!looking) this.signalOnceStarted(id, job, running);
+      }
     };
-    return Object.assign(kill, { pid: () => (this.jobs.has(id) && job.status === undefined ? job.pid : undefined) });
+    return Object.assign(kill, { pid: () => (running() ? this.pidOf(id, job) : undefined) });
   }
 
   /** Ends the shell (its calls run on to their end, in a session of their own) and removes the folder. */
@@ -116,6 +124,30 @@ export class Launcher {
     this.shell = undefined;
     if (this.folder !== undefined) removeQuietly(this.folder);
     this.folder = undefined;
+  }
+
+  /** The pid of a call's command, once its subshell has noted it (a file of its own, or a line on the shell's output). */
+  private pidOf(id: number, job: Job): number | undefined {
+    if (job.pid !== undefined) return job.pid;
+    try {
+      const noted = /^(\d+)\n$/.exec(readStart(this.file(id, 'pid'), 32).toString('latin1'))?.[1];
+      if (noted !== undefined) job.pid = Number(noted);
+    } catch {
+      // Not readable (its folder gone): not known yet.
+    }
+    return job.pid;
+  }
+
+  /** Gives the call its pending signal once its pid is known, looking every few ms while it has not ended. */
+  private signalOnceStarted(id: number, job: Job, running: () => boolean): void {
+    const look = () => {
+      if (!running() || job.pending === undefined) return;
+      const pid = this.pidOf(id, job);
+      if (pid === undefined) return void setTimeout(look, PENDING_LOOK_MS).unref();
+      signalProcess(pid, job.pending);
+      job.pending = undefined;
+    };
+    look();
   }
 
   /** The first time: removes the folders in the parent left by agents killed before they could remove theirs. */
@@ -134,12 +166,12 @@ export class Launcher {
     const command = [job.launch.binary, ...job.launch.args].map(quote).join(' ');
     const [stdin, stdout, stderr] = [input === undefined ? '/dev/null' : this.file(id, 'in'), this.file(id, 'out'), this.file(id, 'err')].map(quote);
     this.shellIn().write(
-      `{ ${command} <${stdin} >${stdout} 2>${stderr} & echo "${id} $!"; wait $!; s=$?; printf . >>${stdout} && printf . >>${stderr} || s=F$s; echo "${id} = $s"; } & j${id}=$!\n`,
+      `{ ${command} <${stdin} >${stdout} 2>${stderr} & echo $! >${quote(this.file(id, 'pid'))} || echo "${id} $!"; wait $!; s=$?; printf . >>${stdout} && printf . >>${stderr} || s=F$s; echo "${id} = $s"; } & j${id}=$!\n`,
     );
   }
 
   /** A file of a call in the private folder. */
-  private file(id: number, ext: 'in' | 'out' | 'err'): string {
+  private file(id: number, ext: 'in' | 'out' | 'err' | 'pid'): string {
     return path.join(this.folder!, `${id}.${ext}`);
   }
 
@@ -166,7 +198,7 @@ export class Launcher {
     return this.shell.stdin!;
   }
 
-  /** What the subshell of call N says: `N PID` (started), then `N = STATUS` (ended). */
+  /** What the subshell of call N says: `N = STATUS` (ended), after `N PID` (started) where it could not note the pid in its file. */
   private read(text: string): void {
     const lines = (this.unread + text).split('\n');
     this.unread = lines.pop() ?? '';
@@ -181,6 +213,7 @@ export class Launcher {
       } else {
         job.pid = Number(what);
         if (job.pending) signalProcess(job.pid, job.pending);
+        job.pending = undefined;
       }
       if (job.status !== undefined) this.collect(id, job);
     }
@@ -215,7 +248,7 @@ export class Launcher {
     if (job === undefined) return;
     this.jobs.delete(id);
     // Whatever the shell got to, its files go (a call it never started has none to find).
-    const files = job.launch.input === undefined ? (['out', 'err'] as const) : (['in', 'out', 'err'] as const);
+    const files = job.launch.input === undefined ? (['out', 'err', 'pid'] as const) : (['in', 'out', 'err', 'pid'] as const);
     if (this.folder !== undefined) for (const ext of files) removeFile(this.file(id, ext));
     job.done(ending);
   }

@@ -280,6 +280,21 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
       expect(text(await run(launcher, 'echo', ['[]']))).to.deep.equal({ code: 0, stdout: '[]\n', stderr: '' });
     });
 
+    it('still kills a call on a full file system, where no file can note its pid, and tells its pid', async () => {
+      const dir = tmpfs('size=64k');
+      const launcher = processes({ parent: dir });
+      await run(launcher, 'true', []);
+      asNobody(`dd if=/dev/zero of=${dir}/fill bs=4k`);
+      let ending: Ending | undefined;
+      const kill = launcher.call({ binary: 'sleep', args: ['30'], ...LIMITS }, (e) => (ending = e));
+      await until(() => kill.pid() !== undefined, 'its pid to be told');
+      expect(readFileSync(`/proc/${kill.pid()}/cmdline`, 'utf8')).to.equal('sleep\x0030\x00');
+      kill('SIGTERM');
+      await until(() => ending !== undefined, 'the killed call to end');
+      // Its output could not be kept (the marks), but it was killed: not left to its 30 s.
+      expect(ending).to.include({ kind: 'output-lost', code: 143 });
+    });
+
     for (const [what, options, fill] of [
       ['no inode left', 'nr_inodes=8', 'i=0; while touch f$i; do i=$((i+1)); done'],
       ['a read-only place', 'ro,size=64k', 'true'],
