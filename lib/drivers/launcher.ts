@@ -9,7 +9,9 @@
 // The subshell notes the command's pid in a file, read only when the agent signals the call (on the shell's output
 // where the file cannot be written), then says its exit status; the agent then has the shell reap the subshell
 // and forget its pid (`wait "$jN"; unset jN`), so that no zombie, job or name stays. The shell keeps that pid, not
-// the agent: a call is one read of the shell's output, each a wake of an agent that was idle. Output goes through files of a private folder, read after the exit, in a place no other user can
+// the agent: a call is one read of the shell's output, each a wake of an agent that was idle. Each write wakes the
+// shell, at some tens of µs of the agent's CPU: the reaps of ended calls go with the next call's line, alone only
+// when no call runs once the turn that ended them is over. Output goes through files of a private folder, read after the exit, in a place no other user can
 // fill where there is one (/run as root). Podman and nerdctl exit 0 when their output cannot be written (a full
 // disk): the shell's own mark after it tells output that was kept whole from output that was lost, which is
 // never read as "nothing". Where no folder can be made at all (no space, no inodes, read-only), the calls are
@@ -53,6 +55,8 @@ export class Launcher {
   private readonly jobs = new Map<number, Job>();
   private next = 0;
   private unread = '';
+  /** The reaps of calls that ended while others ran, not yet written to the shell. */
+  private reaps = '';
   private folder?: string;
   /** Whether the parent was swept of the folders of agents killed before they could remove theirs. */
   private swept = false;
@@ -165,7 +169,7 @@ export class Launcher {
     if (input !== undefined) writeFileSync(this.file(id, 'in'), input, { mode: 0o600 });
     const command = [job.launch.binary, ...job.launch.args].map(quote).join(' ');
     const [stdin, stdout, stderr] = [input === undefined ? '/dev/null' : this.file(id, 'in'), this.file(id, 'out'), this.file(id, 'err')].map(quote);
-    this.shellIn().write(
+    this.write(
       `{ ${command} <${stdin} >${stdout} 2>${stderr} & echo $! >${quote(this.file(id, 'pid'))} || echo "${id} $!"; wait $!; s=$?; printf . >>${stdout} && printf . >>${stderr} || s=F$s; echo "${id} = $s"; } & j${id}=$!\n`,
     );
   }
@@ -173,6 +177,13 @@ export class Launcher {
   /** A file of a call in the private folder. */
   private file(id: number, ext: 'in' | 'out' | 'err' | 'pid'): string {
     return path.join(this.folder!, `${id}.${ext}`);
+  }
+
+  /** Gives the shell a line, the reaps not yet written first. */
+  private write(line: string): void {
+    const reaps = this.reaps;
+    this.reaps = '';
+    this.shellIn().write(reaps + line);
   }
 
   private shellIn(): Writable {
@@ -190,6 +201,7 @@ export class Launcher {
         if (this.shell !== shell) return;
         this.shell = undefined;
         this.unread = '';
+        this.reaps = '';
         for (const id of [...this.jobs.keys()]) this.end(id, { kind: 'not-run', message: why });
       };
       shell.on('error', (err) => gone(`/bin/sh: ${err.message}`));
@@ -217,11 +229,17 @@ export class Launcher {
       }
       if (job.status !== undefined) this.collect(id, job);
     }
+    if (this.reaps !== '' && this.jobs.size === 0) setImmediate(() => this.reapIdle());
+  }
+
+  /** No call runs, and none started in this turn to carry the reaps: they go alone, so that no zombie or name stays. */
+  private reapIdle(): void {
+    if (this.reaps !== '' && this.jobs.size === 0 && this.shell !== undefined) this.write('');
   }
 
   /** The command and its subshell have ended: the subshell is reaped, the output read, the files removed. */
   private collect(id: number, job: Job): void {
-    this.shell?.stdin?.write(`wait "$j${id}"; unset j${id}\n`);
+    this.reaps += `wait "$j${id}"; unset j${id}\n`;
     const code = job.status!;
     // Read at once: files just written are in the page cache, and a thread-pool round trip costs more.
     try {
