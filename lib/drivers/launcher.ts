@@ -44,7 +44,7 @@ const NOTHING = Buffer.alloc(0);
 
 /** A shell that has not started a call within this long is stuck: it starts one in milliseconds. */
 const STUCK_MS = 1000;
-/** How often a signal asked for before its call started looks again for the call's pid. */
+/** How soon a signal asked for before its call started first looks again for the call's pid; each wait doubles, to a second. */
 const PENDING_LOOK_MS = 10;
 
 /** A word the shell reads as exactly these characters. */
@@ -142,16 +142,19 @@ export class Launcher {
     return job.pid;
   }
 
-  /** Gives the call its pending signal once its pid is known, looking every few ms while it has not ended. */
+  /**
+   * Gives the call its pending signal once its pid is known, looking again while it has not ended: soon, then less
+   * and less often (a stuck shell costs a look a second).
+   */
   private signalOnceStarted(id: number, job: Job, running: () => boolean): void {
-    const look = () => {
+    const look = (waitMs: number) => {
       if (!running() || job.pending === undefined) return;
       const pid = this.pidOf(id, job);
-      if (pid === undefined) return void setTimeout(look, PENDING_LOOK_MS).unref();
+      if (pid === undefined) return void setTimeout(() => look(Math.min(2 * waitMs, 1000)), waitMs).unref();
       signalProcess(pid, job.pending);
       job.pending = undefined;
     };
-    look();
+    look(PENDING_LOOK_MS);
   }
 
   /** The first time: removes the folders in the parent left by agents killed before they could remove theirs. */

@@ -115,6 +115,19 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
     expect(text(late!)).to.include({ code: 143 });
   });
 
+  it('gives a signal asked for before its call started once the call starts, even after its shell stalled', async () => {
+    const launcher = processes();
+    await run(launcher, 'true', []);
+    const shell = launcher.shellPid!;
+    process.kill(shell, 'SIGSTOP');
+    let ending: Ending | undefined;
+    launcher.call({ binary: 'sleep', args: ['30'], ...LIMITS }, (e) => (ending = e))('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    process.kill(shell, 'SIGCONT');
+    await until(() => ending !== undefined, 'the call to end', 10_000);
+    expect(text(ending!)).to.include({ code: 143 });
+  });
+
   it('leaves no process and no file behind once its calls have ended', async () => {
     const parent = tempParent();
     const launcher = processes({ parent: parent });
