@@ -6,16 +6,17 @@
 //
 // A call is one line of shell, every word single-quoted, so no name or argument is ever read as shell:
 //   { 'podman' 'ps' … <in >N.out 2>N.err & echo $! >N.pid || echo "N $!"; wait $!; s=$?; printf . >>N.out && printf . >>N.err || s=F$s; echo "N = $s"; } & jN=$!
-// The subshell notes the command's pid in a file, read only when the agent signals the call (on the shell's output
-// where the file cannot be written), then says its exit status; the agent then has the shell reap the subshell
-// and forget its pid (`wait "$jN"; unset jN`), so that no zombie, job or name stays. The shell keeps that pid, not
-// the agent: a call is one read of the shell's output, each a wake of an agent that was idle. Each write wakes the
-// shell, at some tens of µs of the agent's CPU: the reaps of ended calls go with the next call's line, alone only
-// when no call runs once the turn that ended them is over. Output goes through files of a private folder, read after the exit, in a place no other user can
-// fill where there is one (/run as root). Podman and nerdctl exit 0 when their output cannot be written (a full
-// disk): the shell's own mark after it tells output that was kept whole from output that was lost, which is
-// never read as "nothing". Where no folder can be made at all (no space, no inodes, read-only), the calls are
-// spawned directly, with pipes (lib/drivers/processes.ts).
+// The subshell notes the command's pid in a file, read only when the agent signals the call (it says it on the
+// shell's output where the file cannot be written), then says its exit status; the agent then has the shell reap
+// the subshell and forget its pid (`wait "$jN"; unset jN`), so that no zombie, job or name stays. The shell keeps
+// that pid, not the agent. So a call is one read of the shell's output, a wake of an agent that was idle, and, while
+// others run, one write to it, a wake of the shell that costs the agent some tens of µs: the reaps of ended calls go
+// with the next call's line, alone only when no call runs once the turn that ended them is over. Output goes
+// through files of a private folder, read after the exit, in a place no other user can fill where there is one
+// (/run as root). Podman and nerdctl exit 0 when their output cannot be written (a full disk): the shell's own
+// mark after it tells output that was kept whole from output that was lost, which is never read as "nothing".
+// Where no folder can be made at all (no space, no inodes, read-only), the calls are spawned directly, with pipes
+// (lib/drivers/processes.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, fstatSync, lstatSync, mkdtempSync, openSync, readSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
@@ -55,7 +56,7 @@ export class Launcher {
   private readonly jobs = new Map<number, Job>();
   private next = 0;
   private unread = '';
-  /** The reaps of calls that ended while others ran, not yet written to the shell. */
+  /** The reaps of ended calls, not yet written to the shell. */
   private reaps = '';
   private folder?: string;
   /** Whether the parent was swept of the folders of agents killed before they could remove theirs. */
