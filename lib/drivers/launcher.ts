@@ -45,8 +45,8 @@ const NOTHING = Buffer.alloc(0);
 
 /** A shell that has not started a call within this long is stuck: it starts one in milliseconds. */
 const STUCK_MS = 1000;
-/** How soon a signal asked for before its call started first looks again for the call's pid; each wait doubles, to a second. */
-const PENDING_LOOK_MS = 10;
+/** How soon a signal asked for before its call started looks again for the call's pid, and how seldom at most: each wait doubles. */
+const PENDING_LOOKS = { firstMs: 10, mostMs: 1000 };
 
 /** A word the shell reads as exactly these characters. */
 const quote = (word: string) => `'${word.replaceAll("'", `'\\''`)}'`;
@@ -150,12 +150,10 @@ export class Launcher {
   private signalOnceStarted(id: number, job: Job, running: () => boolean): void {
     const look = (waitMs: number) => {
       if (!running() || job.pending === undefined) return;
-      const pid = this.pidOf(id, job);
-      if (pid === undefined) return void setTimeout(() => look(Math.min(2 * waitMs, 1000)), waitMs).unref();
-      signalProcess(pid, job.pending);
-      job.pending = undefined;
+      if (this.pidOf(id, job) === undefined) return void setTimeout(() => look(Math.min(2 * waitMs, PENDING_LOOKS.mostMs)), waitMs).unref();
+      givePending(job);
     };
-    look(PENDING_LOOK_MS);
+    look(PENDING_LOOKS.firstMs);
   }
 
   /** The first time: removes the folders in the parent left by agents killed before they could remove theirs. */
@@ -228,8 +226,7 @@ export class Launcher {
         job.lost = value.startsWith('F');
       } else {
         job.pid = Number(what);
-        if (job.pending) signalProcess(job.pid, job.pending);
-        job.pending = undefined;
+        givePending(job);
       }
       if (job.status !== undefined) this.collect(id, job);
     }
@@ -344,6 +341,13 @@ function readStart(file: string, limit: number): Buffer {
   } finally {
     closeSync(fd);
   }
+}
+
+/** Gives a call the signal asked for before its pid was known, once it is. */
+function givePending(job: Job): void {
+  if (job.pending === undefined || job.pid === undefined) return;
+  signalProcess(job.pid, job.pending);
+  job.pending = undefined;
 }
 
 /** Signals a process that may have ended meanwhile. */
