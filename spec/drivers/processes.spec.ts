@@ -39,6 +39,15 @@ afterEach(() => {
   parents.splice(0).forEach((parent) => rmSync(parent, { recursive: true, force: true }));
 });
 
+/** A driver whose shell has started a call and is then stopped (SIGSTOP), as a stuck shell is. */
+async function stoppedShell(): Promise<{ launcher: Processes; shell: number }> {
+  const launcher = processes();
+  await run(launcher, 'true', []);
+  const shell = launcher.shellPid!;
+  process.kill(shell, 'SIGSTOP');
+  return { launcher, shell };
+}
+
 const text = (ending: Ending) =>
   ending.kind === 'exited' ? { code: ending.code, stdout: ending.stdout.toString(), stderr: ending.stderr.toString() } : ending;
 
@@ -116,10 +125,7 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
   });
 
   it('gives a signal asked for before its call started once the call starts, even after its shell stalled', async () => {
-    const launcher = processes();
-    await run(launcher, 'true', []);
-    const shell = launcher.shellPid!;
-    process.kill(shell, 'SIGSTOP');
+    const { launcher, shell } = await stoppedShell();
     let ending: Ending | undefined;
     launcher.call({ binary: 'sleep', args: ['30'], ...LIMITS }, (e) => (ending = e))('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -246,10 +252,7 @@ describe('The process driver (one shell starts the runtime CLI calls; swdd~podma
   });
 
   it('replaces a stuck shell: a call killed at its deadline before it started ends, and the next call runs', async () => {
-    const launcher = processes();
-    await run(launcher, 'true', []);
-    const stuck = launcher.shellPid!;
-    process.kill(stuck, 'SIGSTOP');
+    const { launcher, shell: stuck } = await stoppedShell();
     let ending: Ending | undefined;
     const kill = launcher.call({ binary: 'true', args: [], ...LIMITS }, (e) => (ending = e));
     await new Promise((resolve) => setTimeout(resolve, 1200));
