@@ -120,26 +120,30 @@ export async function run(flags: CommandLine, early?: EarlyStart, ended?: (outco
   const endpoint = metrics;
   let told!: (outcome: Outcome) => void;
   const done = new Promise<Outcome>((resolve) => (told = resolve));
-  let releaseAgent: (() => void) | undefined;
+  let agentRun: AgentRun | undefined;
   let released = false;
   const release = () => {
     if (released) return;
     released = true;
-    releaseAgent?.();
+    agentRun?.letGo();
     runtimes.dispose();
     processes.dispose();
     endpoint?.close();
   };
-  releaseAgent = runAgent(setting, runtimes.connectors, log, { scheduler, trace, metrics, running, handOverSignals: early?.handOverSignals }, (outcome) => {
+  agentRun = runAgent(setting, runtimes.connectors, log, { scheduler, trace, metrics, running, handOverSignals: early?.handOverSignals }, (outcome) => {
     release();
     told(outcome);
     ended?.(outcome);
+    // Last, where `ended` did not end the process: until then a signal that comes again finds the agent stopping,
+    // not Node's default, which would end it half let go.
+    agentRun?.forgetSignals();
   });
   // Ended from outside: as a stop that nothing went wrong in (the promise keeps the first outcome told).
   return {
     done,
     dispose: () => {
       release();
+      agentRun?.forgetSignals();
       told({ code: 0 });
     },
   };
@@ -169,13 +173,19 @@ interface RunParts {
   readonly handOverSignals?: () => NodeJS.Signals | undefined;
 }
 
+/** What lets go of the agent's run: its subscription and pipes, and apart from them its signal handlers. */
+interface AgentRun {
+  readonly letGo: () => void;
+  readonly forgetSignals: () => void;
+}
+
 /**
  * The drivers wired to agent(), and the one subscription; `ended` is told how it ended (the link ended, a signal's
  * deadline passed, or the agent failed), in that very turn. Returns what lets go of them. The Subject closes the
  * loop from what the agent says back into its link: the link's input is the agent's output, which no stream built
  * before it can be.
  */
-function runAgent(setting: Setting, connectors: MadeRuntimes['connectors'], log: Logger, parts: RunParts, ended: (outcome: Outcome) => void): () => void {
+function runAgent(setting: Setting, connectors: MadeRuntimes['connectors'], log: Logger, parts: RunParts, ended: (outcome: Outcome) => void): AgentRun {
   const { scheduler, trace, metrics, running, handOverSignals } = parts;
   const pipes = new ControlInterfacePipes(setting.ioFolder, log, setting.serverFull$);
   const host = hostSide(setting.ioFolder, pipes, new WorkloadFiles(setting.ioFolder));
@@ -224,10 +234,12 @@ function runAgent(setting: Setting, connectors: MadeRuntimes['connectors'], log:
   // A signal the start caught counts as come now, the link running.
   const caught = handOverSignals?.();
   if (caught) stopOn(caught);
-  return () => {
-    subscription.unsubscribe();
-    pipes.closeAll();
-    off();
+  return {
+    letGo: () => {
+      subscription.unsubscribe();
+      pipes.closeAll();
+    },
+    forgetSignals: off,
   };
 }
 
