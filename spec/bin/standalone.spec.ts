@@ -1,6 +1,6 @@
 // Standalone mode: the real agent process runs a manifest on real Podman, without a server.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -175,6 +175,26 @@ describe('ank-agent --manifest (standalone mode)', function () {
     expect(await u.exited).to.equal(1);
     expect(u.log()).to.include("'apiVersion' is missing");
     expect(u.log()).not.to.match(/\n\s+at /);
+  });
+
+  it('a signal that comes again while it stops changes nothing: it lets go of all it holds and exits 0', async () => {
+    const name = uniqueAgent('twice');
+    const agent = start(manifestFor(name, 'hello.yaml'));
+    agents.push([agent, name]);
+    await until(() => states(agent.log()).includes('hello: Running(Ok)'), 'hello to run');
+    const pid = agent.child.pid!;
+    const callFolders = () => readdirSync('/run').filter((entry) => entry.startsWith(`ank-agent-calls-${pid}-`));
+    expect(callFolders()).to.have.length(1);
+    // As `timeout -s INT` and a Ctrl-C pressed again do: the signal again and again until the agent is gone.
+    agent.child.kill('SIGINT');
+    const again = setInterval(() => agent.child.exitCode === null && agent.child.signalCode === null && agent.child.kill('SIGINT'), 1);
+    try {
+      expect(await agent.exited).to.equal(0);
+    } finally {
+      clearInterval(again);
+    }
+    expect(agent.log().match(/SIGINT: stopping\./g)).to.have.length(1);
+    expect(callFolders()).to.deep.equal([]);
   });
 
   it('--delete-on-exit deletes the workloads before the agent stops', async () => {
